@@ -1,0 +1,48 @@
+# disttrain: one entry point for people and CI. Every target installs what it needs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PY_PATHS := $(CURDIR)/operator:$(CURDIR)/trainer
+VENV = $(shell bash hack/venv.sh)
+RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
+TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
+PYTEST_ARGS ?=
+
+.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
+
+venv:  ## create/reuse the virtualenv (outside the checkout, keyed on constraints.txt)
+	@echo "venv: $(VENV)"
+
+tools:  ## build kube-apiserver, etcd, kwok, kubectl, helm, kubeconform into the cache (once per pin set)
+	@bash hack/build-tools.sh
+
+test: venv tools  ## everything: unit, trainer (gloo), cluster (real control plane)
+	$(RUN) python -m pytest $(PYTEST_ARGS) tests
+
+test-unit: venv  ## pure core, offline, seconds
+	$(RUN) python -m pytest $(PYTEST_ARGS) tests/unit
+
+test-trainer: venv  ## real torch.distributed on CPU
+	$(RUN) python -m pytest $(PYTEST_ARGS) tests/trainer
+
+test-cluster: venv tools  ## operator and CRD against the real control plane + KWOK
+	$(RUN) python -m pytest $(PYTEST_ARGS) tests/cluster tests/e2e
+
+demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents
+	$(RUN) disttrain validate manifests/examples/*.yaml
+	$(RUN) disttrain run --local manifests/examples/cpu-ddp-2x1.yaml
+
+cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the KUBECONFIG to export
+	@bash hack/cluster.sh up
+
+cluster-down:  ## stop it and remove its state
+	@bash hack/cluster.sh down
+
+crd: venv  ## regenerate manifests/crd from the API types
+	$(RUN) disttrain crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
+
+bench: venv tools  ## benchmarks: print ratios measured side by side
+	$(RUN) python bench/trainer_overhead.py
+	$(RUN) python bench/operator_scale.py

@@ -1,0 +1,190 @@
+"""Defaults and topology resolution. Pure: a spec in, a new spec (or Resolved) out.
+
+Static defaults come from the field metadata (the same numbers the CRD carries);
+dynamic ones (nprocPerNode: auto, precision, strategy) are resolved here together with
+the guardrails, each of which says what it did instead of what was asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from . import types as t
+from .errors import FieldError, GuardrailWarning
+from .meta import fields_of, meta_of
+from .parse import parse_object
+from . import reasons
+
+DDP_SINGLE_DEVICE = "DDP requires multiple devices, falling back to single-device training"
+FSDP_SINGLE_DEVICE = "FSDP requires multiple devices, falling back to single-device training"
+
+
+def apply_defaults(obj: Any) -> Any:
+    """Fill every unset field that has a static default, recursively. Idempotent."""
+    if isinstance(obj, t.Job):
+        return dataclasses.replace(obj, spec=apply_defaults(obj.spec))
+    changes = {}
+    for f, shape in fields_of(type(obj)):
+        value = getattr(obj, f.name)
+        default = meta_of(f).default
+        if value is None and default is not None:
+            value = parse_object(shape.cls, default, "")[0] if shape.kind == "object" else default
+        if value is not None and shape.kind == "object":
+            value = apply_defaults(value)
+        changes[f.name] = value
+    obj = dataclasses.replace(obj, **changes)
+    if isinstance(obj, t.BuiltinTrainer) and obj.dataset is None:
+        obj = dataclasses.replace(
+            obj, dataset="synthetic-regression" if obj.model == "mlp" else "text")
+    return obj
+
+
+def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[GuardrailWarning], list[FieldError]]:
+    """Resolve topology, strategy and precision of a defaulted spec."""
+    warnings: list[GuardrailWarning] = []
+    errors: list[FieldError] = []
+    gpus = spec.gpus_per_node
+    nproc = resolve_nproc(spec, warnings, errors)
+    nodes = spec.nodes
+    min_nodes = spec.min_nodes if spec.min_nodes is not None else nodes
+    max_nodes = spec.max_nodes if spec.max_nodes is not None else nodes
+    world = nodes * nproc
+    strategy = resolve_strategy(spec, max_nodes * nproc, warnings, errors)
+    errors += check_mesh(spec, world, nproc, min_nodes, max_nodes, warnings)
+    precision = resolve_precision(spec, strategy, warnings)
+    warnings += checkpoint_warnings(spec, max_nodes)
+    warnings += image_warnings(spec)
+    resolved = t.Resolved(strategy=strategy, nodes=nodes, min_nodes=min_nodes,
+                          max_nodes=max_nodes, nproc_per_node=nproc, world_size=world,
+                          precision=precision)
+    return resolved, warnings, errors
+
+
+def resolve_nproc(spec: t.DistributedTrainingSpec, warnings: list, errors: list) -> int:
+    gpus, asked = spec.gpus_per_node, spec.nproc_per_node
+    if isinstance(asked, str):
+        if asked != "auto":
+            errors.append(FieldError("spec.nprocPerNode", asked, "is not allowed",
+                                     "an integer >= 1 or auto", "write auto or a number"))
+        return gpus if gpus > 0 else 1
+    if asked < 1:
+        errors.append(FieldError("spec.nprocPerNode", asked, "is out of range",
+                                 "an integer >= 1 or auto", "use auto"))
+        return 1
+    if gpus > 0 and asked > gpus:
+        if spec.mesh is not None:
+            errors.append(FieldError(
+                "spec.nprocPerNode", asked, f"asks for more processes than the {gpus} GPUs per node",
+                f"at most gpusPerNode ({gpus}); clamping would change the world size the mesh "
+                "was sized for", f"set nprocPerNode: {gpus} (or auto) and resize spec.mesh"))
+            return gpus
+        warnings.append(GuardrailWarning(
+            reasons.NPROC_CLAMPED, "spec.nprocPerNode",
+            f"nprocPerNode {asked} is more than gpusPerNode {gpus}; one process per GPU: "
+            f"clamping nprocPerNode to {gpus}"))
+        return gpus
+    if 0 < asked < gpus:
+        warnings.append(GuardrailWarning(
+            reasons.IDLE_GPUS, "spec.nprocPerNode",
+            f"nprocPerNode {asked} leaves {gpus - asked} of {gpus} GPUs per node idle; "
+            "use nprocPerNode: auto to use them all"))
+    return asked
+
+
+def resolve_strategy(spec: t.DistributedTrainingSpec, max_devices: int, warnings: list,
+                     errors: list) -> str:
+    asked = spec.strategy or "auto"
+    strategy = "fsdp" if asked == "fsdp_native" else asked
+    if spec.mesh is not None:
+        if strategy == "ddp":
+            errors.append(FieldError("spec.strategy", asked, "cannot be combined with spec.mesh",
+                                     "fsdp or auto with a mesh",
+                                     "set strategy: fsdp, or remove spec.mesh"))
+        return "fsdp"
+    if max_devices == 1 and strategy in ("ddp", "fsdp"):
+        message = DDP_SINGLE_DEVICE if strategy == "ddp" else FSDP_SINGLE_DEVICE
+        reason = reasons.DDP_SINGLE_DEVICE if strategy == "ddp" else reasons.FSDP_SINGLE_DEVICE
+        warnings.append(GuardrailWarning(reason, "spec.strategy", message))
+        return "auto"
+    return strategy
+
+
+def check_mesh(spec: t.DistributedTrainingSpec, world: int, nproc: int, min_nodes: int,
+               max_nodes: int, warnings: list) -> list[FieldError]:
+    mesh = spec.mesh
+    if mesh is None:
+        return []
+    errors = []
+    if min_nodes != spec.nodes or max_nodes != spec.nodes:
+        errors.append(FieldError("spec.mesh", {"fsdp": mesh.fsdp, "tp": mesh.tp},
+                                 "needs a fixed world size", "minNodes = nodes = maxNodes",
+                                 "remove spec.minNodes/spec.maxNodes or set both to spec.nodes"))
+    if mesh.fsdp * mesh.tp != world:
+        fix = (f"set mesh.fsdp: {world // mesh.tp}" if world % mesh.tp == 0
+               else f"choose tp dividing the world size {world}")
+        errors.append(FieldError("spec.mesh", {"fsdp": mesh.fsdp, "tp": mesh.tp},
+                                 f"fsdp x tp = {mesh.fsdp * mesh.tp} is not the world size "
+                                 f"{world} (nodes {spec.nodes} x nprocPerNode {nproc})",
+                                 "fsdp x tp = nodes x nprocPerNode", fix))
+    elif nproc % mesh.tp != 0:
+        warnings.append(GuardrailWarning(
+            reasons.TP_ACROSS_NODES, "spec.mesh.tp",
+            f"tp {mesh.tp} does not divide nprocPerNode {nproc}: tensor-parallel groups "
+            "span nodes and every layer waits on the network; prefer tp dividing nprocPerNode"))
+    return errors
+
+
+def resolve_precision(spec: t.DistributedTrainingSpec, strategy: str, warnings: list) -> str:
+    on_gpu = spec.gpus_per_node > 0
+    asked = spec.precision
+    if asked is None:
+        return "bf16-mixed" if on_gpu else "32"
+    if asked == "16-mixed" and not on_gpu:
+        warnings.append(GuardrailWarning(
+            reasons.PRECISION_FALLBACK, "spec.precision",
+            "16-mixed needs CUDA GPUs (gpusPerNode is 0): falling back to 32; "
+            "use bf16-mixed or 32 on CPU"))
+        return "32"
+    if strategy == "fsdp" and on_gpu and asked != "bf16-mixed":
+        warnings.append(GuardrailWarning(
+            reasons.FSDP_WITHOUT_BF16, "spec.precision",
+            f"FSDP on GPUs with precision {asked}: parameters and gradients are "
+            "communicated in full precision; bf16-mixed halves that traffic and memory"))
+    return asked
+
+
+def checkpoint_warnings(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[GuardrailWarning]:
+    ckpt, out = spec.checkpoint, []
+    if ckpt.claim_name is None:
+        if max_nodes > 1:
+            message = ("not set: each pod writes its shards to its own "
+                       "emptyDir, so a checkpoint is split across pods and lost when a pod "
+                       "is recreated; set checkpoint.claimName to a ReadWriteMany "
+                       "PersistentVolumeClaim")
+        else:
+            message = ("not set: checkpoints live in the pod's emptyDir and "
+                       "are lost when the pod is recreated; set checkpoint.claimName to a "
+                       "PersistentVolumeClaim")
+        out.append(GuardrailWarning(reasons.EPHEMERAL_CHECKPOINTS, "spec.checkpoint.claimName",
+                                    message))
+    builtin = spec.trainer.builtin
+    if builtin is not None and ckpt.interval_steps > builtin.steps:
+        out.append(GuardrailWarning(
+            reasons.CHECKPOINT_INTERVAL_BEYOND_STEPS, "spec.checkpoint.intervalSteps",
+            f"intervalSteps {ckpt.interval_steps} is more than steps {builtin.steps}: no "
+            "checkpoint before the end, a failure restarts from step 0"))
+    return out
+
+
+def image_warnings(spec: t.DistributedTrainingSpec) -> list[GuardrailWarning]:
+    image = spec.image
+    tag = image.rsplit("/", 1)[-1]
+    if "@" in tag or spec.image_pull_policy != "IfNotPresent":
+        return []
+    if ":" not in tag or tag.endswith(":latest"):
+        return [GuardrailWarning(
+            reasons.MUTABLE_IMAGE_TAG, "spec.image",
+            f"image {image!r} uses the latest tag with imagePullPolicy IfNotPresent: nodes "
+            "may run different cached builds; pin a tag or digest")]
+    return []

@@ -1,0 +1,70 @@
+"""Validation results: errors that name the field, the value, what is allowed and the fix."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+_UNSET = object()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem with one field. `str()` is the line users see in the CLI and status."""
+
+    path: str
+    value: Any
+    problem: str
+    allowed: str = ""
+    hint: str = ""
+
+    def __str__(self) -> str:
+        shown = "not set" if self.value is _UNSET else f"got {_short(self.value)}"
+        out = f"{self.path}: {self.problem} ({shown})"
+        if self.allowed:
+            out += f"; allowed: {self.allowed}"
+        if self.hint:
+            out += f". Fix: {self.hint}"
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailWarning:
+    """A spec that works but not as written: we say what we did instead."""
+
+    reason: str  # CamelCase, shared with Events and the metrics label
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class InvalidSpec(Exception):
+    """The one exception the API model raises: carries every FieldError."""
+
+    def __init__(self, errors: Iterable[FieldError]):
+        self.errors = list(errors)
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+
+def unset() -> Any:
+    """Marker for FieldError.value when the field is missing."""
+    return _UNSET
+
+
+def did_you_mean(value: Any, choices: Iterable[str]) -> str:
+    if not isinstance(value, str):
+        return ""
+    choices = list(choices)
+    folded = {c.lower(): c for c in choices}
+    if value.lower() in folded:
+        return f"use {folded[value.lower()]!r} (values are case-sensitive)"
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,38 @@
+"""Deterministic names and labels of a job's children.
+
+A re-run after a crash computes the same names, so creating is idempotent.
+"""
+
+from __future__ import annotations
+
+from .types import GROUP, MAX_NODES
+
+WORKER_INFIX = "-worker-"
+DNS_LABEL_MAX = 63
+# <job>-worker-<i> must be a DNS label (pod hostname) for every i < MAX_NODES.
+MAX_JOB_NAME_LENGTH = DNS_LABEL_MAX - len(WORKER_INFIX) - len(str(MAX_NODES - 1))
+
+JOB_LABEL = f"{GROUP}/job"
+INDEX_LABEL = f"{GROUP}/worker-index"
+ROLE_LABEL = f"{GROUP}/role"
+FINALIZER = f"{GROUP}/finalizer"
+CONTAINER_NAME = "trainer"
+
+
+def worker_name(job: str, index: int) -> str:
+    return f"{job}{WORKER_INFIX}{index}"
+
+
+def service_name(job: str) -> str:
+    return job
+
+
+def worker_index(pod_name: str, job: str) -> int | None:
+    """The index in `<job>-worker-<i>`, or None for a name we did not make."""
+    prefix = f"{job}{WORKER_INFIX}"
+    tail = pod_name[len(prefix):] if pod_name.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() and str(int(tail)) == tail else None
+
+
+def selector(job: str) -> str:
+    return f"{JOB_LABEL}={job}"

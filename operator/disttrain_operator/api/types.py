@@ -1,0 +1,405 @@
+"""The DistributedTraining API (`disttrain.dev/v1alpha1`) as typed dataclasses.
+
+Every field's description, default and bounds live here and nowhere else: the CRD
+(`disttrain crd`), `kubectl explain`, the offline validator and the defaulter all read
+them. Attribute names are snake_case; the Kubernetes names are their camelCase.
+Unset fields are None until `api.defaults` fills them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .meta import DNS1123_SUBDOMAIN, RESOURCE_NAME, spec_field
+
+GROUP = "disttrain.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "DistributedTraining"
+PLURAL = "distributedtrainings"
+SINGULAR = "distributedtraining"
+SHORT_NAMES = ["dt", "dtrain"]
+
+DEFAULT_IMAGE = "ghcr.io/disttrain/trainer:0.1.0"
+MAX_NODES = 1024
+MAX_GPUS_PER_NODE = 64
+
+Strategy = Literal["auto", "ddp", "fsdp", "fsdp_native"]
+Precision = Literal["bf16-mixed", "16-mixed", "32"]
+Model = Literal["gpt-nano", "gpt-small", "mlp"]
+Dataset = Literal["text", "synthetic-regression", "synthetic-classification"]
+CleanPodPolicy = Literal["All", "Running", "None"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+RendezvousBackend = Literal["c10d"]
+Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+
+# A Kubernetes quantity or count: 4, "500m", "16Gi".
+IntOrString = int | str
+
+
+@dataclass(kw_only=True, slots=True)
+class BuiltinTrainer:
+    """builtin: the trainer shipped in the image (python -m disttrain_trainer)."""
+
+    model: Model | None = spec_field(
+        "model: the built-in model. gpt-nano (~1M parameters) and gpt-small (~20M) are "
+        "GPT-style language models; mlp is a small multilayer perceptron.",
+        default="gpt-nano", immutable_while_running=True)
+    dataset: Dataset | None = spec_field(
+        "dataset: the built-in data, nothing is downloaded. text is a character-level "
+        "corpus shipped in the image (for gpt-*); synthetic-regression and "
+        "synthetic-classification are generated from the seed (for mlp). "
+        "Defaults to text for gpt-* and synthetic-regression for mlp.")
+    steps: int | None = spec_field(
+        "steps: optimizer steps in total; the job succeeds when every rank reaches it.",
+        default=100, minimum=1, maximum=100_000_000)
+    batch_size: int | None = spec_field(
+        "batchSize: micro-batch per data-parallel rank. Global batch per optimizer step "
+        "= batchSize x data-parallel degree x accumulateGradBatches.",
+        default=8, minimum=1, maximum=65536)
+    learning_rate: float | None = spec_field(
+        "learningRate: peak learning rate of AdamW (cosine schedule with warm-up).",
+        default=0.0003, minimum=0, exclusive_minimum=True, maximum=10)
+    seed: int | None = spec_field(
+        "seed: seeds weights, data order and dropout; the same seed gives the same run.",
+        default=1234, minimum=0, maximum=2**31 - 1)
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainerSpec:
+    """trainer: what each worker runs under torchrun. Exactly one of builtin or command."""
+
+    builtin: BuiltinTrainer | None = spec_field(
+        "builtin: run the trainer shipped in the image. Mutually exclusive with command.")
+    command: list[str] | None = spec_field(
+        "command: your own training script as torchrun takes it, e.g. "
+        "[\"/workspace/train.py\"] or [\"--module\", \"mypkg.train\"]. The pod runs "
+        "`torchrun <command> <args>`; do not start it with python or torchrun.",
+        max_items=64, max_length=4096)
+    args: list[str] | None = spec_field(
+        "args: arguments appended after command. Only with command.",
+        max_items=256, max_length=4096)
+
+
+@dataclass(kw_only=True, slots=True)
+class EnvVar:
+    """An environment variable for every worker container (Kubernetes EnvVar)."""
+
+    name: str | None = spec_field(
+        "name: the variable's name. PET_*, DISTTRAIN_*, TORCHELASTIC_* and the names "
+        "torchrun sets (RANK, WORLD_SIZE, MASTER_ADDR, ...) are reserved.",
+        required=True, max_length=256, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
+        pattern_hint="letters, digits, '_', '-', '.', not starting with a digit")
+    value: str | None = spec_field("value: the variable's value.", max_length=32768)
+    value_from: dict[str, Any] | None = spec_field(
+        "valueFrom: a Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, "
+        "resourceFieldRef).", free_form=True)
+
+
+@dataclass(kw_only=True, slots=True)
+class Resources:
+    """resources: cpu and memory per node (per worker pod). GPUs come from gpusPerNode."""
+
+    requests: dict[str, IntOrString] | None = spec_field(
+        "requests: e.g. {cpu: 8, memory: 64Gi}. Set GPUs with gpusPerNode, not here.",
+        max_items=16)
+    limits: dict[str, IntOrString] | None = spec_field(
+        "limits: e.g. {memory: 64Gi}. Set GPUs with gpusPerNode, not here.", max_items=16)
+
+
+@dataclass(kw_only=True, slots=True)
+class Mesh:
+    """mesh: a 2-D FSDP x tensor-parallel device mesh; fsdp * tp must equal the world size."""
+
+    fsdp: int | None = spec_field(
+        "fsdp: size of the data-parallel (FSDP-sharded) dimension.",
+        required=True, minimum=1, maximum=65536)
+    tp: int | None = spec_field(
+        "tp: size of the tensor-parallel dimension; keep it within one node "
+        "(it should divide nprocPerNode).", required=True, minimum=1, maximum=64)
+
+
+@dataclass(kw_only=True, slots=True)
+class Rendezvous:
+    """rendezvous: how torchrun agents find each other (torch.distributed.elastic)."""
+
+    backend: RendezvousBackend | None = spec_field(
+        "backend: rendezvous backend. c10d: a TCP store hosted by worker 0's agent.",
+        default="c10d")
+    port: int | None = spec_field(
+        "port: TCP port of the c10d store on worker 0.", default=29400, minimum=1,
+        maximum=65535)
+    join_timeout_seconds: int | None = spec_field(
+        "joinTimeoutSeconds: how long agents wait for minNodes to join before failing.",
+        default=600, minimum=1, maximum=86400)
+    last_call_timeout_seconds: int | None = spec_field(
+        "lastCallTimeoutSeconds: after minNodes joined, how long to wait for more "
+        "(up to maxNodes) before starting.", default=30, minimum=1, maximum=3600)
+
+
+@dataclass(kw_only=True, slots=True)
+class Checkpoint:
+    """checkpoint: sharded torch.distributed.checkpoint saves; the trainer resumes from
+    the newest complete one by itself."""
+
+    path: str | None = spec_field(
+        "path: directory inside the pod where step directories are written.",
+        default="/checkpoints", max_length=1024, pattern=r"^/.*$",
+        pattern_hint="an absolute path such as /checkpoints")
+    interval_steps: int | None = spec_field(
+        "intervalSteps: save every N optimizer steps; 0 saves only on SIGTERM and at the end.",
+        default=100, minimum=0, maximum=100_000_000)
+    keep: int | None = spec_field(
+        "keep: how many newest complete checkpoints to keep.", default=3, minimum=1,
+        maximum=1000)
+    async_: bool | None = spec_field(
+        "async: save in the background so training does not stall (uses host memory for "
+        "a copy of the state).", default=False, json_name="async")
+    claim_name: str | None = spec_field(
+        "claimName: a PersistentVolumeClaim (ReadWriteMany for several nodes) mounted at "
+        "path. Without it checkpoints live in a per-pod emptyDir and do not survive a "
+        "pod being recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
+        pattern_hint="a PersistentVolumeClaim name (lowercase letters, digits, '-')")
+
+
+@dataclass(kw_only=True, slots=True)
+class Scheduling:
+    """scheduling: where worker pods may run."""
+
+    scheduler_name: str | None = spec_field(
+        "schedulerName: a custom scheduler (e.g. volcano, or a gang scheduler).",
+        max_length=253)
+    priority_class_name: str | None = spec_field(
+        "priorityClassName: PriorityClass of the worker pods.", max_length=253)
+    node_selector: dict[str, str] | None = spec_field(
+        "nodeSelector: node labels every worker pod requires.", max_items=64)
+    tolerations: list[dict[str, Any]] | None = spec_field(
+        "tolerations: Kubernetes tolerations of the worker pods (e.g. for GPU taints).",
+        max_items=64, free_form=True)
+    affinity: dict[str, Any] | None = spec_field(
+        "affinity: Kubernetes affinity of the worker pods.", free_form=True)
+
+
+@dataclass(kw_only=True, slots=True)
+class PodMetadata:
+    """metadata: labels and annotations added to every worker pod."""
+
+    labels: dict[str, str] | None = spec_field(
+        "labels: extra pod labels; disttrain.dev/* and app.kubernetes.io/* keys are "
+        "reserved.", max_items=64)
+    annotations: dict[str, str] | None = spec_field(
+        "annotations: extra pod annotations.", max_items=64)
+
+
+@dataclass(kw_only=True, slots=True)
+class PodTemplate:
+    """podTemplate: merged into every worker pod after disttrain's own settings."""
+
+    metadata: PodMetadata | None = spec_field("metadata: labels and annotations.")
+    spec: dict[str, Any] | None = spec_field(
+        "spec: a partial PodSpec merged into each worker pod: maps are merged, the "
+        "trainer container (name trainer) is merged by name, other containers, volumes "
+        "and lists are appended. Fields disttrain owns (command, PET_* env, restartPolicy, "
+        "hostname, subdomain) cannot be overridden.", free_form=True)
+
+
+@dataclass(kw_only=True, slots=True)
+class Metrics:
+    """metrics: the trainer's Prometheus endpoint on every worker."""
+
+    port: int | None = spec_field(
+        "port: serves /metrics, /healthz and /status on local rank 0 of each worker.",
+        default=9400, minimum=1, maximum=65535)
+
+
+@dataclass(kw_only=True, slots=True)
+class DistributedTrainingSpec:
+    """spec: the desired training job."""
+
+    image: str | None = spec_field(
+        "image: container image holding torch and the trainer (or your script).",
+        default=DEFAULT_IMAGE, max_length=1024, immutable_while_running=True)
+    image_pull_policy: PullPolicy | None = spec_field(
+        "imagePullPolicy: Always, IfNotPresent or Never.", default="IfNotPresent")
+    trainer: TrainerSpec | None = spec_field(
+        "trainer: builtin (the shipped trainer) or command (your script under torchrun).",
+        default={"builtin": {}}, immutable_while_running=True)
+    env: list[EnvVar] | None = spec_field(
+        "env: environment variables for every worker container.", max_items=256,
+        list_map_keys=("name",), immutable_while_running=True)
+    resources: Resources | None = spec_field(
+        "resources: cpu and memory requests and limits per node.",
+        immutable_while_running=True)
+    strategy: Strategy | None = spec_field(
+        "strategy: auto (DDP when there is more than one process, else a single process), "
+        "ddp, fsdp (FSDP2, fully_shard per block) or fsdp_native (alias of fsdp). "
+        "Unset means auto.", immutable_while_running=True)
+    mesh: Mesh | None = spec_field(
+        "mesh: 2-D FSDP x tensor parallel; needs a fixed size (minNodes = nodes = maxNodes).",
+        immutable_while_running=True)
+    precision: Precision | None = spec_field(
+        "precision: bf16-mixed, 16-mixed (CUDA only, with a gradient scaler) or 32. "
+        "Unset means bf16-mixed on GPUs and 32 on CPU.", immutable_while_running=True)
+    accumulate_grad_batches: int | None = spec_field(
+        "accumulateGradBatches: micro-batches per optimizer step.", default=1, minimum=1,
+        maximum=4096, immutable_while_running=True)
+    nodes: int | None = spec_field(
+        "nodes: desired number of worker pods (one torchrun agent each). Changing it "
+        "(also through kubectl scale) adds or removes workers within minNodes..maxNodes.",
+        default=1, minimum=1, maximum=MAX_NODES)
+    min_nodes: int | None = spec_field(
+        "minNodes: fewest workers training may continue with (torchrun --nnodes=min:max). "
+        "Defaults to nodes.", minimum=1, maximum=MAX_NODES, immutable_while_running=True)
+    max_nodes: int | None = spec_field(
+        "maxNodes: most workers the job may grow to. Defaults to nodes.", minimum=1,
+        maximum=MAX_NODES, immutable_while_running=True)
+    gpus_per_node: int | None = spec_field(
+        "gpusPerNode: GPUs requested by each worker pod; 0 trains on CPU with gloo.",
+        default=0, minimum=0, maximum=MAX_GPUS_PER_NODE, immutable_while_running=True)
+    gpu_resource_name: str | None = spec_field(
+        "gpuResourceName: the extended resource that counts GPUs.", default="nvidia.com/gpu",
+        max_length=253, pattern=RESOURCE_NAME, pattern_hint="e.g. nvidia.com/gpu or amd.com/gpu",
+        immutable_while_running=True)
+    nproc_per_node: IntOrString | None = spec_field(
+        "nprocPerNode: processes per worker pod, an integer >= 1 or auto "
+        "(= gpusPerNode, or 1 on CPU).", default="auto", immutable_while_running=True)
+    rendezvous: Rendezvous | None = spec_field(
+        "rendezvous: torchrun rendezvous settings.", default={},
+        immutable_while_running=True)
+    max_restarts: int | None = spec_field(
+        "maxRestarts: how often torchrun restarts the workers inside a pod (after a "
+        "worker crash or a membership change) before the pod fails.", default=3,
+        minimum=0, maximum=1000, immutable_while_running=True)
+    backoff_limit: int | None = spec_field(
+        "backoffLimit: how often the operator recreates failed worker pods before the "
+        "job fails. Evicted or preempted pods do not count.", default=6, minimum=0,
+        maximum=1000)
+    checkpoint: Checkpoint | None = spec_field(
+        "checkpoint: sharded checkpoints and automatic resume.", default={},
+        immutable_while_running=True)
+    suspend: bool | None = spec_field(
+        "suspend: true deletes the worker pods and keeps the job (Kueue-compatible); "
+        "false resumes it from the newest checkpoint.", default=False)
+    active_deadline_seconds: int | None = spec_field(
+        "activeDeadlineSeconds: fail the job after this long running (suspended time "
+        "does not count).", minimum=1, maximum=2**31 - 1)
+    ttl_seconds_after_finished: int | None = spec_field(
+        "ttlSecondsAfterFinished: delete the job (and its pods) this long after it "
+        "succeeded or failed.", minimum=0, maximum=2**31 - 1)
+    clean_pod_policy: CleanPodPolicy | None = spec_field(
+        "cleanPodPolicy: which pods to delete when the job finishes: All, Running "
+        "(pods still running; keeps finished ones for their logs) or None.",
+        default="Running")
+    scheduling: Scheduling | None = spec_field(
+        "scheduling: scheduler, priority, node selection.", immutable_while_running=True)
+    pod_template: PodTemplate | None = spec_field(
+        "podTemplate: metadata and a partial pod spec merged into every worker pod.",
+        immutable_while_running=True)
+    metrics: Metrics | None = spec_field(
+        "metrics: the trainer's metrics endpoint.", default={},
+        immutable_while_running=True)
+
+
+# ---- status -------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class Condition:
+    """A metav1.Condition."""
+
+    type: str | None = spec_field("type: Validated, Running, Restarting, Suspended, "
+                                  "Succeeded, Failed or CheckpointStale.", max_length=316)
+    status: Literal["True", "False", "Unknown"] | None = spec_field("status: True, False or Unknown.")
+    reason: str | None = spec_field("reason: a CamelCase reason, also used for Events.",
+                                    max_length=1024)
+    message: str | None = spec_field("message: what happened and, for problems, how to fix it.",
+                                     max_length=32768)
+    last_transition_time: str | None = spec_field(
+        "lastTransitionTime: when status last changed (RFC 3339).")
+    observed_generation: int | None = spec_field(
+        "observedGeneration: the spec generation this condition describes.")
+
+
+@dataclass(kw_only=True, slots=True)
+class Resolved:
+    """resolved: the topology the operator derived from the spec."""
+
+    strategy: str | None = spec_field("strategy: auto, ddp or fsdp after guardrails.")
+    nodes: int | None = spec_field("nodes: desired workers.")
+    min_nodes: int | None = spec_field("minNodes: elastic lower bound.")
+    max_nodes: int | None = spec_field("maxNodes: elastic upper bound.")
+    nproc_per_node: int | None = spec_field("nprocPerNode: processes per worker.")
+    world_size: int | None = spec_field("worldSize: nodes x nprocPerNode.")
+    precision: str | None = spec_field("precision: after guardrails.")
+
+
+@dataclass(kw_only=True, slots=True)
+class Workers:
+    """workers: worker pod counts."""
+
+    desired: int | None = spec_field("desired: workers the job wants now.")
+    active: int | None = spec_field("active: pods pending or running.")
+    ready: int | None = spec_field("ready: running pods whose trainer is ready.")
+    succeeded: int | None = spec_field("succeeded: pods that exited 0.")
+    failed: int | None = spec_field("failed: pods that failed.")
+
+
+@dataclass(kw_only=True, slots=True)
+class Progress:
+    """progress: what the trainer reports on /status."""
+
+    step: int | None = spec_field("step: optimizer steps done.")
+    total_steps: int | None = spec_field("totalSteps: steps the job will run.")
+    loss: float | None = spec_field("loss: training loss at the last logged step.")
+    samples_per_second: float | None = spec_field("samplesPerSecond: global throughput.")
+    percent_complete: str | None = spec_field("percentComplete: step / totalSteps, e.g. 45%.")
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckpointStatus:
+    """checkpoint: the newest complete checkpoint."""
+
+    step: int | None = spec_field("step: the step it holds.")
+    time: str | None = spec_field("time: when it completed (RFC 3339).")
+    path: str | None = spec_field("path: its directory inside the pods.")
+
+
+@dataclass(kw_only=True, slots=True)
+class DistributedTrainingStatus:
+    """status: observed state, written by the operator."""
+
+    phase: Phase | None = spec_field(
+        "phase: Pending, Running, Restarting, Suspended, Succeeded or Failed.")
+    conditions: list[Condition] | None = spec_field(
+        "conditions: Validated (with guardrail warnings), Running, Restarting, Suspended, "
+        "Succeeded, Failed, CheckpointStale.", list_map_keys=("type",), max_items=16)
+    resolved: Resolved | None = spec_field("resolved: derived topology.")
+    warnings: list[str] | None = spec_field("warnings: guardrail warnings about the spec.",
+                                            max_items=64)
+    workers: Workers | None = spec_field("workers: worker pod counts.")
+    restarts: int | None = spec_field("restarts: worker pods recreated after failures.")
+    progress: Progress | None = spec_field("progress: training progress.")
+    checkpoint: CheckpointStatus | None = spec_field("checkpoint: newest checkpoint.")
+    start_time: str | None = spec_field("startTime: when the job first had pods.")
+    completion_time: str | None = spec_field("completionTime: when it succeeded or failed.")
+    observed_generation: int | None = spec_field(
+        "observedGeneration: the spec generation the operator last acted on.")
+    selector: str | None = spec_field(
+        "selector: label selector of the worker pods (for the scale subresource).")
+
+
+# ---- the parsed object --------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class Job:
+    """A parsed DistributedTraining: the metadata we use plus the typed spec."""
+
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    spec: DistributedTrainingSpec

@@ -1,0 +1,191 @@
+"""The offline validator: parse -> defaults -> semantic checks -> resolve.
+
+`validate_document` never raises; it returns every error and warning. The CLI and the
+operator both call it, so `disttrain validate` prints what the operator would say.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import types as t
+from .defaults import apply_defaults, resolve
+from .errors import FieldError, GuardrailWarning, InvalidSpec
+from .names import CONTAINER_NAME
+from .parse import parse_job
+from .quantity import parse_quantity
+
+RESERVED_ENV_PREFIXES = ("PET_", "DISTTRAIN_", "TORCHELASTIC_")
+RESERVED_ENV_NAMES = frozenset({
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+})
+RESERVED_LABEL_PREFIXES = (f"{t.GROUP}/", "app.kubernetes.io/")
+# Pod spec fields that render owns; a podTemplate may not override them.
+OWNED_POD_FIELDS = ("restartPolicy", "hostname", "subdomain", "automountServiceAccountToken")
+LAUNCHERS = ("python", "python3", "torchrun", "python -m", "bash", "sh")
+
+
+@dataclass(slots=True)
+class Validation:
+    """Everything validation learnt about one document."""
+
+    job: t.Job | None
+    resolved: t.Resolved | None
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[GuardrailWarning] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def validate_document(doc: Any) -> Validation:
+    job, errors = parse_job(doc)
+    if errors:
+        return Validation(None, None, errors, [])
+    job = apply_defaults(job)
+    errors = check_spec(job.spec)
+    resolved, warnings, topology_errors = resolve(job.spec)
+    errors += topology_errors
+    return Validation(job, None if errors else resolved, errors, warnings)
+
+
+def load_job(doc: Any) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
+    """validate_document for callers that want the job or an InvalidSpec exception."""
+    result = validate_document(doc)
+    if not result.ok:
+        raise InvalidSpec(result.errors)
+    return result.job, result.resolved, result.warnings
+
+
+def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """Semantic checks the schema cannot express (or that the offline path must repeat)."""
+    return [*check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
+            *check_resources(spec), *check_ports(spec), *check_pod_template(spec.pod_template)]
+
+
+def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
+    errors = []
+    if (trainer.builtin is None) == (trainer.command is None):
+        errors.append(FieldError("spec.trainer", _present(trainer), "needs exactly one of builtin or command",
+                                 "builtin: {...} or command: [...]",
+                                 "keep builtin for the shipped trainer or command for your script"))
+    if trainer.args is not None and trainer.command is None:
+        errors.append(FieldError("spec.trainer.args", trainer.args, "is only used with command", "",
+                                 "set trainer.command or remove args"))
+    if trainer.command is not None:
+        if not trainer.command:
+            errors.append(FieldError("spec.trainer.command", [], "is empty", "a script path or --module NAME",
+                                     "e.g. command: [\"/workspace/train.py\"]"))
+        elif os.path.basename(trainer.command[0]).split(".")[0] in ("python", "python3", "torchrun"):
+            rest = trainer.command[1:]
+            errors.append(FieldError(
+                "spec.trainer.command[0]", trainer.command[0], "starts a launcher, but the pod "
+                "already runs `torchrun <command>`", "the script, or --module NAME",
+                f"drop {trainer.command[0]!r}: command: {rest!r}" if rest else "name your script"))
+    builtin = trainer.builtin
+    if builtin is not None:
+        is_gpt = builtin.model.startswith("gpt")
+        if is_gpt != (builtin.dataset == "text"):
+            fit = "text" if is_gpt else "synthetic-regression or synthetic-classification"
+            errors.append(FieldError("spec.trainer.builtin.dataset", builtin.dataset,
+                                     f"does not fit model {builtin.model}", fit,
+                                     f"set dataset to {fit.split(' or ')[0]} or remove it"))
+    return errors
+
+
+def _present(trainer: t.TrainerSpec) -> dict:
+    return {k: "..." for k in ("builtin", "command") if getattr(trainer, k) is not None}
+
+
+def check_env(env: list, path: str) -> list[FieldError]:
+    errors = []
+    for i, var in enumerate(env):
+        name = var.name if isinstance(var, t.EnvVar) else var.get("name")
+        value, value_from = ((var.value, var.value_from) if isinstance(var, t.EnvVar)
+                             else (var.get("value"), var.get("valueFrom")))
+        if is_reserved_env(name):
+            errors.append(FieldError(f"{path}[{i}].name", name, "is reserved: disttrain sets it for torchrun and the trainer",
+                                     "any name except PET_*, DISTTRAIN_*, TORCHELASTIC_*, "
+                                     + ", ".join(sorted(RESERVED_ENV_NAMES)),
+                                     "use the matching spec field (nodes, nprocPerNode, rendezvous, ...) instead"))
+        if value is not None and value_from is not None:
+            errors.append(FieldError(f"{path}[{i}]", name, "sets both value and valueFrom", "one of them",
+                                     "remove one"))
+    return errors
+
+
+def is_reserved_env(name: Any) -> bool:
+    return isinstance(name, str) and (name.startswith(RESERVED_ENV_PREFIXES) or name in RESERVED_ENV_NAMES)
+
+
+def check_resources(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    res = spec.resources
+    if res is None:
+        return []
+    errors, parsed = [], {}
+    for kind in ("requests", "limits"):
+        for name, value in (getattr(res, kind) or {}).items():
+            path = f"spec.resources.{kind}.{name}"
+            if name == spec.gpu_resource_name or name.endswith("/gpu"):
+                errors.append(FieldError(path, value, "sets GPUs in resources", "cpu, memory, ephemeral-storage, ...",
+                                         f"remove it and set spec.gpusPerNode: {value}"))
+                continue
+            quantity = parse_quantity(value)
+            if quantity is None or quantity < 0:
+                errors.append(FieldError(path, value, "is not a Kubernetes quantity",
+                                         "e.g. 8, 500m, 64Gi", "write a number with an optional unit"))
+                continue
+            parsed[(kind, name)] = quantity
+    for (kind, name), request in parsed.items():
+        limit = parsed.get(("limits", name))
+        if kind == "requests" and limit is not None and request > limit:
+            errors.append(FieldError(f"spec.resources.requests.{name}", res.requests[name],
+                                     f"is more than the limit {res.limits[name]!r}", "requests <= limits",
+                                     "raise the limit or lower the request"))
+    return errors
+
+
+def check_ports(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    if spec.rendezvous.port == spec.metrics.port:
+        return [FieldError("spec.metrics.port", spec.metrics.port, "is also the rendezvous port",
+                           "a port other than spec.rendezvous.port", "choose another port")]
+    return []
+
+
+def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:
+    if template is None:
+        return []
+    errors = []
+    labels = (template.metadata.labels if template.metadata else None) or {}
+    for key in labels:
+        if key.startswith(RESERVED_LABEL_PREFIXES):
+            errors.append(FieldError(f"spec.podTemplate.metadata.labels.{key}", labels[key],
+                                     "uses a reserved prefix", "labels outside disttrain.dev/ and app.kubernetes.io/",
+                                     "rename the label"))
+    pod = template.spec or {}
+    for owned in OWNED_POD_FIELDS:
+        if owned in pod:
+            errors.append(FieldError(f"spec.podTemplate.spec.{owned}", pod[owned],
+                                     "is set by disttrain", "fields disttrain does not own",
+                                     "remove it (see docs/api.md, podTemplate)"))
+    containers = pod.get("containers", [])
+    if not isinstance(containers, list):
+        return errors + [FieldError("spec.podTemplate.spec.containers", containers, "must be a list", "", "")]
+    for i, container in enumerate(containers):
+        path = f"spec.podTemplate.spec.containers[{i}]"
+        if not isinstance(container, dict) or not isinstance(container.get("name"), str):
+            errors.append(FieldError(path, container, "needs a name", "a container with name", "add name:"))
+            continue
+        if container["name"] == CONTAINER_NAME:
+            for owned in ("command", "args", "image"):
+                if owned in container:
+                    field_name = {"image": "spec.image"}.get(owned, f"spec.trainer.{owned}")
+                    errors.append(FieldError(f"{path}.{owned}", container[owned], "is set by disttrain",
+                                             "", f"use {field_name}"))
+            env = container.get("env", [])
+            errors += check_env(env if isinstance(env, list) else [], f"{path}.env")
+    return errors

@@ -1,0 +1,20 @@
+"""Render: a validated job -> its children (headless Service + worker Pods) as plain dicts.
+
+Pure and deterministic: the same job renders the same objects, byte for byte, so the
+operator can re-run after a crash and create nothing twice.
+"""
+
+from __future__ import annotations
+
+from ..api import types as t
+from .pod import TEMPLATE_HASH_ANNOTATION, render_pod, template_hash
+from .service import render_service
+
+
+def render_children(job: t.Job, resolved: t.Resolved) -> list[dict]:
+    """The Service first, then one pod per desired node."""
+    return [render_service(job), *(render_pod(job, resolved, i) for i in range(resolved.nodes))]
+
+
+__all__ = ["render_children", "render_pod", "render_service", "template_hash",
+           "TEMPLATE_HASH_ANNOTATION"]

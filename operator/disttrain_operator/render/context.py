@@ -1,0 +1,50 @@
+"""What every render pass reads: the job, its resolved topology, the pod's index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api import types as t
+from ..api.names import JOB_LABEL, ROLE_LABEL
+
+
+@dataclass(frozen=True, slots=True)
+class RenderContext:
+    job: t.Job
+    resolved: t.Resolved
+    index: int = 0
+
+    @property
+    def spec(self) -> t.DistributedTrainingSpec:
+        return self.job.spec
+
+    @property
+    def namespace(self) -> str:
+        return self.job.namespace or "default"
+
+    @property
+    def builtin(self) -> t.BuiltinTrainer | None:
+        return self.job.spec.trainer.builtin
+
+
+def common_labels(job: t.Job) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "disttrain",
+        "app.kubernetes.io/instance": job.name,
+        "app.kubernetes.io/managed-by": "disttrain-operator",
+        "app.kubernetes.io/part-of": "disttrain",
+        JOB_LABEL: job.name,
+    }
+
+
+def worker_selector(job: t.Job) -> dict[str, str]:
+    return {JOB_LABEL: job.name, ROLE_LABEL: "worker"}
+
+
+def owner_references(job: t.Job) -> list[dict]:
+    """Owner reference to the job, so the garbage collector removes children with it.
+    Left out when the job has no uid yet (offline `disttrain render`)."""
+    if not job.uid:
+        return []
+    return [{"apiVersion": t.API_VERSION, "kind": t.KIND, "name": job.name, "uid": job.uid,
+             "controller": True, "blockOwnerDeletion": True}]

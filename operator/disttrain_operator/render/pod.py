@@ -1,0 +1,158 @@
+"""Worker pods as ordered pure passes, one concern each."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from typing import Callable
+
+from ..api.meta import fields_of, meta_of
+from ..api.names import CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, service_name, worker_name
+from ..api import types as t
+from .context import RenderContext, common_labels, owner_references
+from .env import apply_env
+from .merge import merge
+
+TEMPLATE_HASH_ANNOTATION = f"{t.GROUP}/template-hash"
+# Long enough for an emergency checkpoint on SIGTERM (docs/trainer.md).
+TERMINATION_GRACE_SECONDS = 180
+UID = 1000
+
+
+def skeleton(ctx: RenderContext) -> dict:
+    job, spec = ctx.job, ctx.spec
+    name = worker_name(job.name, ctx.index)
+    labels = {**common_labels(job), "app.kubernetes.io/component": "worker",
+              ROLE_LABEL: "worker", INDEX_LABEL: str(ctx.index)}
+    meta = {"name": name, "namespace": ctx.namespace, "labels": labels,
+            "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(job, ctx.resolved)}}
+    owners = owner_references(job)
+    if owners:
+        meta["ownerReferences"] = owners
+    trainer = spec.trainer
+    command = (["torchrun", "--module", "disttrain_trainer"] if trainer.builtin is not None
+               else ["torchrun", *trainer.command, *(trainer.args or [])])
+    container = {"name": CONTAINER_NAME, "image": spec.image,
+                 "imagePullPolicy": spec.image_pull_policy, "command": command}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+        "hostname": name,
+        "subdomain": service_name(job.name),
+        "restartPolicy": "Never",
+        "containers": [container],
+    }}
+
+
+def resources(pod: dict, ctx: RenderContext) -> dict:
+    spec = ctx.spec
+    requests = dict((spec.resources.requests if spec.resources else None) or {})
+    limits = dict((spec.resources.limits if spec.resources else None) or {})
+    if spec.gpus_per_node > 0:
+        requests[spec.gpu_resource_name] = spec.gpus_per_node
+        limits[spec.gpu_resource_name] = spec.gpus_per_node
+    out = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    if out:
+        pod["spec"]["containers"][0]["resources"] = out
+    return pod
+
+
+def volumes(pod: dict, ctx: RenderContext) -> dict:
+    ckpt = ctx.spec.checkpoint
+    checkpoint_source = ({"persistentVolumeClaim": {"claimName": ckpt.claim_name}}
+                         if ckpt.claim_name else {"emptyDir": {}})
+    pod["spec"]["volumes"] = [
+        {"name": "checkpoints", **checkpoint_source},
+        # NCCL and DataLoader workers share tensors through /dev/shm; the default 64Mi kills them.
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    pod["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "checkpoints", "mountPath": ckpt.path},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    return pod
+
+
+def ports_and_probes(pod: dict, ctx: RenderContext) -> dict:
+    spec = ctx.spec
+    container = pod["spec"]["containers"][0]
+    container["ports"] = [
+        {"name": "rendezvous", "containerPort": spec.rendezvous.port, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"},
+    ]
+    if ctx.builtin is not None:
+        # Readiness only: a liveness probe would kill workers stuck in a long collective
+        # or checkpoint, which torchrun and the operator already handle.
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "periodSeconds": 10, "failureThreshold": 3}
+    return pod
+
+
+def scheduling(pod: dict, ctx: RenderContext) -> dict:
+    sched = ctx.spec.scheduling
+    if sched is None:
+        return pod
+    for field, value in (("schedulerName", sched.scheduler_name),
+                         ("priorityClassName", sched.priority_class_name),
+                         ("nodeSelector", sched.node_selector),
+                         ("tolerations", sched.tolerations), ("affinity", sched.affinity)):
+        if value:
+            pod["spec"][field] = value
+    return pod
+
+
+def security(pod: dict, ctx: RenderContext) -> dict:
+    pod_spec = pod["spec"]
+    pod_spec["automountServiceAccountToken"] = False
+    # Service env links would inject e.g. MASTER_PORT from a Service named "master".
+    pod_spec["enableServiceLinks"] = False
+    pod_spec["terminationGracePeriodSeconds"] = TERMINATION_GRACE_SECONDS
+    pod_spec["securityContext"] = {
+        "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+        "seccompProfile": {"type": "RuntimeDefault"}}
+    pod_spec["containers"][0]["securityContext"] = {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]}}
+    return pod
+
+
+def pod_template(pod: dict, ctx: RenderContext) -> dict:
+    template = ctx.spec.pod_template
+    if template is None:
+        return pod
+    if template.metadata is not None:
+        meta = pod["metadata"]
+        meta["labels"] = {**(template.metadata.labels or {}), **meta["labels"]}
+        meta["annotations"] = {**(template.metadata.annotations or {}), **meta["annotations"]}
+    if template.spec:
+        pod["spec"] = merge(pod["spec"], template.spec)
+    return pod
+
+
+PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
+    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template)
+
+
+def render_pod(job: t.Job, resolved: t.Resolved, index: int) -> dict:
+    ctx = RenderContext(job=job, resolved=resolved, index=index)
+    pod = skeleton(ctx)
+    for step in PASSES:
+        pod = step(pod, ctx)
+    return pod
+
+
+# Fields that may change while pods run without recreating them.
+_LIVE_FIELDS = frozenset(f.name for f, _ in fields_of(t.DistributedTrainingSpec)
+                         if not meta_of(f).immutable_while_running)
+
+
+def template_hash(job: t.Job, resolved: t.Resolved) -> str:
+    """Changes exactly when running pods no longer match the spec and must be replaced."""
+    spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
+    topology = {"min": resolved.min_nodes, "max": resolved.max_nodes,
+                "nproc": resolved.nproc_per_node, "strategy": resolved.strategy,
+                "precision": resolved.precision}
+    blob = json.dumps({"spec": spec, "topology": topology}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,26 @@
+"""The headless Service that gives every worker pod a stable DNS name."""
+
+from __future__ import annotations
+
+from ..api import types as t
+from ..api.names import service_name
+from .context import common_labels, owner_references, worker_selector
+
+
+def render_service(job: t.Job) -> dict:
+    spec = job.spec
+    meta = {"name": service_name(job.name), "namespace": job.namespace or "default",
+            "labels": common_labels(job)}
+    owners = owner_references(job)
+    if owners:
+        meta["ownerReferences"] = owners
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+        "clusterIP": "None",
+        # Rendezvous happens before any trainer is ready: DNS must resolve from the start.
+        "publishNotReadyAddresses": True,
+        "selector": worker_selector(job),
+        "ports": [
+            {"name": "rendezvous", "port": spec.rendezvous.port, "targetPort": spec.rendezvous.port},
+            {"name": "metrics", "port": spec.metrics.port, "targetPort": spec.metrics.port},
+        ],
+    }}

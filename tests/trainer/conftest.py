@@ -1,0 +1,110 @@
+"""Helpers for the trainer tests: in-process runs (a world of one), torchrun launches,
+free ports. Everything runs on CPU with gloo and one thread per process."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(ROOT / "trainer"), str(HERE)]
+torch.set_num_threads(1)
+
+from disttrain_trainer.config import (  # noqa: E402
+    CheckpointConfig, Config, DataConfig, ModelConfig, ParallelConfig, TrainConfig,
+)
+import worker  # noqa: E402
+
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PET_", "DISTTRAIN_", "TORCHELASTIC_")) and k not in
+           ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "operator"), str(ROOT / "trainer"), str(HERE)]),
+        PYTHONWARNINGS="ignore",
+        TORCH_CPP_LOG_LEVEL="ERROR",
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tiny_config(*, steps: int = 4, batch: int = 4, accumulate: int = 1, strategy: str = "none",
+                mesh: tuple[int, int] = (0, 0), ckpt_dir: str = "", interval: int = 0, keep: int = 3,
+                async_save: bool = False, model: str = "gpt-nano", dataset: str = "text",
+                lr: float = 3e-3) -> Config:
+    """A config small enough that a step takes a few ms on one core."""
+    return Config(
+        model=ModelConfig(name=model),  # type: ignore[arg-type]
+        data=DataConfig(dataset=dataset, batch_size=batch, seq_len=16 if dataset == "text" else 0, seed=7),  # type: ignore[arg-type]
+        parallel=ParallelConfig(strategy=strategy, mesh_fsdp=mesh[0], mesh_tp=mesh[1]),  # type: ignore[arg-type]
+        train=TrainConfig(steps=steps, learning_rate=lr, accumulate_grad_batches=accumulate, log_every=1,
+                          warmup_steps=2, seed=11),
+        checkpoint=CheckpointConfig(dir=ckpt_dir, interval_steps=interval, keep=keep, async_save=async_save),
+    )
+
+
+@dataclass
+class Run:
+    result: Any
+    params: dict[str, torch.Tensor]
+    rc: int = 0
+    output: str = ""
+
+
+def run_inprocess(cfg: Config) -> Run:
+    """Train in this process as a world of one (no torchrun env)."""
+    _, result, params = worker.run(cfg, env={})
+    return Run(result=result, params=params)
+
+
+def run_torchrun(cfg: Config, nproc: int, tmp: Path, *, extra_env: dict[str, str] | None = None,
+                 timeout: float = 300, expect_ok: bool = True) -> Run:
+    """Train under a real torchrun (standalone c10d rendezvous on loopback)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg_path, out = tmp / "config.pkl", tmp / "out.pt"
+    cfg_path.write_bytes(pickle.dumps(cfg))
+    out.unlink(missing_ok=True)
+    env = base_env() | {"TEST_CONFIG": str(cfg_path), "TEST_OUT": str(out)} | (extra_env or {})
+    cmd = [TORCHRUN, "--nnodes=1", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
+           f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--max-restarts=0", str(HERE / "worker.py")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    output = proc.stdout + proc.stderr
+    if expect_ok:
+        assert proc.returncode == 0, output[-6000:]
+        data = torch.load(out, weights_only=False)
+        return Run(result=data["result"], params=data["params"], rc=0, output=output)
+    return Run(result=None, params={}, rc=proc.returncode, output=output)
+
+
+def assert_params_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], *, rtol: float = 1e-4,
+                        atol: float = 1e-5, mean_atol: float | None = None) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=rtol, atol=atol, msg=lambda m, k=k: f"{k}: {m}")
+        if mean_atol is not None:
+            assert (a[k] - b[k]).abs().mean() < mean_atol, k
+
+
+def assert_losses_close(a: dict[int, float], b: dict[int, float], *, rtol: float = 1e-4) -> None:
+    assert a.keys() == b.keys(), (a, b)
+    for k in a:
+        assert a[k] == pytest.approx(b[k], rel=rtol), (k, a, b)

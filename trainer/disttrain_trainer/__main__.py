@@ -1,0 +1,69 @@
+"""`python -m disttrain_trainer` (under torchrun): config -> RunContext -> components -> loop."""
+
+from __future__ import annotations
+
+
+import torch
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from disttrain_trainer import loop
+from disttrain_trainer.checkpoint import CheckpointManager, ModelOptimState, SchedulerState, TrainState
+from disttrain_trainer.config import Config
+from disttrain_trainer.context import RunContext
+from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset
+from disttrain_trainer.metrics import build_metrics
+from disttrain_trainer.models import model_spec
+from disttrain_trainer.parallelize import parallelize
+
+
+def build(cfg: Config, ctx: RunContext) -> loop.Components:
+    spec = model_spec(cfg.model.name, dataset=cfg.data.dataset, vocab_size=VOCAB_SIZE,
+                      in_features=IN_FEATURES, classes=CLASSES)
+    with torch.device("meta"):
+        model = spec.build()
+    model = parallelize(model, ctx, seed=cfg.train.seed)
+    dataset = build_dataset(cfg.data.dataset, seq_len=cfg.data.seq_len or spec.context, seed=cfg.data.seed)
+    loader = ShardedLoader(
+        dataset, batch_size=cfg.data.batch_size, accumulate=cfg.train.accumulate_grad_batches,
+        dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, seed=cfg.data.seed, device=ctx.device,
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.learning_rate,
+                                  weight_decay=cfg.train.weight_decay, foreach=True)
+    scheduler = loop.build_scheduler(optimizer, cfg.train)
+    state = TrainState()
+    states = {"model_optim": ModelOptimState(model, optimizer), "scheduler": SchedulerState(scheduler),
+              "dataloader": loader, "train_state": state}
+    scaler = None
+    if ctx.resolved.precision == "16-mixed":  # CUDA only (resolve_parallel falls back on CPU)
+        if ctx.resolved.strategy in ("fsdp", "fsdp_tp"):
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+            scaler = ShardedGradScaler()
+        else:
+            scaler = torch.amp.GradScaler("cuda")
+        states["scaler"] = scaler  # type: ignore[assignment]
+    return loop.Components(
+        model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, loss_fn=spec.loss_fn,
+        state=state, scaler=scaler,
+        checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),  # type: ignore[arg-type]
+        metrics=build_metrics(
+            cfg.metrics, is_local_rank0=ctx.is_local_rank0, is_rank0=ctx.is_rank0,
+            restarts=ctx.restart_count, total_steps=cfg.train.steps, world_size=ctx.world_size,
+            samples_per_step=loader.samples_per_step, tokens_per_sample=dataset.tokens_per_sample,
+        ),
+    )
+
+
+@record
+def main() -> int:
+    cfg = Config.from_env()
+    with RunContext.open(cfg.parallel) as ctx:
+        components = build(cfg, ctx)
+        try:
+            loop.run(components, ctx, cfg.train)
+        finally:
+            components.metrics.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

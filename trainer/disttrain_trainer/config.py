@@ -1,0 +1,295 @@
+"""Typed configuration of the trainer's components.
+
+`Config.from_env()` is the only place that reads the `DISTTRAIN_*` variables of the pod
+contract (docs/pod-contract.md). Everything else receives these dataclasses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+Strategy = Literal["auto", "none", "ddp", "fsdp"]
+Precision = Literal["bf16-mixed", "16-mixed", "32"]
+ModelName = Literal["gpt-nano", "gpt-small", "mlp"]
+DatasetName = Literal["text", "synthetic-regression", "synthetic-classification"]
+
+# Guardrail messages, worded like the operator's validator so users see one story.
+DDP_SINGLE_DEVICE = "DDP requires multiple devices, falling back to single-device training"
+DEVICES_CLAMPED = (
+    "{requested} devices per node requested but only {visible} visible, clamping to {visible}"
+)
+FP16_ON_CPU = "16-mixed needs a CUDA device for its gradient scaler, falling back to 32 on CPU"
+
+_MODEL_DATASETS: dict[str, tuple[str, ...]] = {
+    "gpt-nano": ("text",),
+    "gpt-small": ("text",),
+    "mlp": ("synthetic-regression", "synthetic-classification"),
+}
+
+
+def _check_choice(name: str, value: str, literal: object) -> None:
+    allowed = get_args(literal)
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelConfig:
+    name: ModelName = "gpt-nano"
+    """name: the built-in model: gpt-nano (~1M params), gpt-small (~20M) or mlp."""
+
+    def __post_init__(self) -> None:
+        _check_choice("model", self.name, ModelName)
+
+
+@dataclass(kw_only=True, slots=True)
+class DataConfig:
+    dataset: DatasetName = "text"
+    """dataset: built-in dataset; nothing is downloaded."""
+    batch_size: int = 8
+    """batch_size: micro-batch per data-parallel rank (samples)."""
+    seq_len: int = 0
+    """seq_len: tokens per sample for the text dataset; 0 = the model's context length."""
+    seed: int = 1234
+    """seed: shuffling seed; every epoch reshuffles with seed + epoch."""
+
+    def __post_init__(self) -> None:
+        _check_choice("dataset", self.dataset, DatasetName)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} must be >= 1")
+        if self.seq_len < 0:
+            raise ValueError(f"seq_len={self.seq_len} must be >= 0")
+
+
+@dataclass(kw_only=True, slots=True)
+class ParallelConfig:
+    strategy: Strategy = "auto"
+    """strategy: auto (DDP when world > 1, else single device), none, ddp or fsdp (FSDP2)."""
+    mesh_fsdp: int = 0
+    """mesh_fsdp: data-parallel (FSDP) degree of a 2-D mesh; 0 = no mesh."""
+    mesh_tp: int = 0
+    """mesh_tp: tensor-parallel degree of a 2-D mesh; 0 = no mesh."""
+    precision: Precision = "32"
+    """precision: bf16-mixed, 16-mixed (gradient scaler, CUDA only) or 32."""
+    gpus_per_node: int = 0
+    """gpus_per_node: GPUs requested per node; 0 = CPU with gloo."""
+
+    def __post_init__(self) -> None:
+        if self.strategy == "fsdp_native":  # type: ignore[comparison-overlap]
+            self.strategy = "fsdp"
+        _check_choice("strategy", self.strategy, Strategy)
+        _check_choice("precision", self.precision, Precision)
+        if (self.mesh_fsdp == 0) != (self.mesh_tp == 0):
+            raise ValueError(
+                f"mesh fsdp={self.mesh_fsdp} tp={self.mesh_tp}: set both degrees or neither"
+            )
+        if self.mesh_fsdp < 0 or self.mesh_tp < 0:
+            raise ValueError("mesh degrees must be >= 0")
+        if self.gpus_per_node < 0:
+            raise ValueError(f"gpus_per_node={self.gpus_per_node} must be >= 0")
+
+    @property
+    def has_mesh(self) -> bool:
+        return self.mesh_fsdp > 0
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainConfig:
+    steps: int = 200
+    """steps: optimizer steps in total (across restarts)."""
+    learning_rate: float = 3e-4
+    """learning_rate: peak AdamW learning rate."""
+    warmup_steps: int = 0
+    """warmup_steps: linear warm-up steps; 0 = min(10, steps // 10)."""
+    weight_decay: float = 0.0
+    """weight_decay: AdamW decoupled weight decay."""
+    accumulate_grad_batches: int = 1
+    """accumulate_grad_batches: micro-batches per optimizer step."""
+    grad_clip: float = 1.0
+    """grad_clip: max global gradient L2 norm; 0 = no clipping."""
+    log_every: int = 10
+    """log_every: steps between loss all-reduces / log lines (the last step always logs)."""
+    seed: int = 1234
+    """seed: parameter-initialisation seed; identical for every strategy."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 0:
+            raise ValueError(f"steps={self.steps} must be >= 0")
+        if self.accumulate_grad_batches < 1:
+            raise ValueError(
+                f"accumulate_grad_batches={self.accumulate_grad_batches} must be >= 1"
+            )
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
+        if self.log_every < 1:
+            raise ValueError(f"log_every={self.log_every} must be >= 1")
+        if self.grad_clip < 0:
+            raise ValueError(f"grad_clip={self.grad_clip} must be >= 0")
+
+    @property
+    def effective_warmup(self) -> int:
+        return self.warmup_steps or min(10, self.steps // 10)
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckpointConfig:
+    dir: str = ""
+    """dir: folder of step directories; empty = checkpointing off."""
+    interval_steps: int = 0
+    """interval_steps: save every N steps; 0 = only on SIGTERM and at the end."""
+    keep: int = 3
+    """keep: newest N complete checkpoints kept; older ones are deleted."""
+    async_save: bool = False
+    """async_save: write in the background (dcp.async_save) while training continues."""
+
+    def __post_init__(self) -> None:
+        if self.interval_steps < 0:
+            raise ValueError(f"checkpoint interval_steps={self.interval_steps} must be >= 0")
+        if self.keep < 1:
+            raise ValueError(f"checkpoint keep={self.keep} must be >= 1")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.dir)
+
+
+@dataclass(kw_only=True, slots=True)
+class MetricsConfig:
+    port: int = 0
+    """port: HTTP port of /metrics, /healthz, /status on local rank 0; 0 = off."""
+    job: str = ""
+    """job: the DistributedTraining's name (metric label)."""
+    namespace: str = ""
+    """namespace: its namespace (metric label)."""
+    pod: str = ""
+    """pod: this pod's name (metric label)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"metrics port={self.port} must be within 0..65535")
+
+
+@dataclass(kw_only=True, slots=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """model: which built-in model."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """data: dataset and micro-batch."""
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    """parallel: strategy, mesh, precision, devices."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """train: optimisation loop."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """checkpoint: DCP checkpoints."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    """metrics: Prometheus / status server."""
+
+    def __post_init__(self) -> None:
+        allowed = _MODEL_DATASETS[self.model.name]
+        if self.data.dataset not in allowed:
+            raise ValueError(
+                f"model {self.model.name!r} cannot train on dataset {self.data.dataset!r}; "
+                f"use {' or '.join(allowed)}"
+            )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        """Build the configuration from the pod contract's DISTTRAIN_* variables."""
+        env = os.environ if env is None else env
+
+        def get(name: str, default: str) -> str:
+            value = env.get(f"DISTTRAIN_{name}", "")
+            return value if value != "" else default
+
+        def num(name: str, default: int) -> int:
+            raw = get(name, str(default))
+            try:
+                return int(raw)
+            except ValueError:
+                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not an integer") from None
+
+        def flag(name: str) -> bool:
+            raw = get(name, "false").lower()
+            if raw not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not true/false")
+            return raw in ("true", "1", "yes")
+
+        seed = num("SEED", 1234)
+        return cls(
+            model=ModelConfig(name=get("MODEL", "gpt-nano")),  # type: ignore[arg-type]
+            data=DataConfig(
+                dataset=get("DATASET", "text"),  # type: ignore[arg-type]
+                batch_size=num("BATCH_SIZE", 8),
+                seed=seed,
+            ),
+            parallel=ParallelConfig(
+                strategy=get("STRATEGY", "auto"),  # type: ignore[arg-type]
+                mesh_fsdp=num("MESH_FSDP", 0),
+                mesh_tp=num("MESH_TP", 0),
+                precision=get("PRECISION", "32"),  # type: ignore[arg-type]
+                gpus_per_node=num("GPUS_PER_NODE", 0),
+            ),
+            train=TrainConfig(
+                steps=num("STEPS", 200),
+                learning_rate=float(get("LEARNING_RATE", "0.0003")),
+                accumulate_grad_batches=num("ACCUMULATE_GRAD_BATCHES", 1),
+                seed=seed,
+            ),
+            checkpoint=CheckpointConfig(
+                dir=get("CHECKPOINT_DIR", ""),
+                interval_steps=num("CHECKPOINT_INTERVAL_STEPS", 0),
+                keep=num("CHECKPOINT_KEEP", 3),
+                async_save=flag("CHECKPOINT_ASYNC"),
+            ),
+            metrics=MetricsConfig(
+                port=num("METRICS_PORT", 0),
+                job=get("JOB_NAME", ""),
+                namespace=get("NAMESPACE", ""),
+                pod=get("POD_NAME", ""),
+            ),
+        )
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Resolved:
+    """What the parallel config means on the devices this process actually has."""
+
+    strategy: Literal["none", "ddp", "fsdp", "fsdp_tp"]
+    device_type: Literal["cpu", "cuda"]
+    precision: Precision
+    warnings: tuple[str, ...] = ()
+
+
+def resolve_parallel(cfg: ParallelConfig, *, world_size: int, visible_gpus: int) -> Resolved:
+    """Apply the guardrails: auto, DDP on one device, too many GPUs, fp16 on CPU. Pure."""
+    warnings: list[str] = []
+    gpus = cfg.gpus_per_node
+    if gpus > visible_gpus:
+        warnings.append(DEVICES_CLAMPED.format(requested=gpus, visible=visible_gpus))
+        gpus = visible_gpus
+    device_type: Literal["cpu", "cuda"] = "cuda" if gpus > 0 else "cpu"
+    precision = cfg.precision
+    if precision == "16-mixed" and device_type == "cpu":
+        warnings.append(FP16_ON_CPU)
+        precision = "32"
+    strategy: Literal["none", "ddp", "fsdp", "fsdp_tp"]
+    if cfg.has_mesh:
+        if cfg.mesh_fsdp * cfg.mesh_tp != world_size:
+            raise ValueError(
+                f"mesh fsdp={cfg.mesh_fsdp} x tp={cfg.mesh_tp} = {cfg.mesh_fsdp * cfg.mesh_tp} "
+                f"must equal the world size {world_size}"
+            )
+        strategy = "fsdp_tp"
+    elif cfg.strategy == "ddp" and world_size == 1:
+        warnings.append(DDP_SINGLE_DEVICE)
+        strategy = "none"
+    elif cfg.strategy == "auto":
+        strategy = "ddp" if world_size > 1 else "none"
+    else:
+        strategy = cfg.strategy  # none | ddp | fsdp
+    return Resolved(
+        strategy=strategy, device_type=device_type, precision=precision, warnings=tuple(warnings)
+    )

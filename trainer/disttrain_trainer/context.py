@@ -1,0 +1,158 @@
+"""RunContext: the process group, device and DeviceMesh of one trainer process.
+
+It alone reads torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, ...). Started without
+torchrun it runs as a world of one on an in-memory store, so the same code path (and
+DCP) works in a plain `python -m disttrain_trainer` or inside a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from disttrain_trainer.config import ParallelConfig, Resolved, resolve_parallel
+
+log = logging.getLogger("disttrain_trainer")
+
+# Generous: other jobs share the CPUs in CI, and a resumed peer may be slow to load.
+PG_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    restart_count: int
+    device: torch.device
+    resolved: Resolved
+    mesh: DeviceMesh | None
+    """1-D ("dp",) for ddp/fsdp, 2-D ("dp", "tp") for fsdp x tp, None for a single device."""
+    control_group: dist.ProcessGroup | None = None
+    """A CPU (gloo) group for small control collectives (stop flag), off the hot path."""
+    checkpoint_group: dist.ProcessGroup | None = None
+    """A CPU (gloo) group owned by checkpointing, so async saves never race training."""
+    stop_signal: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def is_rank0(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def is_local_rank0(self) -> bool:
+        return self.local_rank == 0
+
+    @property
+    def dp_size(self) -> int:
+        if self.mesh is None:
+            return 1
+        return self.mesh["dp"].size() if self.mesh.ndim > 1 else self.mesh.size()
+
+    @property
+    def dp_rank(self) -> int:
+        if self.mesh is None:
+            return 0
+        return self.mesh["dp"].get_local_rank() if self.mesh.ndim > 1 else self.mesh.get_local_rank()
+
+    def stop_requested(self) -> bool:
+        """True on every rank once any rank received SIGTERM (one tiny all-reduce)."""
+        flag = torch.tensor([1 if self.stop_signal.is_set() else 0], dtype=torch.int32)
+        if self.world_size > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group)
+        return bool(flag.item())
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier(group=self.control_group)
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, cfg: ParallelConfig, env: Mapping[str, str] | None = None) -> Iterator[RunContext]:
+        """Join the process group, yield the context, and always tear it down."""
+        env = os.environ if env is None else env
+        rank = int(env.get("RANK", "0"))
+        local_rank = int(env.get("LOCAL_RANK", "0"))
+        world_size = int(env.get("WORLD_SIZE", "1"))
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        resolved = resolve_parallel(cfg, world_size=world_size, visible_gpus=visible)
+        _setup_logging(rank)
+        for w in resolved.warnings:
+            log.warning(w)
+        if resolved.device_type == "cuda":
+            device = torch.device("cuda", local_rank % max(1, min(cfg.gpus_per_node, visible)))
+            torch.cuda.set_device(device)
+            backend = "nccl"
+        else:
+            device = torch.device("cpu")
+            backend = "gloo"
+        owns_group = not dist.is_initialized()
+        if owns_group:
+            if "MASTER_ADDR" in env:
+                dist.init_process_group(backend, timeout=PG_TIMEOUT, device_id=device if backend == "nccl" else None)
+            else:  # not under torchrun: a world of one
+                dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=PG_TIMEOUT)
+        ctx = cls(
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            device=device,
+            resolved=resolved,
+            mesh=_build_mesh(resolved, cfg, device.type, world_size),
+            control_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT) if world_size > 1 else None,
+            checkpoint_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT),
+        )
+        previous = signal.getsignal(signal.SIGTERM)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, ctx._on_sigterm)
+        try:
+            yield ctx
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, previous)
+            if owns_group and dist.is_initialized():
+                dist.destroy_process_group()
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        log.warning("SIGTERM received: checkpointing the current step, then exiting")
+        self.stop_signal.set()
+
+
+def _build_mesh(resolved: Resolved, cfg: ParallelConfig, device_type: str, world: int) -> DeviceMesh | None:
+    if resolved.strategy == "fsdp_tp":
+        return init_device_mesh(device_type, (cfg.mesh_fsdp, cfg.mesh_tp), mesh_dim_names=("dp", "tp"))
+    if resolved.strategy in ("ddp", "fsdp"):
+        return init_device_mesh(device_type, (world,), mesh_dim_names=("dp",))
+    return None
+
+
+class _RankFilter(logging.Filter):
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Rank 0 logs everything; other ranks only warnings and errors.
+        return self.rank == 0 or record.levelno >= logging.WARNING
+
+
+def _setup_logging(rank: int) -> None:
+    if log.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s [rank{rank}] %(levelname)s %(message)s"))
+    handler.addFilter(_RankFilter(rank))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False

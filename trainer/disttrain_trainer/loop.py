@@ -1,0 +1,183 @@
+"""The training loop. It knows nothing about Kubernetes, env vars or paths."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from disttrain_trainer.checkpoint import CheckpointManager, TrainState
+from disttrain_trainer.config import TrainConfig
+from disttrain_trainer.context import RunContext
+from disttrain_trainer.data import ShardedLoader
+from disttrain_trainer.metrics import Metrics
+from disttrain_trainer.models import LossFn
+
+log = logging.getLogger("disttrain_trainer")
+
+
+@dataclass(kw_only=True)
+class Components:
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    loader: ShardedLoader
+    loss_fn: LossFn
+    state: TrainState
+    checkpoint: CheckpointManager
+    metrics: Metrics
+    scaler: torch.amp.GradScaler | None = None
+
+
+@dataclass(kw_only=True)
+class Result:
+    step: int
+    resumed_from: int | None
+    preempted: bool = False
+    losses: dict[int, float] = field(default_factory=dict)
+    """Data-parallel mean loss at each log step."""
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up, then cosine decay to 10% of the peak."""
+    warmup, total = cfg.effective_warmup, max(1, cfg.steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def should_log(step: int, cfg: TrainConfig) -> bool:
+    return step % cfg.log_every == 0 or step == cfg.steps
+
+
+def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
+    resumed = c.checkpoint.load()
+    result = Result(step=c.state.step, resumed_from=c.state.step if resumed else None)
+    c.metrics.record_checkpoint(c.checkpoint.latest)
+    if resumed:
+        log.info("resuming at step %d of %d", c.state.step, cfg.steps)
+    c.metrics.start()
+    autocast = _autocast(ctx)
+    while c.state.step < cfg.steps:
+        if ctx.stop_requested():
+            c.checkpoint.save(c.state.step, force_sync=True)
+            c.metrics.record_checkpoint(c.checkpoint.latest)
+            log.warning("stopped on SIGTERM at step %d (checkpoint written)", c.state.step)
+            result.preempted = True
+            break
+        loss = train_step(c, ctx, cfg, autocast)
+        c.state.step += 1
+        step = c.state.step
+        mean_loss = None
+        if should_log(step, cfg):
+            mean_loss = _dp_mean(loss, ctx)
+            result.losses[step] = mean_loss
+        c.metrics.record_step(step, mean_loss)
+        if c.checkpoint.should_save(step):
+            c.checkpoint.save(step)
+        c.checkpoint.poll()
+        c.metrics.record_checkpoint(c.checkpoint.latest)
+    else:
+        c.checkpoint.save(c.state.step)  # the final state (no-op if just saved)
+    c.checkpoint.wait()
+    c.metrics.record_checkpoint(c.checkpoint.latest)
+    result.step = c.state.step
+    return result
+
+
+def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: contextlib.AbstractContextManager) -> torch.Tensor:
+    """One optimizer step over `accumulate` micro-batches; returns the local mean loss."""
+    micro_batches = c.loader.next_step()
+    n = len(micro_batches)
+    total = torch.zeros((), device=ctx.device)
+    for i, (x, y) in enumerate(micro_batches):
+        with _grad_sync(c.model, last=i == n - 1):
+            with autocast:
+                loss = c.loss_fn(c.model(x), y) / n
+            if c.scaler is not None:
+                c.scaler.scale(loss).backward()
+            else:
+                loss.backward()
+        total += loss.detach()
+    if c.scaler is not None:
+        c.scaler.unscale_(c.optimizer)
+    if cfg.grad_clip > 0:
+        clip_grad_norm(c.model, cfg.grad_clip)
+    if c.scaler is not None:
+        c.scaler.step(c.optimizer)
+        c.scaler.update()
+    else:
+        c.optimizer.step()
+    c.scheduler.step()
+    c.optimizer.zero_grad(set_to_none=True)
+    return total
+
+
+@contextlib.contextmanager
+def _grad_sync(model: nn.Module, *, last: bool) -> Iterator[None]:
+    """Skip gradient communication on all but the last micro-batch."""
+    if isinstance(model, DDP) and not last:
+        with model.no_sync():
+            yield
+        return
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(last)
+    yield
+
+
+def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
+    """Global L2 norm over plain and DTensor grads on any mesh (FSDP x TP mixes meshes)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    plain = [g for g in grads if not isinstance(g, DTensor)]
+    dtensors = [g for g in grads if isinstance(g, DTensor)]
+    if not dtensors:
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, foreach=True)
+    locals_ = [g.to_local() for g in dtensors]
+    sq = torch.zeros((), device=locals_[0].device, dtype=torch.float32)
+    if plain:
+        sq = sq + torch.stack(torch._foreach_norm(plain)).float().pow(2).sum()
+    groups: dict[tuple[object, ...], list[torch.Tensor]] = {}
+    for g, local in zip(dtensors, locals_, strict=True):
+        groups.setdefault((g.device_mesh, tuple(g.placements)), []).append(local)
+    for (mesh, placements), tensors in groups.items():
+        part = torch.stack(torch._foreach_norm(tensors)).float().pow(2).sum()
+        for dim, placement in enumerate(placements):  # type: ignore[arg-type]
+            if placement.is_shard():  # sum the squares over the shards, not the replicas
+                dist.all_reduce(part, group=mesh.get_group(dim))  # type: ignore[attr-defined]
+        sq = sq + part
+    total = sq.sqrt()
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    torch._foreach_mul_(locals_ + plain, coef)
+    return total
+
+
+def _dp_mean(loss: torch.Tensor, ctx: RunContext) -> float:
+    """Mean of the local losses over data-parallel ranks (tensor-parallel peers agree)."""
+    if ctx.world_size > 1:
+        loss = loss.detach().clone()
+        dist.all_reduce(loss, op=dist.ReduceOp.SUM)
+        loss /= ctx.world_size
+    return float(loss)
+
+
+def _autocast(ctx: RunContext) -> contextlib.AbstractContextManager:
+    precision = ctx.resolved.precision
+    if precision == "bf16-mixed":
+        return torch.autocast(ctx.device.type, dtype=torch.bfloat16)
+    if precision == "16-mixed":
+        return torch.autocast(ctx.device.type, dtype=torch.float16)
+    return contextlib.nullcontext()

@@ -1,0 +1,237 @@
+"""Training metrics: a processor derives rates, sinks export them.
+
+Sinks: Prometheus (design-brief names), the log, and the `/status` JSON of the pod
+contract. Local rank 0 of each pod serves `/metrics`, `/healthz`, `/status` on the
+metrics port; other ranks get a no-op sink and start no server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from disttrain_trainer.checkpoint import CheckpointInfo
+from disttrain_trainer.config import MetricsConfig
+
+log = logging.getLogger("disttrain_trainer")
+
+
+@dataclass(kw_only=True, slots=True)
+class StepMetrics:
+    step: int
+    total_steps: int
+    step_seconds: float
+    samples_per_second: float
+    tokens_per_second: float
+    world_size: int
+    loss: float | None = None  # only on log steps (all-reduced there)
+
+
+class Sink(Protocol):
+    def step(self, m: StepMetrics) -> None: ...
+
+    def checkpoint(self, info: CheckpointInfo) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullSink:
+    def step(self, m: StepMetrics) -> None:
+        pass
+
+    def checkpoint(self, info: CheckpointInfo) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LogSink:
+    """One line per log step (rank 0 only; see context._setup_logging)."""
+
+    def step(self, m: StepMetrics) -> None:
+        if m.loss is not None:
+            log.info(
+                "step %d/%d loss %.4f | %.1f samples/s %.0f tokens/s | %.1f ms/step | world %d",
+                m.step, m.total_steps, m.loss, m.samples_per_second, m.tokens_per_second,
+                1000 * m.step_seconds, m.world_size,
+            )
+
+    def checkpoint(self, info: CheckpointInfo) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class PrometheusSink:
+    def __init__(self, cfg: MetricsConfig, *, restarts: int, registry: CollectorRegistry) -> None:
+        labels = {"namespace": cfg.namespace, "job": cfg.job, "pod": cfg.pod}
+        names = list(labels)
+
+        def gauge(name: str, doc: str) -> Any:
+            return Gauge(name, doc, names, registry=registry).labels(**labels)
+
+        self.step_g = gauge("disttrain_train_step", "Optimizer steps completed (resumes from checkpoints, never double-counts).")
+        self.loss = gauge("disttrain_train_loss", "Training loss, averaged over data-parallel ranks, at the last log step.")
+        self.sps = gauge("disttrain_train_samples_per_second", "Global samples per second over the last step.")
+        self.step_s = gauge("disttrain_train_step_seconds", "Wall time of the last optimizer step.")
+        self.world = gauge("disttrain_train_world_size", "Processes in the current process group.")
+        self.restarts = gauge("disttrain_train_restarts", "torchrun restarts of this node's worker group.")
+        self.save_s = gauge("disttrain_checkpoint_save_seconds", "Duration of the last checkpoint save.")
+        self.ckpt_step = gauge("disttrain_checkpoint_last_step", "Step of the newest complete checkpoint.")
+        self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds", "Unix time of the newest complete checkpoint.")
+        self.restarts.set(restarts)
+
+    def step(self, m: StepMetrics) -> None:
+        self.step_g.set(m.step)
+        self.sps.set(m.samples_per_second)
+        self.step_s.set(m.step_seconds)
+        self.world.set(m.world_size)
+        if m.loss is not None:
+            self.loss.set(m.loss)
+
+    def checkpoint(self, info: CheckpointInfo) -> None:
+        self.ckpt_step.set(info.step)
+        self.ckpt_ts.set(info.time)
+        if info.save_seconds:
+            self.save_s.set(info.save_seconds)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class StatusSink:
+    """Holds the `/status` document of the pod contract."""
+
+    doc: dict[str, Any] = field(
+        default_factory=lambda: {
+            "step": 0, "totalSteps": 0, "loss": None, "samplesPerSecond": 0.0,
+            "tokensPerSecond": 0.0, "worldSize": 0, "checkpoint": None,
+        }
+    )
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def step(self, m: StepMetrics) -> None:
+        with self.lock:
+            self.doc.update(
+                step=m.step, totalSteps=m.total_steps, samplesPerSecond=round(m.samples_per_second, 3),
+                tokensPerSecond=round(m.tokens_per_second, 3), worldSize=m.world_size,
+            )
+            if m.loss is not None:
+                self.doc["loss"] = round(m.loss, 6)
+
+    def checkpoint(self, info: CheckpointInfo) -> None:
+        with self.lock:
+            self.doc["checkpoint"] = info.as_status()
+
+    def render(self) -> bytes:
+        with self.lock:
+            return json.dumps(self.doc).encode()
+
+    def close(self) -> None:
+        pass
+
+
+class StatusServer:
+    """/metrics, /healthz, /status on a daemon thread."""
+
+    def __init__(self, port: int, registry: CollectorRegistry, status: StatusSink) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, ctype = generate_latest(registry), CONTENT_TYPE_LATEST
+                elif path == "/healthz":
+                    body, ctype = b"ok", "text/plain"
+                elif path == "/status":
+                    body, ctype = status.render(), "application/json"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics-http", daemon=True)
+        self.thread.start()
+        log.info("serving /metrics /healthz /status on :%d", port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Metrics:
+    """The processor: turns step timings into rates and fans out to the sinks."""
+
+    def __init__(self, sinks: list[Sink], *, total_steps: int, world_size: int,
+                 samples_per_step: int, tokens_per_sample: int, server: StatusServer | None = None) -> None:
+        self.sinks = sinks
+        self.total_steps = total_steps
+        self.world_size = world_size
+        self.samples_per_step = samples_per_step
+        self.tokens_per_sample = tokens_per_sample
+        self.server = server
+        self._last = time.perf_counter()
+
+    def start(self) -> None:
+        """Reset the step clock (after loading, before the first step)."""
+        self._last = time.perf_counter()
+
+    def record_step(self, step: int, loss: float | None) -> StepMetrics:
+        now = time.perf_counter()
+        dt, self._last = max(now - self._last, 1e-9), now
+        sps = self.samples_per_step / dt
+        m = StepMetrics(
+            step=step, total_steps=self.total_steps, step_seconds=dt, samples_per_second=sps,
+            tokens_per_second=sps * self.tokens_per_sample, world_size=self.world_size, loss=loss,
+        )
+        for sink in self.sinks:
+            sink.step(m)
+        return m
+
+    def record_checkpoint(self, info: CheckpointInfo | None) -> None:
+        if info is not None:
+            for sink in self.sinks:
+                sink.checkpoint(info)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+        if self.server is not None:
+            self.server.close()
+
+
+def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, restarts: int,
+                  total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int) -> Metrics:
+    sinks: list[Sink] = []
+    server = None
+    if is_rank0:
+        sinks.append(LogSink())
+    if is_local_rank0 and cfg.port:
+        registry = CollectorRegistry()
+        status = StatusSink()
+        sinks += [PrometheusSink(cfg, restarts=restarts, registry=registry), status]
+        server = StatusServer(cfg.port, registry, status)
+    if not sinks:
+        sinks.append(NullSink())
+    return Metrics(sinks, total_steps=total_steps, world_size=world_size,
+                   samples_per_step=samples_per_step, tokens_per_sample=tokens_per_sample, server=server)

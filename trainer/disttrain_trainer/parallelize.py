@@ -1,0 +1,82 @@
+"""Apply a strategy to a model built on the meta device, then materialise it.
+
+none | DDP | FSDP2 (`fully_shard` per block, then the root) | FSDP x TP (tensor parallel
+with `parallelize_module` inside each block on the "tp" mesh dimension, FSDP2 on "dp").
+After wrapping, `to_empty()` allocates the (possibly sharded) storage and every parameter
+is filled from a generator seeded by (seed, parameter index), computed in full on every
+rank and then cut to the local shard: every strategy starts from the same weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor.parallel import parallelize_module
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from disttrain_trainer.context import RunContext
+
+
+def parallelize(model: nn.Module, ctx: RunContext, *, seed: int) -> nn.Module:
+    """`model` lives on `meta`; returns the wrapped, materialised, initialised model."""
+    strategy = ctx.resolved.strategy
+    if strategy == "fsdp_tp":
+        apply_tp(model, ctx)
+        apply_fsdp(model, ctx)
+    elif strategy == "fsdp":
+        apply_fsdp(model, ctx)
+    model.to_empty(device=ctx.device)
+    init_weights(model, seed=seed)
+    if strategy == "ddp":
+        return apply_ddp(model, ctx)
+    return model
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The user-visible module (DDP keeps it under `.module`)."""
+    return model.module if isinstance(model, DDP) else model
+
+
+def apply_ddp(model: nn.Module, ctx: RunContext) -> nn.Module:
+    device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    assert ctx.mesh is not None
+    return DDP(model, device_ids=device_ids, process_group=ctx.mesh.get_group())
+
+
+def apply_fsdp(model: nn.Module, ctx: RunContext) -> None:
+    assert ctx.mesh is not None
+    dp_mesh = ctx.mesh["dp"] if ctx.mesh.ndim > 1 else ctx.mesh
+    blocks: nn.ModuleList = model.blocks  # type: ignore[assignment]
+    for i, block in enumerate(blocks):
+        # The last block's params are needed right away in backward: keep them gathered.
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=i < len(blocks) - 1)
+    fully_shard(model, mesh=dp_mesh)
+
+
+def apply_tp(model: nn.Module, ctx: RunContext) -> None:
+    assert ctx.mesh is not None
+    tp_mesh = ctx.mesh["tp"]
+    model.tp_check(tp_mesh.size())  # type: ignore[operator]
+    plan = model.tp_plan()  # type: ignore[operator]
+    for block in model.blocks:  # type: ignore[union-attr]
+        parallelize_module(block, tp_mesh, plan)
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, *, seed: int) -> None:
+    """Deterministic, layout-independent init: full tensor per parameter, then local cut."""
+    for index, (name, param) in enumerate(model.named_parameters()):
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + index)
+        full = model.init_tensor(name, param.shape, gen)  # type: ignore[operator]
+        if isinstance(param, DTensor):
+            # src_data_rank=None: every rank holds the same full tensor, no communication.
+            local = distribute_tensor(
+                full.to(param.device_mesh.device_type), param.device_mesh, param.placements, src_data_rank=None
+            )
+            param.copy_(local)
+        else:
+            param.copy_(full)
+    for buf in model.buffers():  # none of the built-in models has buffers today
+        buf.zero_()

@@ -51,7 +51,8 @@ def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[Guardrail
     max_nodes = spec.max_nodes if spec.max_nodes is not None else nodes
     world = nodes * nproc
     strategy = resolve_strategy(spec, max_nodes * nproc, warnings, errors)
-    errors += check_mesh(spec, world, nproc, min_nodes, max_nodes, warnings)
+    if not errors:  # a mesh error on top of a bad nprocPerNode would only repeat it
+        errors += check_mesh(spec, world, nproc, min_nodes, max_nodes, warnings)
     precision = resolve_precision(spec, strategy, warnings)
     warnings += checkpoint_warnings(spec, max_nodes)
     warnings += image_warnings(spec)

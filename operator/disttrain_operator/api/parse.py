@@ -12,7 +12,7 @@ from .meta import DNS1123_LABEL, FieldMeta, Shape, fields_of, json_name, matches
 from .names import MAX_JOB_NAME_LENGTH
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
-               "str": "a string", "int_or_str": "an integer or a string",
+               "str": "a string", "enum": "a string", "int_or_str": "an integer or a string",
                "list": "a list", "map": "a mapping", "object": "a mapping", "any": "a value"}
 
 
@@ -49,7 +49,7 @@ def parse_job(doc: Any) -> tuple[t.Job | None, list[FieldError]]:
     errors += spec_errors
     for key in doc:
         if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
-            errors.append(FieldError(key, doc[key], "is not a top-level field", 
+            errors.append(FieldError(key_path("", key), doc[key], "is not a top-level field",
                                      "apiVersion, kind, metadata, spec",
                                      did_you_mean(key, ["apiVersion", "kind", "metadata", "spec"])
                                      or "indent it under spec"))
@@ -85,6 +85,13 @@ def _suggest_name(name: str) -> str:
     return cleaned[:MAX_JOB_NAME_LENGTH].rstrip("-")
 
 
+def key_path(prefix: str, key: Any) -> str:
+    """`spec.key`, or `spec[42]` / `spec['']` for keys that are not plain names."""
+    if isinstance(key, str) and key and key.isprintable() and "." not in key:
+        return f"{prefix}.{key}" if prefix else key
+    return f"{prefix or '(document)'}[{key!r}]"
+
+
 def parse_object(cls: type, raw: Any, path: str) -> tuple[Any, list[FieldError]]:
     if not isinstance(raw, dict):
         return None, [FieldError(path, raw, "must be a mapping", "", f"write {path} as key: value pairs")]
@@ -93,7 +100,7 @@ def parse_object(cls: type, raw: Any, path: str) -> tuple[Any, list[FieldError]]
     for key in raw:
         if key not in known:
             hint = did_you_mean(key, known) or f"remove it (see `kubectl explain dt.{path}`)"
-            errors.append(FieldError(f"{path}.{key}", raw[key], "is not a known field",
+            errors.append(FieldError(key_path(path, key), raw[key], "is not a known field",
                                      ", ".join(known), hint))
     values = {}
     for key, (f, shape) in known.items():
@@ -147,7 +154,7 @@ def _has_type(kind: str, raw: Any, free_form: bool) -> bool:
 
 def _type_error(kind: str, raw: Any, path: str, meta: FieldMeta) -> FieldError:
     hint = ""
-    if kind == "str" and isinstance(raw, (int, float, bool)):
+    if kind in ("str", "enum") and isinstance(raw, (int, float, bool)):
         hint = f"quote it: \"{str(raw).lower() if isinstance(raw, bool) else raw}\""
     elif kind == "int" and isinstance(raw, str) and raw.strip().isdigit():
         hint = f"drop the quotes: {raw.strip()}"

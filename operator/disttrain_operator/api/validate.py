@@ -63,8 +63,21 @@ def load_job(doc: Any) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
 
 def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     """Semantic checks the schema cannot express (or that the offline path must repeat)."""
-    return [*check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
+    return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
             *check_resources(spec), *check_ports(spec), *check_pod_template(spec.pod_template)]
+
+
+def check_node_range(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """The CEL rules on nodes, repeated offline (api/schema.py SPEC_RULES)."""
+    nodes, low, high = spec.nodes, spec.min_nodes, spec.max_nodes
+    errors = []
+    if low is not None and low > nodes:
+        errors.append(FieldError("spec.minNodes", low, f"is more than nodes ({nodes})",
+                                 "minNodes <= nodes <= maxNodes", "lower spec.minNodes or raise spec.nodes"))
+    if high is not None and nodes > high:
+        errors.append(FieldError("spec.nodes", nodes, f"is more than maxNodes ({high})",
+                                 "minNodes <= nodes <= maxNodes", "raise spec.maxNodes or lower spec.nodes"))
+    return errors
 
 
 def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:

@@ -1,0 +1,103 @@
+"""The CRD is generated from the API types; the committed copy must not drift."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from disttrain_operator.api import schema, validate_document
+from disttrain_operator.api import types as t
+
+from .conftest import ROOT
+from .helpers import job
+
+CRD_FILE = os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")
+
+
+def openapi() -> dict:
+    return schema.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_committed_crd_matches_the_api_types():
+    with open(CRD_FILE) as handle:
+        committed = yaml.safe_load(handle)
+    assert committed == schema.crd(), "manifests/crd drifted from api/types.py: run `make crd`"
+
+
+def walk(node: dict, path: str):
+    yield path, node
+    for name, child in node.get("properties", {}).items():
+        yield from walk(child, f"{path}.{name}")
+    if "items" in node:
+        yield from walk(node["items"], f"{path}[]")
+
+
+def test_every_field_is_documented_and_the_doc_starts_with_its_name():
+    for path, node in walk(openapi()["properties"]["spec"], "spec"):
+        if path.endswith("[]") and node.get("type") != "object":
+            continue  # items of a list of strings are described by the list
+        assert node.get("description"), f"{path} has no description"
+        leaf = path.rsplit(".", 1)[-1]
+        if not leaf.endswith("[]") and path != "spec":
+            assert node["description"].startswith(f"{leaf}:"), path
+
+
+def test_schema_is_structural():
+    for path, node in walk(openapi(), ""):
+        assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{path} has no type"
+
+
+def test_defaults_in_the_schema_are_the_ones_the_validator_applies():
+    spec = validate_document(job()).job.spec
+    props = openapi()["properties"]["spec"]["properties"]
+    assert props["nodes"]["default"] == spec.nodes
+    assert props["rendezvous"]["properties"]["port"]["default"] == spec.rendezvous.port
+    assert props["checkpoint"]["properties"]["keep"]["default"] == spec.checkpoint.keep
+    assert props["trainer"]["default"] == {"builtin": {}}
+
+
+def test_bounds_and_enums_come_from_the_types():
+    props = openapi()["properties"]["spec"]["properties"]
+    assert props["strategy"]["enum"] == ["auto", "ddp", "fsdp", "fsdp_native"]
+    assert props["precision"]["enum"] == ["bf16-mixed", "16-mixed", "32"]
+    assert props["cleanPodPolicy"]["enum"] == ["All", "Running", "None"]
+    assert props["accumulateGradBatches"]["minimum"] == 1
+    assert props["gpusPerNode"]["minimum"] == 0
+    assert props["env"]["x-kubernetes-list-type"] == "map"
+    assert props["env"]["x-kubernetes-list-map-keys"] == ["name"]
+    assert props["nprocPerNode"]["x-kubernetes-int-or-string"] is True
+
+
+def test_cel_rules_cover_the_cross_field_invariants():
+    spec = openapi()["properties"]["spec"]
+    rules = " ".join(r["rule"] for r in spec["x-kubernetes-validations"])
+    assert "self.minNodes <= self.nodes" in rules and "self.nodes <= self.maxNodes" in rules
+    assert "has(self.mesh)" in rules
+    trainer_rules = [r["rule"] for r in spec["properties"]["trainer"]["x-kubernetes-validations"]]
+    assert "has(self.builtin) != has(self.command)" in trainer_rules
+    immutable = [r["fieldPath"] for r in spec["x-kubernetes-validations"] if "oldSelf" in r["rule"]]
+    assert ".image" in immutable and ".strategy" in immutable and ".nodes" not in immutable
+
+
+def test_subresources_names_and_printer_columns():
+    crd = schema.crd()
+    version = crd["spec"]["versions"][0]
+    assert crd["spec"]["names"]["shortNames"] == ["dt", "dtrain"]
+    assert version["subresources"]["status"] == {}
+    assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.nodes"
+    columns = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "CHECKPOINT", "AGE"]
+
+
+def test_every_status_field_of_the_design_exists():
+    status = openapi()["properties"]["status"]["properties"]
+    for name in ("phase", "conditions", "resolved", "warnings", "workers", "restarts", "progress",
+                 "checkpoint", "startTime", "completionTime", "observedGeneration"):
+        assert name in status, name
+    assert set(status["resolved"]["properties"]) >= {"strategy", "nodes", "minNodes", "maxNodes",
+                                                      "nprocPerNode", "worldSize", "precision"}
+    assert set(status["workers"]["properties"]) == {"desired", "active", "ready", "succeeded", "failed"}
+    assert set(status["progress"]["properties"]) >= {"step", "totalSteps", "loss", "samplesPerSecond"}
+    assert set(status["checkpoint"]["properties"]) == {"step", "time", "path"}
+    assert t.KIND == "DistributedTraining"

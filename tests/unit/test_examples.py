@@ -1,0 +1,53 @@
+"""Every shipped example is a valid Kubernetes object and a valid DistributedTraining."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from disttrain_operator.api import validate_document
+
+from .conftest import EXAMPLES, ROOT
+
+REQUIRED = {"cpu-ddp-2x1", "gpu-1", "gpu-2", "gpu-4-single-node", "gpt-ddp-2x8", "fsdp-4x8-pvc",
+            "elastic-2-4", "mesh-fsdp-tp", "custom-command"}
+
+
+def test_the_promised_examples_exist():
+    names = {os.path.basename(p)[:-5] for p in EXAMPLES}
+    assert REQUIRED <= names, REQUIRED - names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_example_is_valid(path):
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    for doc in docs:
+        assert {"apiVersion", "kind", "metadata"} <= set(doc), path
+        assert doc["metadata"].get("name")
+    jobs = [d for d in docs if d["kind"] == "DistributedTraining"]
+    assert len(jobs) == 1
+    result = validate_document(jobs[0])
+    assert result.ok, [str(e) for e in result.errors]
+
+
+def test_example_topologies():
+    def resolved(name):
+        path = os.path.join(ROOT, "manifests", "examples", f"{name}.yaml")
+        doc = next(d for d in yaml.safe_load_all(open(path)) if d["kind"] == "DistributedTraining")
+        return validate_document(doc).resolved
+
+    assert resolved("cpu-ddp-2x1").world_size == 2 and resolved("cpu-ddp-2x1").strategy == "ddp"
+    assert resolved("gpt-ddp-2x8").world_size == 16
+    assert resolved("fsdp-4x8-pvc").world_size == 32
+    assert (resolved("elastic-2-4").min_nodes, resolved("elastic-2-4").max_nodes) == (2, 4)
+    assert resolved("mesh-fsdp-tp").strategy == "fsdp"
+    assert resolved("gpu-1").strategy == "auto"
+
+
+def test_crd_file_is_a_kubernetes_object():
+    path = os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")
+    crd = yaml.safe_load(open(path))
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1" and crd["kind"] == "CustomResourceDefinition"
+    assert crd["metadata"]["name"] == "distributedtrainings.disttrain.dev"

@@ -1,0 +1,131 @@
+"""The `disttrain` CLI: exit codes, one-line errors with line numbers, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from .conftest import EXAMPLES, ROOT
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "operator"), os.path.join(ROOT, "trainer")])}
+
+
+def disttrain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True,
+                          text=True, env=ENV, input=stdin, timeout=60)
+
+
+def write(tmp_path, text: str) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = """\
+apiVersion: disttrain.dev/v1alpha1
+kind: DistributedTraining
+metadata:
+  name: demo
+spec:
+  nodes: 2
+  gpusPerNode: 4
+  checkpoint: {claimName: ckpt}
+"""
+
+
+def test_validate_all_examples_exits_zero_and_prints_topology():
+    result = disttrain("validate", *EXAMPLES)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "cpu-ddp: valid" in result.stdout
+    assert "topology: 2 nodes x 1 process = world size 2, strategy ddp" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_spec_exits_one_naming_field_value_and_fix(tmp_path):
+    path = write(tmp_path, GOOD.replace("  nodes: 2\n", "  nodes: 2\n  strategy: ddpp\n"))
+    result = disttrain("validate", path)
+    assert result.returncode == 1
+    assert f"{path}:7: error: spec.strategy: is not allowed (got 'ddpp'); allowed: auto, ddp, fsdp, " \
+           "fsdp_native. Fix: did you mean 'ddp'?" in result.stdout
+
+
+def test_warnings_do_not_fail_validation(tmp_path):
+    path = write(tmp_path, GOOD.replace("gpusPerNode: 4", "gpusPerNode: 1\n  nodes: 1\n  strategy: ddp")
+                 .replace("  nodes: 2\n", ""))
+    result = disttrain("validate", path)
+    assert result.returncode == 0, result.stdout
+    assert "warning [DDPSingleDevice] spec.strategy: DDP requires multiple devices, falling back to " \
+           "single-device training" in result.stdout
+
+
+def test_not_yaml_is_one_line_with_line_number(tmp_path):
+    path = write(tmp_path, "apiVersion: v1\nkind: [unclosed\nspec: {\n")
+    result = disttrain("validate", path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{path}:") and "not valid YAML" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_not_a_distributed_training(tmp_path):
+    path = write(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    result = disttrain("validate", path)
+    assert result.returncode == 1
+    assert f"{path}:1: no DistributedTraining in this file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_file_and_binary_file(tmp_path):
+    assert disttrain("validate", str(tmp_path / "nope.yaml")).stderr.startswith(f"{tmp_path}/nope.yaml: cannot read")
+    binary = tmp_path / "blob.yaml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    result = disttrain("validate", str(binary))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+
+
+def test_multi_document_file_validates_each_job(tmp_path):
+    second = GOOD.replace("name: demo", "name: other").replace("nodes: 2", "nodes: 0")
+    path = write(tmp_path, GOOD + "---\n" + second)
+    result = disttrain("validate", "-o", "json", path)
+    assert result.returncode == 1
+    reports = json.loads(result.stdout)
+    assert [r["name"] for r in reports] == ["demo", "other"]
+    assert [r["valid"] for r in reports] == [True, False]
+    assert reports[0]["resolved"]["worldSize"] == 8
+    assert reports[1]["errors"][0]["field"] == "spec.nodes" and reports[1]["errors"][0]["line"] == 15
+
+
+def test_stdin(tmp_path):
+    result = disttrain("validate", "-", stdin=GOOD)
+    assert result.returncode == 0 and "-:1: demo: valid" in result.stdout
+
+
+def test_render_prints_service_and_pods(tmp_path):
+    result = disttrain("render", "-n", "ml", write(tmp_path, GOOD))
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [o["kind"] for o in objects] == ["Service", "Pod", "Pod"]
+    assert objects[1]["metadata"]["namespace"] == "ml"
+    env = {e["name"]: e.get("value") for e in objects[1]["spec"]["containers"][0]["env"]}
+    assert env["PET_RDZV_ENDPOINT"] == "demo-worker-0.demo.ml.svc:29400"
+
+
+def test_render_refuses_invalid_specs(tmp_path):
+    result = disttrain("render", write(tmp_path, GOOD.replace("nodes: 2", "nodes: -1")))
+    assert result.returncode == 1 and result.stdout == ""
+    assert "spec.nodes: is out of range (got -1)" in result.stderr
+
+
+def test_crd_command_prints_the_committed_crd():
+    result = disttrain("crd")
+    committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))
+    assert yaml.safe_load(result.stdout) == committed
+
+
+def test_run_requires_local():
+    result = disttrain("run", EXAMPLES[0])
+    assert result.returncode == 2 and "--local" in result.stderr

@@ -1,0 +1,176 @@
+"""Render follows the pod contract in docs/pod-contract.md."""
+
+from __future__ import annotations
+
+from disttrain_operator.api import load_job
+from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_children, template_hash
+
+from .helpers import job
+
+
+def render(**spec):
+    doc = job(**spec)
+    doc["metadata"]["uid"] = "0b6a1c52-uid"
+    j, r, _ = load_job(doc)
+    return render_children(j, r)
+
+
+def env_of(pod) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_service_is_headless_and_publishes_not_ready_addresses():
+    service = render(nodes=2)[0]
+    assert service["kind"] == "Service" and service["metadata"]["name"] == "demo"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {"disttrain.dev/job": "demo", "disttrain.dev/role": "worker"}
+
+
+def test_one_pod_per_node_with_stable_dns_names():
+    _, *pods = render(nodes=3)
+    assert [p["metadata"]["name"] for p in pods] == ["demo-worker-0", "demo-worker-1", "demo-worker-2"]
+    for i, pod in enumerate(pods):
+        assert pod["spec"]["hostname"] == f"demo-worker-{i}"
+        assert pod["spec"]["subdomain"] == "demo"
+        assert pod["metadata"]["labels"]["disttrain.dev/worker-index"] == str(i)
+        assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_every_child_is_owned_by_the_job():
+    for child in render(nodes=2):
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert owner == {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                         "name": "demo", "uid": "0b6a1c52-uid", "controller": True,
+                         "blockOwnerDeletion": True}
+
+
+def test_torchrun_env():
+    _, first, second = render(nodes=2, minNodes=1, maxNodes=3, gpusPerNode=4, maxRestarts=5,
+                              rendezvous={"port": 29500, "joinTimeoutSeconds": 120})
+    env = env_of(first)
+    assert env["PET_NNODES"] == "1:3"
+    assert env["PET_NPROC_PER_NODE"] == "4"
+    assert env["PET_RDZV_BACKEND"] == "c10d"
+    assert env["PET_RDZV_ENDPOINT"] == "demo-worker-0.demo.team-a.svc:29500"
+    assert env["PET_RDZV_ID"] == "0b6a1c52-uid"
+    assert env["PET_MAX_RESTARTS"] == "5"
+    assert env["PET_RDZV_CONF"] == "join_timeout=120,last_call_timeout=30,is_host=true"
+    assert env_of(second)["PET_RDZV_CONF"].endswith("is_host=false")
+    assert first["spec"]["containers"][0]["command"] == ["torchrun", "--module", "disttrain_trainer"]
+
+
+def test_trainer_env():
+    _, pod = render(strategy="fsdp", gpusPerNode=4, mesh={"fsdp": 2, "tp": 2}, accumulateGradBatches=4,
+                    trainer={"builtin": {"steps": 500, "batchSize": 4}},
+                    checkpoint={"intervalSteps": 50, "keep": 2, "async": True, "claimName": "c"})
+    env = env_of(pod)
+    assert env["DISTTRAIN_STRATEGY"] == "fsdp"
+    assert (env["DISTTRAIN_MESH_FSDP"], env["DISTTRAIN_MESH_TP"]) == ("2", "2")
+    assert env["DISTTRAIN_PRECISION"] == "bf16-mixed"
+    assert env["DISTTRAIN_ACCUMULATE_GRAD_BATCHES"] == "4"
+    assert (env["DISTTRAIN_STEPS"], env["DISTTRAIN_BATCH_SIZE"]) == ("500", "4")
+    assert env["DISTTRAIN_CHECKPOINT_DIR"] == "/checkpoints"
+    assert (env["DISTTRAIN_CHECKPOINT_INTERVAL_STEPS"], env["DISTTRAIN_CHECKPOINT_KEEP"]) == ("50", "2")
+    assert env["DISTTRAIN_CHECKPOINT_ASYNC"] == "true"
+    assert env["DISTTRAIN_METRICS_PORT"] == "9400"
+    assert env["DISTTRAIN_JOB_NAME"] == "demo" and env["DISTTRAIN_NAMESPACE"] == "team-a"
+    assert env["DISTTRAIN_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_custom_command_runs_under_torchrun_without_builtin_env():
+    _, pod = render(trainer={"command": ["/w/train.py"], "args": ["--lr", "1"]},
+                    env=[{"name": "FOO", "value": "bar"}])
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["torchrun", "/w/train.py", "--lr", "1"]
+    env = env_of(pod)
+    assert "DISTTRAIN_MODEL" not in env and env["FOO"] == "bar" and "PET_NNODES" in env
+    assert "readinessProbe" not in container
+
+
+def test_security_context_and_no_api_credentials():
+    _, pod = render()
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = spec["containers"][0]["securityContext"]
+    assert container == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                         "capabilities": {"drop": ["ALL"]}}
+    assert spec["terminationGracePeriodSeconds"] >= 60
+
+
+def test_volumes_shm_tmp_and_checkpoint_claim():
+    _, pod = render(checkpoint={"claimName": "ckpt", "path": "/ckpt"})
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": "ckpt"}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory"}
+    mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts == {"checkpoints": "/ckpt", "dshm": "/dev/shm", "tmp": "/tmp"}
+    _, pod = render()
+    assert {v["name"]: v for v in pod["spec"]["volumes"]}["checkpoints"] == {"name": "checkpoints", "emptyDir": {}}
+
+
+def test_gpu_limits_and_resources():
+    _, pod = render(gpusPerNode=8, gpuResourceName="amd.com/gpu",
+                    resources={"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"memory": "64Gi"}})
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {"memory": "64Gi", "amd.com/gpu": 8}
+    assert resources["requests"] == {"cpu": "16", "memory": "64Gi", "amd.com/gpu": 8}
+    _, pod = render()
+    assert "resources" not in pod["spec"]["containers"][0]
+
+
+def test_probe_and_ports():
+    _, pod = render()
+    container = pod["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"rendezvous": 29400, "metrics": 9400}
+
+
+def test_scheduling():
+    _, pod = render(scheduling={"schedulerName": "volcano", "priorityClassName": "high",
+                                "nodeSelector": {"gpu": "h100"},
+                                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})
+    spec = pod["spec"]
+    assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "high"
+    assert spec["nodeSelector"] == {"gpu": "h100"}
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+
+
+def test_pod_template_merges_into_the_trainer_container_and_appends_lists():
+    _, pod = render(podTemplate={
+        "metadata": {"labels": {"team": "nlp"}, "annotations": {"a": "b"}},
+        "spec": {"containers": [{"name": "trainer", "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                                 "env": [{"name": "X", "value": "1"}]},
+                                {"name": "sidecar", "image": "busybox"}],
+                 "volumes": [{"name": "data", "emptyDir": {}}],
+                 "nodeSelector": {"zone": "a"}}})
+    spec = pod["spec"]
+    trainer, sidecar = spec["containers"]
+    assert trainer["name"] == "trainer" and trainer["command"][0] == "torchrun"
+    assert {"name": "data", "mountPath": "/data"} in trainer["volumeMounts"]
+    assert len(trainer["volumeMounts"]) == 4
+    assert env_of(pod)["X"] == "1" and "PET_NNODES" in env_of(pod)
+    assert sidecar == {"name": "sidecar", "image": "busybox"}
+    assert [v["name"] for v in spec["volumes"]] == ["checkpoints", "dshm", "tmp", "data"]
+    assert spec["nodeSelector"] == {"zone": "a"}
+    assert pod["metadata"]["labels"]["team"] == "nlp"
+    assert pod["metadata"]["labels"]["disttrain.dev/job"] == "demo"
+
+
+def test_template_hash_ignores_live_fields_and_tracks_the_rest():
+    base = load_job(job(nodes=2, minNodes=1, maxNodes=4))
+    scaled = load_job(job(nodes=3, minNodes=1, maxNodes=4, backoffLimit=1, suspend=True))
+    changed = load_job(job(nodes=2, minNodes=1, maxNodes=4, image="other:1"))
+    h = lambda x: template_hash(x[0], x[1])  # noqa: E731
+    assert h(base) == h(scaled)
+    assert h(base) != h(changed)
+    _, pod = render()
+    assert pod["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+
+
+def test_fixed_size_job_changes_template_when_nodes_change():
+    # Without an elastic range, PET_NNODES follows nodes, so pods must be replaced.
+    assert template_hash(*load_job(job(nodes=2))[:2]) != template_hash(*load_job(job(nodes=3))[:2])

@@ -87,9 +87,7 @@ class SchedulerState:
         sd = self.scheduler.state_dict()
         sd.update(last_epoch=int(state["last_epoch"]), _step_count=int(state["step_count"]))
         self.scheduler.load_state_dict(sd)
-        # Recompute the current LRs for the restored position.
-        for group, lr in zip(self.scheduler.optimizer.param_groups, self.scheduler.get_lr(), strict=True):
-            group["lr"] = lr
+        # The optimizer's param_groups (restored with it) carry the current LRs.
         self.scheduler._last_lr = [g["lr"] for g in self.scheduler.optimizer.param_groups]  # type: ignore[attr-defined]
 
 

@@ -108,3 +108,90 @@ def assert_losses_close(a: dict[int, float], b: dict[int, float], *, rtol: float
     assert a.keys() == b.keys(), (a, b)
     for k in a:
         assert a[k] == pytest.approx(b[k], rel=rtol), (k, a, b)
+
+
+# --- real agents, configured only through the pod contract's env ---------------------------
+
+def pod_env(*, node: int, rdzv_port: int, nnodes: str = "1:2", nproc: int = 1, job: str = "t",
+            metrics_port: int = 0, ckpt_dir: str = "", interval: int = 0, steps: int = 100,
+            batch: int = 4, strategy: str = "ddp", max_restarts: int = 3, model: str = "gpt-nano",
+            dataset: str = "text", rdzv_id: str = "test") -> dict[str, str]:
+    """What the operator's render puts into worker pod `node` (docs/pod-contract.md)."""
+    return base_env() | {
+        "PET_NNODES": nnodes, "PET_NPROC_PER_NODE": str(nproc), "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": f"127.0.0.1:{rdzv_port}", "PET_RDZV_ID": rdzv_id,
+        "PET_MAX_RESTARTS": str(max_restarts), "PET_MONITOR_INTERVAL": "1",
+        "PET_RDZV_CONF": f"join_timeout=120,last_call_timeout=2,is_host={'true' if node == 0 else 'false'}",
+        "DISTTRAIN_JOB_NAME": job, "DISTTRAIN_NAMESPACE": "default", "DISTTRAIN_POD_NAME": f"{job}-worker-{node}",
+        "DISTTRAIN_STRATEGY": strategy, "DISTTRAIN_MESH_FSDP": "0", "DISTTRAIN_MESH_TP": "0",
+        "DISTTRAIN_PRECISION": "32", "DISTTRAIN_ACCUMULATE_GRAD_BATCHES": "1", "DISTTRAIN_GPUS_PER_NODE": "0",
+        "DISTTRAIN_MODEL": model, "DISTTRAIN_DATASET": dataset, "DISTTRAIN_STEPS": str(steps),
+        "DISTTRAIN_BATCH_SIZE": str(batch), "DISTTRAIN_LEARNING_RATE": "0.001", "DISTTRAIN_SEED": "5",
+        "DISTTRAIN_CHECKPOINT_DIR": ckpt_dir, "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS": str(interval),
+        "DISTTRAIN_CHECKPOINT_KEEP": "3", "DISTTRAIN_CHECKPOINT_ASYNC": "false",
+        "DISTTRAIN_METRICS_PORT": str(metrics_port),
+    }
+
+
+class Agent:
+    """One torchrun agent = one "node" (pod), in its own session so it can be killed whole."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self.proc = subprocess.Popen([TORCHRUN, "--module", "disttrain_trainer"], env=env,
+                                     stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill_node(self) -> None:
+        """SIGKILL the agent and every process under it, like a node or pod dying."""
+        for pid in reversed(_descendants(self.proc.pid)):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def get_status(port: int) -> dict[str, Any] | None:
+    import json
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+            return json.loads(r.read())
+    except OSError:
+        return None
+
+
+def wait_for_step(port: int, step: int, *, timeout: float, agents: list[Agent] = ()) -> dict[str, Any]:
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = get_status(port)
+        if status and status["step"] >= step:
+            return status
+        for a in agents:
+            assert a.proc.poll() is None, f"agent exited early:\n{a.output()[-4000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"step {step} not reached within {timeout}s; last status {get_status(port)}")

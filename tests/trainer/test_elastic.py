@@ -1,0 +1,113 @@
+"""Real torchrun agents as "nodes" on loopback, configured only through the pod contract's
+env, running `python -m disttrain_trainer`: SIGTERM checkpoints, losing a node, losing
+the rendezvous host (see docs/trainer.md)."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import Agent, free_port, pod_env, wait_for_step
+from disttrain_trainer.checkpoint import complete_checkpoints
+
+pytestmark = [pytest.mark.dist, pytest.mark.slow]
+
+STEP_LINE = re.compile(r"\bstep (\d+)/(\d+) loss")
+
+
+def logged_steps_after_resume(output: str) -> tuple[int | None, list[int]]:
+    """(step resumed at, optimizer steps logged afterwards) of the last incarnation."""
+    marker = output.rfind("resuming at step ")
+    resumed = int(output[marker:].split()[3]) if marker >= 0 else None
+    return resumed, [int(m.group(1)) for m in STEP_LINE.finditer(output[max(marker, 0):])]
+
+
+def test_sigterm_writes_a_checkpoint_of_the_current_step(tmp_path: Path) -> None:
+    ck, port = tmp_path / "ck", free_port()
+    env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port,
+                  ckpt_dir=str(ck), interval=0, steps=100000, max_restarts=0)
+    agent = Agent(env, tmp_path / "agent.log")
+    try:
+        status = wait_for_step(port, 5, timeout=240, agents=[agent])
+        assert status["totalSteps"] == 100000 and status["worldSize"] == 2 and status["checkpoint"] is None
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        for name in ("disttrain_train_step", "disttrain_train_samples_per_second", "disttrain_train_world_size",
+                     "disttrain_checkpoint_last_step", "disttrain_train_restarts"):
+            assert f'{name}{{job="t",namespace="default",pod="t-worker-0"}}' in metrics
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            assert r.status == 200
+        agent.proc.terminate()  # what the kubelet sends to the container's PID 1
+        rc = agent.wait(timeout=60)
+    finally:
+        if agent.proc.poll() is None:
+            agent.kill_node()
+    out = agent.output()
+    stopped = re.search(r"stopped on SIGTERM at step (\d+)", out)
+    assert stopped, out[-4000:]
+    step = int(stopped.group(1))
+    assert step >= status["step"]
+    # interval 0: the only checkpoint is the emergency one, of exactly the stopped step.
+    assert [s for s, _ in complete_checkpoints(ck)] == [step]
+    # The workers exit 0, but torchrun re-raises the signal as SignalException: exit 1.
+    # The operator must not count a pod it deleted itself as a failure (docs/trainer.md).
+    assert rc == 1
+
+
+def _two_nodes(tmp_path: Path, *, steps: int, interval: int, rdzv_port: int, ports: tuple[int, int],
+               suffix: str = "") -> list[Agent]:
+    ck = tmp_path / "ck"
+    return [Agent(pod_env(node=i, rdzv_port=rdzv_port, nnodes="1:2", metrics_port=ports[i], ckpt_dir=str(ck),
+                          interval=interval, steps=steps, batch=4),
+                  tmp_path / f"agent{i}{suffix}.log") for i in range(2)]
+
+
+def test_losing_a_worker_node_the_job_restarts_and_finishes_from_its_checkpoint(tmp_path: Path) -> None:
+    steps, interval, ports = 120, 10, (free_port(), free_port())
+    agents = _two_nodes(tmp_path, steps=steps, interval=interval, rdzv_port=free_port(), ports=ports)
+    try:
+        before = wait_for_step(ports[0], 25, timeout=300, agents=agents)
+        assert before["worldSize"] == 2
+        agents[1].kill_node()  # node 1 dies: its agent and its worker, like a lost pod
+        rc = agents[0].wait(timeout=300)
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill_node()
+    out = agents[0].output()
+    assert rc == 0, out[-5000:]
+    resumed, logged = logged_steps_after_resume(out)
+    assert resumed is not None and resumed % interval == 0, out[-5000:]
+    assert resumed >= before["step"] - interval  # nothing lost beyond the checkpoint interval
+    assert logged == sorted(set(logged)) and logged[0] > resumed and logged[-1] == steps
+    assert "world 1" in out.split("resuming at step")[-1]
+    assert complete_checkpoints(tmp_path / "ck")[-1][0] == steps
+
+
+def test_losing_the_rendezvous_host_recreating_the_pods_resumes(tmp_path: Path) -> None:
+    """worker-0 hosts the c10d store. When it dies the other agents lose the store and exit
+    non-zero within seconds; the operator recreates the pods under the same names and the
+    job resumes from its newest checkpoint."""
+    steps, interval, rdzv, ports = 80, 10, free_port(), (free_port(), free_port())
+    agents = _two_nodes(tmp_path, steps=steps, interval=interval, rdzv_port=rdzv, ports=ports)
+    try:
+        before = wait_for_step(ports[0], 15, timeout=300, agents=agents)
+        agents[0].kill_node()
+        rc1 = agents[1].wait(timeout=120)
+        assert rc1 != 0, "a surviving agent cannot outlive the rendezvous store"
+        # The operator recreates the failed pods with the same names, env and endpoint.
+        agents = _two_nodes(tmp_path, steps=steps, interval=interval, rdzv_port=rdzv, ports=ports, suffix="-b")
+        rcs = [a.wait(timeout=300) for a in agents]
+    finally:
+        for a in agents:
+            if a.proc.poll() is None:
+                a.kill_node()
+    out = agents[0].output()
+    assert rcs == [0, 0], out[-5000:]
+    resumed, logged = logged_steps_after_resume(out)
+    assert resumed is not None and resumed >= before["step"] - interval
+    assert logged[0] > resumed and logged[-1] == steps
+    assert complete_checkpoints(tmp_path / "ck")[-1][0] == steps

@@ -1,0 +1,86 @@
+"""Condition types, reasons and the metav1.Condition helpers.
+
+Reasons are CamelCase constants shared by conditions, Events and metric labels.
+`lastTransitionTime` moves only when a condition's status flips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api.reasons import *  # noqa: F403  (guardrail warning reasons)
+
+# Condition types
+VALIDATED = "Validated"
+RUNNING = "Running"
+RESTARTING = "Restarting"
+SUSPENDED = "Suspended"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+CHECKPOINT_STALE = "CheckpointStale"
+
+# Reasons
+VALID = "Valid"
+VALID_WITH_WARNINGS = "ValidWithWarnings"
+INVALID_SPEC = "InvalidSpec"
+PODS_PENDING = "PodsPending"
+PODS_RUNNING = "PodsRunning"
+WORKER_FAILED = "WorkerFailed"
+WORKER_DISRUPTED = "WorkerDisrupted"
+WORKER_DELETED = "WorkerDeleted"
+WORKERS_RECREATED = "WorkersRecreated"
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+JOB_SUSPENDED = "JobSuspended"
+JOB_RESUMED = "JobResumed"
+JOB_SUCCEEDED = "JobSucceeded"
+SPEC_CHANGED = "SpecChanged"
+SCALED = "Scaled"
+POD_CREATED = "PodCreated"
+CHECKPOINT_TOO_OLD = "CheckpointTooOld"
+CHECKPOINT_FRESH = "CheckpointFresh"
+TTL_EXPIRED = "TTLExpired"
+
+MESSAGE_LIMIT = 1024
+
+
+def set_condition(conditions: list[dict[str, Any]], type_: str, status: bool, reason: str,
+                  message: str, generation: int | None, now: str) -> list[dict[str, Any]]:
+    """A new list with `type_` set; the transition time is kept unless status flips."""
+    value = "True" if status else "False"
+    out, found = [], False
+    for cond in conditions:
+        if cond.get("type") != type_:
+            out.append(cond)
+            continue
+        found = True
+        moved = cond.get("status") != value
+        out.append(_condition(type_, value, reason, message, generation,
+                              now if moved else cond.get("lastTransitionTime", now)))
+    if not found:
+        out.append(_condition(type_, value, reason, message, generation, now))
+    return out
+
+
+def get_condition(conditions: list[dict[str, Any]] | None, type_: str) -> dict[str, Any] | None:
+    return next((c for c in conditions or [] if c.get("type") == type_), None)
+
+
+def is_true(conditions: list[dict[str, Any]] | None, type_: str) -> bool:
+    cond = get_condition(conditions, type_)
+    return cond is not None and cond.get("status") == "True"
+
+
+def _condition(type_: str, status: str, reason: str, message: str, generation: int | None,
+               when: str) -> dict[str, Any]:
+    cond = {"type": type_, "status": status, "reason": reason, "message": cap(message),
+            "lastTransitionTime": when}
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond
+
+
+def cap(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """One line, capped: Events and conditions are read in `kubectl get`/`describe`."""
+    line = " ".join(message.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."

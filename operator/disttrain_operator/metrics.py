@@ -1,0 +1,53 @@
+"""The operator's Prometheus metrics (names fixed by DESIGN.md), on their own registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+
+
+class OperatorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.jobs = Gauge("disttrain_operator_jobs", "DistributedTrainings by phase.", ["phase"], registry=r)
+        self.reconcile_seconds = Histogram(
+            "disttrain_operator_reconcile_seconds", "Time of one reconcile pass.", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+        self.pods_created = Counter("disttrain_operator_pods_created", "Worker pods created.", registry=r)
+        self.job_restarts = Counter("disttrain_operator_job_restarts",
+                                    "Rounds of worker pods recreated after failures.", registry=r)
+        self.time_to_running = Histogram(
+            "disttrain_operator_job_time_to_running_seconds",
+            "From creation of a DistributedTraining to phase Running.", registry=r,
+            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800))
+        self.validation_warnings = Counter("disttrain_operator_validation_warnings",
+                                           "Guardrail warnings raised on specs.", ["reason"], registry=r)
+        self.job_failures = Counter("disttrain_operator_job_failures", "Jobs that failed.", ["reason"],
+                                    registry=r)
+        self.checkpoint_age = Gauge("disttrain_operator_checkpoint_age_seconds",
+                                    "Age of the newest complete checkpoint of a running job.",
+                                    ["namespace", "job"], registry=r)
+        self._phases: dict[tuple[str, str], str] = {}
+        for phase in PHASES:
+            self.jobs.labels(phase=phase).set(0)
+
+    def observe_phase(self, key: tuple[str, str], phase: str | None) -> None:
+        """Keep disttrain_operator_jobs{phase} equal to the jobs we currently know."""
+        if phase is None:
+            self._phases.pop(key, None)
+        else:
+            self._phases[key] = phase
+        for name in PHASES:
+            self.jobs.labels(phase=name).set(sum(1 for p in self._phases.values() if p == name))
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.observe_phase((namespace, name), None)
+        try:
+            self.checkpoint_age.remove(namespace, name)
+        except KeyError:
+            pass
+
+    def serve(self, port: int, address: str = "0.0.0.0") -> None:
+        start_http_server(port, addr=address, registry=self.registry)

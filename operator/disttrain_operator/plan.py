@@ -1,0 +1,372 @@
+"""The reconcile decision, as a pure function.
+
+`decide(job, pods, now)` looks at a job (its validation and last status) and its observed
+worker pods and returns what to do: pods to create or delete, the new status, the Events
+to post, and whether the job's TTL has run out. The kopf handlers only carry it out.
+The rules are written down for users in docs/operations.md ("Lifecycle rules").
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from . import conditions as c
+from .api.errors import GuardrailWarning
+from .api.names import selector, worker_name
+from .api.validate import Validation
+from .pods import PodInfo
+from .render import template_hash
+
+ACTIVE_PHASES = ("Pending", "Running", "Restarting")
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Operator-wide knobs (settings.py reads them from the environment)."""
+
+    backoff_base_seconds: float = 10.0
+    backoff_max_seconds: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """What decide() needs to know about the DistributedTraining object itself."""
+
+    name: str
+    namespace: str
+    generation: int | None
+    status: dict[str, Any]
+    validation: Validation
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Plan:
+    status: dict[str, Any]
+    create: list[int] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason)
+    create_service: bool = False
+    events: list[Event] = field(default_factory=list)
+    delete_job: bool = False
+    # For metrics: what happened in this pass.
+    new_warnings: list[GuardrailWarning] = field(default_factory=list)
+    restarted: int = 0
+    failed_reason: str | None = None
+    became_running: bool = False
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def backoff_seconds(restarts: int, policy: Policy) -> float:
+    """Exponential back-off before the (restarts+1)-th recreation: 10s, 20s, 40s ... 5 min."""
+    return min(policy.backoff_base_seconds * 2 ** restarts, policy.backoff_max_seconds)
+
+
+def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy()) -> Plan:
+    old = job.status or {}
+    plan = Plan(status=_carry_over(old))
+    stamp = iso(now)
+    plan.status["observedGeneration"] = job.generation
+    plan.status["selector"] = selector(job.name)
+    if not job.validation.ok:
+        return _invalid(job, pods, plan, stamp)
+    _validated(job, plan, old, stamp)
+    spec, resolved = job.validation.job.spec, job.validation.resolved
+    old_phase = old.get("phase")
+    failed_cond = c.get_condition(old.get("conditions"), c.FAILED) or {}
+    if old_phase == "Failed" and failed_cond.get("reason") == c.INVALID_SPEC:
+        # The spec was fixed: start over as a new job.
+        old_phase = None
+        for key in ("phase", "completionTime", "startTime"):
+            plan.status.pop(key, None)
+        plan.status = set_cond(plan.status, c.FAILED, False, c.VALID, "the spec was fixed", job, stamp)
+    if old_phase in TERMINAL_PHASES:
+        return _finished(job, pods, plan, now, old_phase)
+    if spec.suspend:
+        return _suspend(job, pods, plan, stamp, old_phase)
+    if old_phase == "Suspended":
+        plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
+                                 "resumes from the newest checkpoint"))
+        plan.status = set_cond(plan.status, c.SUSPENDED, False, c.JOB_RESUMED, "job resumed", job, stamp)
+
+    start = parse_time(plan.status.get("startTime"))
+    deadline = spec.active_deadline_seconds
+    if deadline and start and (now - start).total_seconds() > deadline:
+        return _fail(job, pods, plan, now, c.DEADLINE_EXCEEDED,
+                     f"ran longer than activeDeadlineSeconds ({deadline}s)")
+    if any(p.succeeded for p in pods):
+        return _success(job, pods, plan, now)
+
+    # Failures: disruptions are recreated at once; crashes after a back-off, within backoffLimit.
+    failed = [p for p in pods if p.failed and not p.terminating]
+    for pod in failed:
+        if pod.disrupted:
+            plan.delete.append((pod.name, c.WORKER_DISRUPTED))
+            plan.events.append(Event("Warning", c.WORKER_DISRUPTED,
+                                     f"{pod.name} was {pod.reason or 'disrupted'} by the cluster; "
+                                     "recreating it (does not count against backoffLimit)"))
+    crashed = [p for p in failed if not p.disrupted]
+    if crashed:
+        restarts = plan.status.get("restarts", 0)
+        due = parse_time(plan.status.get("nextRestartTime"))
+        what = "; ".join(p.describe_failure() for p in crashed)
+        if due is None:
+            if restarts >= spec.backoff_limit:
+                return _fail(job, pods, plan, now, c.BACKOFF_LIMIT_EXCEEDED,
+                             f"{what}; backoffLimit {spec.backoff_limit} reached after {restarts} restarts")
+            delay = backoff_seconds(restarts, policy)
+            plan.status["nextRestartTime"] = iso(now + timedelta(seconds=delay))
+            plan.events.append(Event("Warning", c.WORKER_FAILED,
+                                     f"{what}; recreating in {delay:.0f}s (restart {restarts + 1} "
+                                     f"of backoffLimit {spec.backoff_limit})"))
+        elif now >= due:
+            plan.status["restarts"] = restarts + 1
+            plan.status.pop("nextRestartTime", None)
+            plan.restarted = 1
+            for pod in crashed:
+                plan.delete.append((pod.name, c.WORKER_FAILED))
+            plan.events.append(Event("Normal", c.WORKERS_RECREATED,
+                                     f"recreating {', '.join(p.name for p in crashed)} "
+                                     f"(restart {restarts + 1} of {spec.backoff_limit})"))
+    else:
+        plan.status.pop("nextRestartTime", None)
+
+    # Workers that no longer match the spec or the size: replace or remove.
+    want_hash = template_hash(job.validation.job, resolved)
+    doomed = {name for name, _ in plan.delete}
+    for pod in pods:
+        if pod.terminating or pod.name in doomed:
+            continue
+        if pod.index is None or pod.index >= resolved.nodes:
+            plan.delete.append((pod.name, c.SCALED))
+        elif pod.active and pod.template_hash != want_hash:
+            plan.delete.append((pod.name, c.SPEC_CHANGED))
+    scaled = [n for n, why in plan.delete if why == c.SCALED]
+    if scaled:
+        plan.events.append(Event("Normal", c.SCALED, f"scaled to {resolved.nodes} nodes: removing "
+                                 f"{', '.join(scaled)}"))
+    if any(why == c.SPEC_CHANGED for _, why in plan.delete):
+        plan.events.append(Event("Normal", c.SPEC_CHANGED, "the worker template changed: replacing "
+                                 "workers; training resumes from the newest checkpoint"))
+
+    present = {p.name for p in pods}
+    plan.create = [i for i in range(resolved.nodes) if worker_name(job.name, i) not in present]
+    plan.create_service = bool(plan.create)
+    if plan.create and not plan.status.get("startTime"):
+        plan.status["startTime"] = stamp
+    if plan.create and old_phase == "Running":
+        plan.events.append(Event("Warning", c.WORKER_DELETED, "recreating "
+                                 + ", ".join(worker_name(job.name, i) for i in plan.create)
+                                 + " (deleted outside the operator)"))
+
+    _set_phase(job, pods, plan, stamp, old_phase, crashed)
+    return plan
+
+
+# ---- outcomes -----------------------------------------------------------------------
+
+
+def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None,
+               crashed: list[PodInfo]) -> None:
+    resolved = job.validation.resolved
+    doomed = {name for name, _ in plan.delete}
+    live = [p for p in pods if p.active and p.name not in doomed]
+    running = [p for p in live if p.phase == "Running"]
+    recovering = bool(crashed) or bool(plan.status.get("nextRestartTime")) or any(
+        why in (c.WORKER_FAILED, c.WORKER_DISRUPTED) for _, why in plan.delete)
+    if recovering or (old_phase == "Restarting" and len(running) < resolved.nodes):
+        phase = "Restarting"
+    elif running and len(running) >= resolved.min_nodes:
+        phase = "Running"
+    else:
+        phase = "Pending"
+    plan.status["phase"] = phase
+    plan.status["workers"] = workers(pods, resolved.nodes)
+    st = plan.status
+    st = set_cond(st, c.RUNNING, phase == "Running",
+                  c.PODS_RUNNING if phase == "Running" else (c.WORKER_FAILED if phase == "Restarting" else c.PODS_PENDING),
+                  f"{len(running)} of {resolved.nodes} workers running (minNodes {resolved.min_nodes})",
+                  job, stamp, only_if_present=phase != "Running")
+    if phase == "Restarting" or c.get_condition(st.get("conditions"), c.RESTARTING):
+        message = (f"restart {st.get('restarts', 0)} of backoffLimit "
+                   f"{job.validation.job.spec.backoff_limit}")
+        if st.get("nextRestartTime"):
+            message += f"; next recreation at {st['nextRestartTime']}"
+        st = set_cond(st, c.RESTARTING, phase == "Restarting",
+                      c.WORKER_FAILED if phase == "Restarting" else c.PODS_RUNNING, message, job, stamp)
+    plan.status = st
+    plan.became_running = phase == "Running" and old_phase != "Running"
+
+
+def _validated(job: JobState, plan: Plan, old: dict, stamp: str) -> None:
+    warnings = job.validation.warnings
+    resolved = job.validation.resolved
+    plan.status["resolved"] = {
+        "strategy": resolved.strategy, "nodes": resolved.nodes, "minNodes": resolved.min_nodes,
+        "maxNodes": resolved.max_nodes, "nprocPerNode": resolved.nproc_per_node,
+        "worldSize": resolved.world_size, "precision": resolved.precision}
+    plan.status["warnings"] = [str(w) for w in warnings]
+    message = "; ".join(str(w) for w in warnings) or "spec is valid"
+    before = c.get_condition(old.get("conditions"), c.VALIDATED) or {}
+    if before.get("message") != c.cap(message) or before.get("status") != "True":
+        plan.new_warnings = list(warnings)
+        plan.events.extend(Event("Warning", w.reason, str(w)) for w in warnings)
+    plan.status = set_cond(plan.status, c.VALIDATED, True,
+                           c.VALID_WITH_WARNINGS if warnings else c.VALID, message, job, stamp)
+
+
+def _invalid(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str) -> Plan:
+    message = "; ".join(str(e) for e in job.validation.errors)
+    before = c.get_condition((job.status or {}).get("conditions"), c.VALIDATED) or {}
+    if before.get("message") != c.cap(message):
+        plan.events.append(Event("Warning", c.INVALID_SPEC, message))
+        plan.failed_reason = c.INVALID_SPEC if job.status.get("phase") != "Failed" else None
+    st = set_cond(plan.status, c.VALIDATED, False, c.INVALID_SPEC, message, job, stamp)
+    st = set_cond(st, c.FAILED, True, c.INVALID_SPEC, message, job, stamp)
+    st["phase"] = "Failed"
+    st.setdefault("completionTime", stamp)
+    # Nothing runs on a spec we cannot read.
+    plan.delete = [(p.name, c.INVALID_SPEC) for p in pods if p.active]
+    st["workers"] = workers(pods, 0)
+    plan.status = st
+    return plan
+
+
+def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None) -> Plan:
+    plan.delete = [(p.name, c.JOB_SUSPENDED) for p in pods if not p.terminating]
+    if old_phase != "Suspended":
+        plan.events.append(Event("Normal", c.JOB_SUSPENDED, "suspended: worker pods deleted; "
+                                 "set spec.suspend: false to resume from the newest checkpoint"))
+    st = plan.status
+    st["phase"] = "Suspended"
+    # Suspended time does not count towards activeDeadlineSeconds (as for batch/v1 Jobs).
+    st.pop("startTime", None)
+    st.pop("nextRestartTime", None)
+    st = set_cond(st, c.SUSPENDED, True, c.JOB_SUSPENDED, "spec.suspend is true", job, stamp)
+    st = set_cond(st, c.RUNNING, False, c.JOB_SUSPENDED, "suspended", job, stamp, only_if_present=True)
+    st["workers"] = workers(pods, 0)
+    plan.status = st
+    return plan
+
+
+def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime) -> Plan:
+    """A worker exited 0: torchrun agents finish together, so training reached its end.
+    Wait for the others to exit; failures after a success do not restart anything."""
+    resolved = job.validation.resolved
+    active = [p for p in pods if p.active]
+    winner = next(p.name for p in pods if p.succeeded)
+    if active:
+        plan.status["phase"] = "Running"
+        plan.status["workers"] = workers(pods, resolved.nodes)
+        return plan
+    stamp = iso(now)
+    st = plan.status
+    st["phase"] = "Succeeded"
+    st["completionTime"] = stamp
+    st.pop("nextRestartTime", None)
+    st = set_cond(st, c.SUCCEEDED, True, c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)", job, stamp)
+    st = set_cond(st, c.RUNNING, False, c.JOB_SUCCEEDED, "training finished", job, stamp, only_if_present=True)
+    st = set_cond(st, c.RESTARTING, False, c.JOB_SUCCEEDED, "training finished", job, stamp, only_if_present=True)
+    st["workers"] = workers(pods, 0)
+    plan.status = st
+    plan.events.append(Event("Normal", c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)"))
+    plan.delete = clean_pods(pods, job.validation.job.spec.clean_pod_policy)
+    return plan
+
+
+def _fail(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime, reason: str, message: str) -> Plan:
+    stamp = iso(now)
+    st = plan.status
+    st["phase"] = "Failed"
+    st["completionTime"] = stamp
+    st.pop("nextRestartTime", None)
+    st = set_cond(st, c.FAILED, True, reason, message, job, stamp)
+    st = set_cond(st, c.RUNNING, False, reason, message, job, stamp, only_if_present=True)
+    st = set_cond(st, c.RESTARTING, False, reason, message, job, stamp, only_if_present=True)
+    st["workers"] = workers(pods, 0)
+    plan.status = st
+    plan.failed_reason = reason
+    plan.events.append(Event("Warning", reason, message))
+    plan.delete = clean_pods(pods, job.validation.job.spec.clean_pod_policy)
+    return plan
+
+
+def _finished(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime, phase: str) -> Plan:
+    spec = job.validation.job.spec
+    plan.status["phase"] = phase
+    plan.status["workers"] = workers(pods, 0)
+    plan.delete = clean_pods(pods, spec.clean_pod_policy)
+    done = parse_time(plan.status.get("completionTime"))
+    ttl = spec.ttl_seconds_after_finished
+    if ttl is not None and done is not None and (now - done).total_seconds() >= ttl:
+        plan.delete_job = True
+        plan.events.append(Event("Normal", c.TTL_EXPIRED, f"deleting the job {ttl}s after it finished"))
+    return plan
+
+
+# ---- helpers ------------------------------------------------------------------------
+
+
+def clean_pods(pods: list[PodInfo], policy: str) -> list[tuple[str, str]]:
+    """cleanPodPolicy when the job is finished: All, Running (active pods) or None."""
+    if policy == "All":
+        return [(p.name, "CleanPodPolicy") for p in pods if not p.terminating]
+    if policy == "Running":
+        return [(p.name, "CleanPodPolicy") for p in pods if p.active]
+    return []
+
+
+def workers(pods: list[PodInfo], desired: int) -> dict[str, int]:
+    return {
+        "desired": desired,
+        "active": sum(p.active for p in pods),
+        "ready": sum(p.active and p.ready for p in pods),
+        "succeeded": sum(p.succeeded for p in pods),
+        "failed": sum(p.failed for p in pods),
+    }
+
+
+def set_cond(status: dict, type_: str, value: bool, reason: str, message: str, job: JobState,
+             stamp: str, only_if_present: bool = False) -> dict:
+    """Set a condition; with only_if_present a False condition is added only if it existed."""
+    conds = status.get("conditions") or []
+    if only_if_present and not value and c.get_condition(conds, type_) is None:
+        return status
+    return {**status, "conditions": c.set_condition(conds, type_, value, reason, message,
+                                                     job.generation, stamp)}
+
+
+def _carry_over(old: dict) -> dict:
+    keep = ("conditions", "restarts", "startTime", "completionTime", "nextRestartTime",
+            "progress", "checkpoint", "phase")
+    out = {k: copy.deepcopy(old[k]) for k in keep if k in old}
+    out.setdefault("restarts", 0)
+    return out
+
+
+def status_patch(old: dict, new: dict) -> dict:
+    """Only the top-level status fields that changed (None removes a field)."""
+    patch = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch

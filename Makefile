@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
+.PHONY: help venv tools docs test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -40,8 +40,9 @@ cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the K
 cluster-down:  ## stop it and remove its state
 	@bash hack/cluster.sh down
 
-crd: venv  ## regenerate manifests/crd from the API types
-	$(RUN) disttrain crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
+crd: venv  ## regenerate manifests/crd and docs/api.md from the API types
+	$(RUN) python -m disttrain_operator.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
+	$(RUN) python -m disttrain_operator.cli docs api > docs/api.md
 
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py

@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     p.set_defaults(func=cmd_crd)
 
+    p = sub.add_parser("docs", help="print generated documentation (api: the API reference)")
+    p.add_argument("topic", choices=("api",))
+    p.set_defaults(func=cmd_docs)
+
     p = sub.add_parser("run", help="run a job on this machine (--local), no cluster needed")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--local", action="store_true", required=True,
@@ -174,6 +178,13 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_crd(args: argparse.Namespace) -> int:
     dump(schema.crd(), args.output, sys.stdout)
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    from .api.reference import api_reference
+
+    sys.stdout.write(api_reference())
     return 0
 
 

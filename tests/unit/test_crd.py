@@ -101,3 +101,10 @@ def test_every_status_field_of_the_design_exists():
     assert set(status["progress"]["properties"]) >= {"step", "totalSteps", "loss", "samplesPerSecond"}
     assert set(status["checkpoint"]["properties"]) == {"step", "time", "path"}
     assert t.KIND == "DistributedTraining"
+
+
+def test_committed_api_reference_matches_the_api_types():
+    from disttrain_operator.api.reference import api_reference
+
+    with open(os.path.join(ROOT, "docs", "api.md")) as handle:
+        assert handle.read() == api_reference(), "docs/api.md drifted: run `make docs`"

@@ -1,0 +1,96 @@
+"""Scale, suspend/resume, TTL and cascading deletion through the real API server."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import condition, get_job, job_manifest, pods_of, wait_phase
+
+pytestmark = pytest.mark.cluster
+
+
+def names(cluster, namespace, job):
+    return [p["metadata"]["name"] for p in pods_of(cluster, namespace, job)
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_kubectl_scale_adds_and_removes_workers_within_the_elastic_range(cluster, namespace, operator):
+    cluster.apply(job_manifest("elastic", nodes=2, minNodes=1, maxNodes=4), namespace=namespace)
+    wait_phase(cluster, namespace, "elastic", "Running")
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(cluster, namespace, "elastic")}
+    cluster.kubectl("scale", "dt/elastic", "-n", namespace, "--replicas=4")
+    cluster.wait_for(lambda: names(cluster, namespace, "elastic") == [f"elastic-worker-{i}" for i in range(4)],
+                     timeout=30, what="scaled to 4")
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(cluster, namespace, "elastic")}
+    assert after["elastic-worker-0"] == uids["elastic-worker-0"]  # running workers untouched
+    assert after["elastic-worker-1"] == uids["elastic-worker-1"]
+    scale = cluster.get("dt", "elastic", namespace)
+    cluster.wait_for(lambda: get_job(cluster, namespace, "elastic")["status"]["workers"]["active"] == 4,
+                     timeout=30, what="status.workers.active == 4")
+    assert scale["spec"]["nodes"] == 4
+    cluster.kubectl("scale", "dt/elastic", "-n", namespace, "--replicas=1")
+    cluster.wait_for(lambda: names(cluster, namespace, "elastic") == ["elastic-worker-0"], timeout=30,
+                     what="scaled to 1")
+    assert pods_of(cluster, namespace, "elastic")[0]["metadata"]["uid"] == uids["elastic-worker-0"]
+    # Outside the range the API server refuses, naming the fix.
+    refused = cluster.kubectl("scale", "dt/elastic", "-n", namespace, "--replicas=5", check=False)
+    assert refused.returncode != 0 and "raise spec.maxNodes" in refused.stderr
+
+
+def test_suspend_removes_pods_and_resume_recreates_them(cluster, namespace, operator):
+    cluster.apply(job_manifest("pausable", nodes=2), namespace=namespace)
+    wait_phase(cluster, namespace, "pausable", "Running")
+    cluster.kubectl("patch", "dt/pausable", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    job = wait_phase(cluster, namespace, "pausable", "Suspended")
+    assert condition(job, "Suspended")["status"] == "True"
+    cluster.wait_for(lambda: names(cluster, namespace, "pausable") == [], timeout=30, what="pods removed")
+    # While suspended, fields that cannot change live may change.
+    cluster.kubectl("patch", "dt/pausable", "-n", namespace, "--type=merge", "-p",
+                    '{"spec":{"image":"ghcr.io/disttrain/trainer:0.1.1"}}')
+    cluster.kubectl("patch", "dt/pausable", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    job = wait_phase(cluster, namespace, "pausable", "Running")
+    assert condition(job, "Suspended")["status"] == "False"
+    images = {p["spec"]["containers"][0]["image"] for p in pods_of(cluster, namespace, "pausable")}
+    assert images == {"ghcr.io/disttrain/trainer:0.1.1"}
+
+
+def test_changes_that_cannot_apply_live_are_rejected(cluster, namespace, operator):
+    cluster.apply(job_manifest("fixed", nodes=1), namespace=namespace)
+    wait_phase(cluster, namespace, "fixed", "Running")
+    refused = cluster.kubectl("patch", "dt/fixed", "-n", namespace, "--type=merge", "-p",
+                              '{"spec":{"strategy":"fsdp"}}', check=False)
+    assert refused.returncode != 0
+    assert "spec.strategy cannot change while the job runs: set spec.suspend: true" in refused.stderr
+
+
+def test_ttl_deletes_finished_jobs_and_deletion_cascades_to_children(cluster, namespace, operator):
+    cluster.apply(job_manifest("short", nodes=1, ttlSecondsAfterFinished=2, cleanPodPolicy="None"),
+                  namespace=namespace)
+    wait_phase(cluster, namespace, "short", "Running")
+    cluster.kubectl("annotate", "pod", "short-worker-0", "-n", namespace,
+                    f"{cluster.EXIT_CODE_ANNOTATION}=0")
+    wait_phase(cluster, namespace, "short", "Succeeded")
+    assert names(cluster, namespace, "short") == ["short-worker-0"]  # cleanPodPolicy None keeps it
+    cluster.wait_for(lambda: cluster.try_get("dt", "short", namespace) is None, timeout=30, what="TTL deletion")
+    # The garbage collector removes what the job owned.
+    cluster.wait_for(lambda: names(cluster, namespace, "short") == [], timeout=60, what="pods collected")
+    cluster.wait_for(lambda: cluster.try_get("service", "short", namespace) is None, timeout=60,
+                     what="service collected")
+
+
+def test_deleting_a_running_job_removes_its_children(cluster, namespace, operator):
+    cluster.apply(job_manifest("gone", nodes=2), namespace=namespace)
+    wait_phase(cluster, namespace, "gone", "Running")
+    cluster.kubectl("delete", "dt/gone", "-n", namespace, "--wait=true", "--timeout=60s")
+    cluster.wait_for(lambda: names(cluster, namespace, "gone") == [], timeout=60, what="pods collected")
+
+
+def test_deleted_worker_is_recreated_with_the_same_name(cluster, namespace, operator):
+    cluster.apply(job_manifest("again", nodes=2), namespace=namespace)
+    wait_phase(cluster, namespace, "again", "Running")
+    old = cluster.get("pod", "again-worker-1", namespace)["metadata"]["uid"]
+    cluster.kubectl("delete", "pod", "again-worker-1", "-n", namespace)
+    cluster.wait_for(lambda: (cluster.try_get("pod", "again-worker-1", namespace) or {"metadata": {"uid": old}})
+                     ["metadata"]["uid"] != old, timeout=30, what="again-worker-1 recreated")
+    job = wait_phase(cluster, namespace, "again", "Running")
+    assert job["status"]["restarts"] == 0  # a deletion is not a failure

@@ -1,0 +1,85 @@
+"""Operator metrics move with the lifecycle; progress comes from a real trainer status server."""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+
+import pytest
+
+from .conftest import annotate_exit, condition, get_job, job_manifest, wait_phase
+
+pytestmark = pytest.mark.cluster
+
+
+def test_metrics_count_pods_restarts_failures_and_phases(cluster, namespace, operator):
+    created = operator.sample("disttrain_operator_pods_created_total")
+    restarts = operator.sample("disttrain_operator_job_restarts_total")
+    cluster.apply(job_manifest("counted", nodes=2, backoffLimit=1), namespace=namespace)
+    wait_phase(cluster, namespace, "counted", "Running")
+    assert operator.sample("disttrain_operator_pods_created_total") == created + 2
+    assert operator.sample("disttrain_operator_jobs", phase="Running") >= 1
+    assert operator.sample("disttrain_operator_job_time_to_running_seconds_count") >= 1
+    assert operator.sample("disttrain_operator_reconcile_seconds_count") > 0
+    annotate_exit(cluster, namespace, "counted-worker-1", 1)
+    cluster.wait_for(lambda: get_job(cluster, namespace, "counted")["status"].get("restarts") == 1, timeout=60,
+                     what="one restart")
+    assert operator.sample("disttrain_operator_job_restarts_total") == restarts + 1
+    wait_phase(cluster, namespace, "counted", "Running")
+    annotate_exit(cluster, namespace, "counted-worker-0", 1)
+    wait_phase(cluster, namespace, "counted", "Failed")
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_job_failures_total",
+                                             reason="BackoffLimitExceeded") >= 1, timeout=10,
+                     what="failure counted")
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_jobs", phase="Failed") >= 1, timeout=10,
+                     what="jobs{phase=Failed}")
+
+
+@pytest.fixture
+def trainer_status_server():
+    """The trainer's own /status server (disttrain_trainer.metrics), on loopback."""
+    from prometheus_client import CollectorRegistry
+
+    from disttrain_trainer.metrics import StatusServer, StatusSink
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sink = StatusSink()
+    server = StatusServer(port, CollectorRegistry(), sink)
+    yield port, sink
+    server.close()
+
+
+def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace, operator, trainer_status_server):
+    port, sink = trainer_status_server
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sink.doc.update(step=40, totalSteps=100, loss=2.5, samplesPerSecond=64.0, worldSize=1,
+                    checkpoint={"step": 40, "time": stamp, "path": "/checkpoints/step-00000040"})
+    cluster.apply(job_manifest("watched", nodes=1, metrics={"port": port},
+                               trainer={"builtin": {"steps": 100, "batchSize": 8}},
+                               checkpoint={"claimName": "c", "intervalSteps": 20},
+                               podTemplate={"metadata": {"annotations": {cluster.POD_IP_ANNOTATION: "127.0.0.1"}}}),
+                  namespace=namespace)
+    wait_phase(cluster, namespace, "watched", "Running")
+    job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "watched"))["status"].get("progress") and j,
+                           timeout=30, what="status.progress")
+    assert job["status"]["progress"] == {"step": 40, "totalSteps": 100, "percentComplete": "40%",
+                                         "loss": 2.5, "samplesPerSecond": 64.0}
+    assert job["status"]["checkpoint"] == {"step": 40, "time": stamp, "path": "/checkpoints/step-00000040"}
+    table = cluster.kubectl("get", "dt", "watched", "-n", namespace).stdout
+    header, row = table.splitlines()[:2]
+    assert header.split()[:6] == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS"]
+    assert row.split()[1:7] == ["Running", "1", "1", "40", "40%", "40"]
+    assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") >= 0
+
+    # The trainer stops checkpointing: 20 steps at 8 samples/s/64 = 2.5s per interval, so an
+    # hour-old checkpoint is far past 3 intervals + grace.
+    sink.doc["checkpoint"] = {"step": 40, "time": "2026-01-01T00:00:00Z", "path": "/checkpoints/step-00000040"}
+    sink.doc["step"] = 90
+    job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "watched")) and
+                           (condition(j, "CheckpointStale") or {}).get("status") == "True" and j,
+                           timeout=30, what="CheckpointStale")
+    assert condition(job, "CheckpointStale")["reason"] == "CheckpointTooOld"
+    assert "checkpoint of step 40" in condition(job, "CheckpointStale")["message"]
+    assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") > 3600

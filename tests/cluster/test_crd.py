@@ -1,0 +1,94 @@
+"""The CRD on a real API server: examples are stored, bad specs are rejected with our
+messages, `kubectl explain` teaches the API and `kubectl get dt` shows our columns."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.cluster
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CRD = os.path.join(REPO, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")
+EXAMPLES = sorted(glob.glob(os.path.join(REPO, "manifests", "examples", "*.yaml")))
+
+
+@pytest.fixture(scope="module")
+def crd(cluster):
+    cluster.kubectl("apply", "-f", CRD)
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/distributedtrainings.disttrain.dev")
+    return cluster
+
+
+def doc(name="cel", **spec):
+    return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def test_every_example_is_stored(crd, namespace):
+    for path in EXAMPLES:
+        crd.kubectl("apply", "-n", namespace, "-f", path)
+    stored = yaml.safe_load(crd.kubectl("get", "dt", "-n", namespace, "-o", "yaml").stdout)["items"]
+    expected = {d["metadata"]["name"] for p in EXAMPLES for d in yaml.safe_load_all(open(p))
+                if d and d["kind"] == "DistributedTraining"}
+    assert {d["metadata"]["name"] for d in stored} == expected
+    cpu = next(d for d in stored if d["metadata"]["name"] == "cpu-ddp")
+    # Schema defaults are applied by the API server, the same ones the validator uses.
+    assert cpu["spec"]["rendezvous"] == {"backend": "c10d", "port": 29400, "joinTimeoutSeconds": 600,
+                                         "lastCallTimeoutSeconds": 30}
+    assert cpu["spec"]["imagePullPolicy"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"nodes": 2, "minNodes": 3, "maxNodes": 4}, "minNodes must be <= nodes: lower spec.minNodes or raise spec.nodes"),
+    ({"nodes": 5, "maxNodes": 4}, "nodes must be <= maxNodes: raise spec.maxNodes or lower spec.nodes"),
+    ({"trainer": {"builtin": {}, "command": ["t.py"]}}, "set exactly one of trainer.builtin"),
+    ({"trainer": {"builtin": {}, "args": ["x"]}}, "trainer.args is only used with trainer.command"),
+    ({"nodes": 2, "minNodes": 1, "mesh": {"fsdp": 2, "tp": 1}}, "mesh needs a fixed world size"),
+    ({"nprocPerNode": "many"}, "nprocPerNode must be an integer >= 1 or the string auto"),
+    ({"nprocPerNode": 0}, "nprocPerNode must be an integer >= 1 or the string auto"),
+    ({"strategy": "ddpp"}, 'spec.strategy: Unsupported value: "ddpp"'),
+    ({"gpusPerNode": -1}, "spec.gpusPerNode: Invalid value: -1: spec.gpusPerNode in body should be greater than or equal to 0"),
+    ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "Duplicate value"),
+])
+def test_schema_and_cel_reject_bad_specs_with_our_messages(crd, namespace, spec, message):
+    result = crd.apply(doc(**spec), namespace=namespace, check=False)
+    assert result.returncode != 0, "the API server accepted an invalid spec"
+    assert message in result.stderr, result.stderr
+
+
+def test_long_or_bad_names_are_rejected(crd, namespace):
+    result = crd.apply(doc(name="a" * 52), namespace=namespace, check=False)
+    assert "must be at most 51 characters" in result.stderr
+    result = crd.apply(doc(name="1abc"), namespace=namespace, check=False)
+    assert "must start with a lowercase letter" in result.stderr
+
+
+def test_kubectl_explain_prints_our_field_docs(crd):
+    out = crd.kubectl("explain", "dt.spec").stdout
+    assert "gpusPerNode" in out and "GPUs requested by each worker pod" in out
+    out = crd.kubectl("explain", "dt.spec.mesh").stdout
+    assert "2-D FSDP x tensor-parallel device mesh" in out and "fsdp" in out and "tp" in out
+    out = crd.kubectl("explain", "dt.spec.rendezvous.joinTimeoutSeconds").stdout
+    assert "how long agents wait for minNodes to join" in out
+
+
+def test_kubectl_get_shows_printer_columns_and_short_names(crd, namespace):
+    crd.apply(doc(name="cols", nodes=1), namespace=namespace)
+    header = crd.kubectl("get", "dtrain", "-n", namespace).stdout.splitlines()[0].split()
+    assert header == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "CHECKPOINT", "AGE"]
+    wide = crd.kubectl("get", "dt", "-n", namespace, "-o", "wide").stdout.splitlines()[0].split()
+    assert "STRATEGY" in wide and "LOSS" in wide
+
+
+def test_status_and_scale_subresources(crd, namespace):
+    crd.apply(doc(name="scaled", nodes=1, maxNodes=3), namespace=namespace)
+    crd.kubectl("scale", "dt/scaled", "-n", namespace, "--replicas=3")
+    assert crd.get("dt", "scaled", namespace)["spec"]["nodes"] == 3
+    # A spec write cannot touch status (the status subresource is separate).
+    crd.kubectl("patch", "dt/scaled", "-n", namespace, "--type=merge", "-p", '{"status":{"phase":"Running"}}')
+    assert "status" not in crd.get("dt", "scaled", namespace) or \
+        crd.get("dt", "scaled", namespace)["status"].get("phase") != "Running"

@@ -1,0 +1,240 @@
+"""Operator at scale: N jobs x M nodes on KWOK fake nodes, on a real control plane.
+
+Prints, per N: p50/p99 time from a job's creation to all its pods created and to
+`phase: Running`, the operator's write requests to the API server per job, and the
+operator's peak RSS. Everything is measured in this one run on this machine.
+
+    make bench                                   # N = 100 and 500, M = 8
+    python bench/operator_scale.py --jobs 100 --nodes 8
+
+It starts its own cluster (hack/cluster.sh up bench-scale) and stops it at the end.
+Write requests come from the API server's apiserver_request_total (POST/PATCH/PUT/DELETE
+on pods, services, core events and distributedtrainings), minus this script's own job
+creations; watches are long-lived and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER = "bench-scale"
+NAMESPACE = "bench"
+WRITE_VERBS = {"POST", "PATCH", "PUT", "DELETE"}
+WRITE_RESOURCES = {("", "pods"), ("", "services"), ("", "events"), ("disttrain.dev", "distributedtrainings")}
+
+
+def sh(*args: str, env=None, input: str | None = None, check=True) -> str:
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, input=input)
+    if check and proc.returncode:
+        raise SystemExit(f"{' '.join(args[:4])}... failed: {proc.stderr.strip()[-2000:]}")
+    return proc.stdout
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+class Bench:
+    def __init__(self, nodes: int):
+        self.nodes = nodes
+        self.bin = sh("bash", str(REPO / "hack" / "build-tools.sh"), "--print-bin").strip()
+        self.env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}"}
+
+    def kubectl(self, *args: str, input: str | None = None, check=True) -> str:
+        return sh(f"{self.bin}/kubectl", "--kubeconfig", self.kubeconfig, *args, input=input, check=check)
+
+    def up(self) -> None:
+        print(f"starting cluster {CLUSTER} ...", file=sys.stderr)
+        out = sh("bash", str(REPO / "hack" / "cluster.sh"), "up", CLUSTER,
+                 env={**self.env, "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid())})
+        self.kubeconfig = out.strip().split("=", 1)[1].strip("'\"")
+        # Roomy fake nodes for thousands of pods (the default ones hold 110 each).
+        nodes = [{"apiVersion": "v1", "kind": "Node",
+                  "metadata": {"name": f"bench-node-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
+                               "labels": {"type": "kwok", "bench": "true"}},
+                  "status": {"capacity": {"cpu": "1000", "memory": "4Ti", "pods": "2000"},
+                             "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "2000"}}}
+                 for i in range(4)]
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+        self.kubectl("apply", "-f", str(REPO / "manifests" / "crd"))
+        self.kubectl("apply", "-f", str(REPO / "manifests" / "operator" / "namespace.yaml"))
+        self.kubectl("apply", "-f", str(REPO / "manifests" / "rbac"))
+        self.kubectl("wait", "--for=condition=Established", "crd/distributedtrainings.disttrain.dev")
+        token = self.kubectl("create", "token", "disttrain-operator", "-n", "disttrain-system",
+                             "--duration=2h").strip()
+        admin = json.loads(self.kubectl("config", "view", "--raw", "-o", "json"))
+        cluster = admin["clusters"][0]
+        self.operator_kubeconfig = Path(tempfile.mkdtemp()) / "operator.kubeconfig"
+        self.operator_kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+            "users": [{"name": "operator", "user": {"token": token}}],
+            "contexts": [{"name": "operator", "context": {"cluster": cluster["name"], "user": "operator"}}],
+            "current-context": "operator"}))
+
+    def down(self) -> None:
+        sh("bash", str(REPO / "hack" / "cluster.sh"), "down", CLUSTER, env=self.env, check=False)
+
+    def write_requests(self) -> int:
+        total = 0
+        for line in self.kubectl("get", "--raw", "/metrics").splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1: line.rindex("}")].split(","))
+            labels = {k: v.strip('"') for k, v in labels.items()}
+            if labels.get("verb") in WRITE_VERBS and (labels.get("group", ""), labels.get("resource")) in WRITE_RESOURCES:
+                if labels.get("resource") == "pods" and labels.get("subresource"):
+                    continue  # pod status is KWOK's, bindings are the scheduler's
+                total += int(float(line.rsplit(" ", 1)[1]))
+        return total
+
+    def run(self, jobs: int) -> dict:
+        ns = f"{NAMESPACE}-{jobs}"
+        self.kubectl("create", "namespace", ns)
+        port = free_port()
+        env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
+               "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'trainer'}", "DISTTRAIN_RESYNC_SECONDS": "2"}
+        log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}.log", "wb")
+        operator = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", ns, "--liveness", ""],
+                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        seen_pods: dict[str, float] = {}
+        running: dict[str, float] = {}
+        stop = threading.Event()
+        watchers = [threading.Thread(target=self._watch, args=(ns, "pods", seen_pods, stop), daemon=True),
+                    threading.Thread(target=self._watch, args=(ns, "dt", running, stop), daemon=True)]
+        try:
+            wait_http(port)
+            for w in watchers:
+                w.start()
+            time.sleep(1)
+            before = self.write_requests()
+            created: dict[str, float] = {}
+            manifests = [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                          "metadata": {"name": f"job-{i:04d}", "namespace": ns},
+                          "spec": {"nodes": self.nodes, "checkpoint": {"claimName": "shared"},
+                                   "trainer": {"builtin": {"steps": 1000}},
+                                   "scheduling": {"nodeSelector": {"bench": "true"}}}} for i in range(jobs)]
+            for chunk in range(0, jobs, 50):
+                batch = manifests[chunk:chunk + 50]
+                stamp = time.monotonic()
+                self.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": batch}))
+                for m in batch:
+                    created[m["metadata"]["name"]] = stamp
+            deadline = time.monotonic() + 1800
+            while len(running) < jobs and time.monotonic() < deadline:
+                time.sleep(0.5)
+            time.sleep(3)
+            writes = self.write_requests() - before - jobs  # minus our own job creations
+            rss_kib = peak_rss_kib(operator.pid)
+        finally:
+            stop.set()
+            os.killpg(operator.pid, signal.SIGTERM)
+            operator.wait(timeout=60)
+        to_pods, to_running = [], []
+        for name, t0 in created.items():
+            pods = [seen_pods.get(f"{name}-worker-{i}") for i in range(self.nodes)]
+            if all(pods):
+                to_pods.append(max(pods) - t0)
+            if name in running:
+                to_running.append(running[name] - t0)
+        self.kubectl("delete", "namespace", ns, "--wait=false")
+        return {"jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
+                "pods_p50": statistics.median(to_pods) if to_pods else float("nan"),
+                "pods_p99": percentile(to_pods, 0.99) if to_pods else float("nan"),
+                "running_p50": statistics.median(to_running) if to_running else float("nan"),
+                "running_p99": percentile(to_running, 0.99) if to_running else float("nan"),
+                "writes_per_job": writes / jobs, "rss_mib": rss_kib / 1024}
+
+    def _watch(self, ns: str, kind: str, seen: dict[str, float], stop: threading.Event) -> None:
+        """First time each pod appears / each job reports Running (client clock)."""
+        cmd = [f"{self.bin}/kubectl", "--kubeconfig", self.kubeconfig, "get", kind, "-n", ns, "--watch",
+               "--output-watch-events", "-o", "json"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        decoder, buffer = json.JSONDecoder(), ""
+        while not stop.is_set():
+            line = proc.stdout.readline()
+            if not line:
+                break
+            buffer += line
+            try:
+                event, end = decoder.raw_decode(buffer.lstrip())
+            except ValueError:
+                continue
+            buffer = buffer.lstrip()[end:]
+            obj = event.get("object", {})
+            name = obj.get("metadata", {}).get("name")
+            if kind == "pods" and name and name not in seen:
+                seen[name] = time.monotonic()
+            if kind == "dt" and (obj.get("status") or {}).get("phase") == "Running" and name not in seen:
+                seen[name] = time.monotonic()
+        proc.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(port: int, timeout: float = 60) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit("the operator did not start (see its log in the temp directory)")
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM of the operator process (its peak resident set)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", default="100,500", help="comma-separated job counts (default 100,500)")
+    parser.add_argument("--nodes", type=int, default=8, help="worker pods per job (default 8)")
+    args = parser.parse_args()
+    bench = Bench(args.nodes)
+    bench.up()
+    results = []
+    try:
+        for jobs in (int(n) for n in args.jobs.split(",")):
+            print(f"running N={jobs} x M={args.nodes} ...", file=sys.stderr)
+            results.append(bench.run(jobs))
+    finally:
+        bench.down()
+    print(f"{'N':>5} {'M':>3} {'Running':>8} {'pods p50':>9} {'pods p99':>9} {'run p50':>8} {'run p99':>8} "
+          f"{'writes/job':>10} {'peak RSS':>9}")
+    for r in results:
+        print(f"{r['jobs']:>5} {r['nodes']:>3} {r['complete']:>8} {r['pods_p50']:>8.2f}s {r['pods_p99']:>8.2f}s "
+              f"{r['running_p50']:>7.2f}s {r['running_p99']:>7.2f}s {r['writes_per_job']:>10.1f} {r['rss_mib']:>7.0f}Mi")
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        print(f"ratio N={b['jobs']} / N={a['jobs']}: pods p50 x{b['pods_p50'] / a['pods_p50']:.2f}, "
+              f"running p50 x{b['running_p50'] / a['running_p50']:.2f}, "
+              f"writes/job x{b['writes_per_job'] / a['writes_per_job']:.2f}, RSS x{b['rss_mib'] / a['rss_mib']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 import yaml
 
 from .api import schema
+from .api.errors import FieldError
 from .api.validate import Validation, validate_document
 from .documents import Document, DocumentError, describe, is_distributed_training, load_documents
 from .render import render_children
@@ -70,24 +71,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    reports, failed = [], False
-    for path in args.files:
-        try:
-            documents = _jobs_in(path)
-        except DocumentError as exc:
-            print(exc, file=sys.stderr)
-            failed = True
-            continue
-        for doc in documents:
-            result = validate_document(doc.data)
-            failed |= not result.ok
-            reports.append(report(doc, result))
+    checked = list(validated_jobs(args.files))
+    reports = [report(doc, result) for doc, result in checked if doc is not None]
     if args.output == "text":
         for entry in reports:
             print_report(entry, sys.stdout)
     else:
         dump(reports, args.output, sys.stdout)
-    return 1 if failed else 0
+    return 0 if all(result.ok for _, result in checked) else 1
+
+
+def validated_jobs(paths: list[str], namespace: str | None = None):
+    """(document, validation) for every job in the files; (None, failed) for a file that
+    cannot be read, after printing its one-line error."""
+    for path in paths:
+        try:
+            documents = _jobs_in(path)
+        except DocumentError as exc:
+            print(exc, file=sys.stderr)
+            yield None, Validation(None, None, [FieldError(path, None, str(exc))])
+            continue
+        for doc in documents:
+            data = doc.data
+            if namespace:
+                data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": namespace}}
+            yield doc, validate_document(data)
 
 
 def report(doc: Document, result: Validation) -> dict[str, Any]:
@@ -149,27 +157,16 @@ def _jobs_in(path: str) -> list[Document]:
 
 def cmd_render(args: argparse.Namespace) -> int:
     objects, failed = [], False
-    for path in args.files:
-        try:
-            documents = _jobs_in(path)
-        except DocumentError as exc:
-            print(exc, file=sys.stderr)
+    for doc, result in validated_jobs(args.files, args.namespace):
+        if not result.ok:
             failed = True
+            if doc is not None:
+                print_report(report(doc, result), sys.stderr)
             continue
-        for doc in documents:
-            data = doc.data
-            if args.namespace:
-                data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": args.namespace}}
-            result = validate_document(data)
-            entry = report(doc, result)
-            if not result.ok:
-                print_report(entry, sys.stderr)
-                failed = True
-                continue
-            for w in entry["warnings"]:
-                print(f"{doc.path}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}",
-                      file=sys.stderr)
-            objects.extend(render_children(result.job, result.resolved))
+        for w in report(doc, result)["warnings"]:
+            print(f"{doc.path}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}",
+                  file=sys.stderr)
+        objects.extend(render_children(result.job, result.resolved))
     if failed:
         return 1
     dump(objects, args.output, sys.stdout, multi=True)

@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# A local Kubernetes control plane with fake GPU nodes, from plain processes:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a KWOK
+# controller, all built by hack/build-tools.sh. No Docker, no kubelet.
+#
+#   hack/cluster.sh up     [NAME]  start (or report) cluster NAME; prints
+#                                  `export KUBECONFIG=...` on stdout
+#   hack/cluster.sh down   [NAME]  stop every process and remove its state
+#   hack/cluster.sh status [NAME]  exit 0 when all processes are alive
+#   hack/cluster.sh env    [NAME]  print `export KUBECONFIG=...`
+#
+# NAME defaults to $DISTTRAIN_CLUSTER_NAME or "default". State (certs, etcd
+# data, logs, pids, kubeconfigs) lives in $DISTTRAIN_CLUSTER_DIR, default
+# ${DISTTRAIN_CACHE:-~/.cache/disttrain}/clusters/NAME. Ports are picked free
+# at start, so several clusters run side by side.
+#
+# Knobs: DISTTRAIN_FAKE_GPU_NODES (4), DISTTRAIN_FAKE_GPUS_PER_NODE (8),
+# DISTTRAIN_FAKE_CPU_NODES (2), DISTTRAIN_CLUSTER_TIMEOUT (90 s to ready),
+# DISTTRAIN_CLUSTER_OWNER_PID (when set, a reaper runs `down` as soon as that
+# process exits, so a killed test run leaves nothing behind).
+#
+# Pod behaviour on the fake nodes (hack/cluster/kwok-stages.yaml): pods become
+# Running; annotation disttrain.dev/test-exit-code: "N" terminates them with
+# exit code N (Succeeded if 0, else Failed); disttrain.dev/test-pod-ip sets
+# status.podIP. See docs/local-cluster.md.
+set -euo pipefail
+
+HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
+CMD=${1:-}
+NAME=${2:-${DISTTRAIN_CLUSTER_NAME:-default}}
+[[ "$NAME" =~ ^[a-z0-9][a-z0-9-]*$ ]] || { echo "bad cluster name: $NAME" >&2; exit 2; }
+STATE=${DISTTRAIN_CLUSTER_DIR:-$CACHE/clusters/$NAME}
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+log() { printf '[cluster %s] %s\n' "$NAME" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# running PID: alive and not a zombie (PID 1 may not reap our orphans)
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+alive() { local pid; pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && running "$pid"; }
+
+# Kill each component's process group (each runs under setsid), TERM then KILL.
+stop_all() {
+  local name pid pids=()
+  for name in reaper "${COMPONENTS[@]}"; do
+    pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || continue
+    [[ "$pid" =~ ^[0-9]+$ ]] || continue
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    pids+=("$pid")
+  done
+  local deadline=$((SECONDS + 10))
+  for pid in "${pids[@]}"; do
+    while running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+
+cmd_down() {
+  if [[ -d "$STATE" ]]; then
+    stop_all
+    rm -rf "$STATE"
+    log "down: stopped and removed $STATE"
+  else
+    log "down: nothing at $STATE"
+  fi
+}
+
+cmd_status() {
+  local name ok=0
+  for name in "${COMPONENTS[@]}"; do
+    if alive "$name"; then log "$name: running"; else log "$name: NOT running"; ok=1; fi
+  done
+  return $ok
+}
+
+cmd_env() { echo "export KUBECONFIG=$STATE/kubeconfig"; }
+
+# start NAME BINARY ARGS...: run in its own session (process group), log to file
+start() {
+  local name=$1
+  shift
+  setsid "$@" </dev/null >"$STATE/logs/$name.log" 2>&1 &
+  echo $! >"$STATE/pids/$name.pid"
+}
+
+# free_ports N: N distinct free loopback TCP ports
+free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+# kubeconfig FILE USER [--cert NAME | --token TOKEN]
+write_kubeconfig() {
+  local file=$1 user=$2 kind=$3 value=$4 cred
+  if [[ $kind == --cert ]]; then
+    cred="    client-certificate-data: $(base64 -w0 "$STATE/pki/$value.crt")
+    client-key-data: $(base64 -w0 "$STATE/pki/$value.key")"
+  else
+    cred="    token: $value"
+  fi
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: disttrain-$NAME
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 "$STATE/pki/ca.crt")
+users:
+- name: $user
+  user:
+$cred
+contexts:
+- name: disttrain-$NAME
+  context:
+    cluster: disttrain-$NAME
+    user: $user
+current-context: disttrain-$NAME
+EOF
+  chmod 600 "$file"
+}
+
+make_pki() {
+  local pki=$STATE/pki
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    ossl() { openssl "$@" 2>/dev/null; }
+    newkey() { ossl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key"; }
+    newkey ca
+    ossl req -x509 -new -key ca.key -days 3650 -subj "/CN=disttrain-$NAME-ca" -out ca.crt
+    # sign NAME SUBJ EXT
+    sign() {
+      newkey "$1"
+      ossl req -new -key "$1.key" -subj "$2" -out "$1.csr"
+      printf '%s\n' "$3" >"$1.ext"
+      ossl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -extfile "$1.ext" -out "$1.crt"
+      rm -f "$1.csr" "$1.ext"
+    }
+    local client="basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    sign admin "/O=system:masters/CN=disttrain-admin" "$client"
+    sign controller-manager "/CN=system:kube-controller-manager" "$client"
+    sign scheduler "/CN=system:kube-scheduler" "$client"
+    sign kwok "/O=system:masters/CN=kwok-controller" "$client"
+    # Service-account token signing key pair.
+    ossl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key
+    ossl pkey -in sa.key -pubout -out sa.pub
+  ) || die "openssl failed making $pki"
+}
+
+fake_nodes() {
+  local gpu_nodes=${DISTTRAIN_FAKE_GPU_NODES:-4} gpus=${DISTTRAIN_FAKE_GPUS_PER_NODE:-8}
+  local cpu_nodes=${DISTTRAIN_FAKE_CPU_NODES:-2} i
+  node() { # name kind cpu memory gpus
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: $1
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    kubernetes.io/role: agent
+    node-role.kubernetes.io/agent: ""
+    type: kwok
+    disttrain.dev/fake-node: $2
+EOF
+    if [[ $5 != 0 ]]; then
+      cat <<EOF
+    nvidia.com/gpu.present: "true"
+    nvidia.com/gpu.count: "$5"
+    nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3
+EOF
+    fi
+    cat <<EOF
+spec: {}
+status:
+  capacity: &cap
+    cpu: "$3"
+    memory: $4
+    ephemeral-storage: 1Ti
+    pods: "110"
+EOF
+    [[ $5 != 0 ]] && echo "    nvidia.com/gpu: \"$5\""
+    cat <<EOF
+  allocatable: *cap
+  nodeInfo:
+    architecture: amd64
+    operatingSystem: linux
+    kubeletVersion: fake
+EOF
+  }
+  for ((i = 0; i < gpu_nodes; i++)); do node "kwok-gpu-$i" gpu 96 2Ti "$gpus"; done
+  for ((i = 0; i < cpu_nodes; i++)); do node "kwok-cpu-$i" cpu 32 128Gi 0; done
+}
+
+cmd_up() {
+  local start_s=$SECONDS timeout=${DISTTRAIN_CLUSTER_TIMEOUT:-90}
+  if [[ -f "$STATE/kubeconfig" ]] && cmd_status 2>/dev/null; then
+    log "already up"
+    cmd_env
+    return
+  fi
+  [[ -d "$STATE" ]] && { log "removing stale state in $STATE"; cmd_down; }
+
+  local bin
+  bin=$(bash "$HACK/build-tools.sh" --print-bin)
+  bash "$HACK/build-tools.sh" --check || bash "$HACK/build-tools.sh" || die "tool build failed"
+  export PATH="$bin:$PATH"
+  local tool
+  for tool in openssl curl python3 setsid; do
+    command -v "$tool" >/dev/null || die "$tool not found on PATH"
+  done
+
+  mkdir -p "$STATE"/{logs,pids,etcd}
+  # Up to here nothing runs; from here on a failure must not leave processes.
+  trap 'rc=$?; if ((rc)); then log "up failed; logs kept in $STATE/logs"; stop_all; fi' EXIT
+
+  local ports
+  read -r ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT <<<"$(free_ports 6)"
+  printf 'etcd=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
+    "$ETCD_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" >"$STATE/ports"
+  make_pki
+  local pki=$STATE/pki
+  write_kubeconfig "$STATE/kubeconfig" disttrain-admin --cert admin
+  write_kubeconfig "$STATE/controller-manager.kubeconfig" kube-controller-manager --cert controller-manager
+  write_kubeconfig "$STATE/scheduler.kubeconfig" kube-scheduler --cert scheduler
+  write_kubeconfig "$STATE/kwok.kubeconfig" kwok --cert kwok
+  log "pki and kubeconfigs ready ($((SECONDS - start_s))s); apiserver https://127.0.0.1:$API_PORT"
+
+  start etcd etcd --name "disttrain-$NAME" --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "disttrain-$NAME=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
+
+  start kube-apiserver kube-apiserver \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --endpoint-reconciler-type none \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --authorization-mode Node,RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" \
+    --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --allow-privileged=true --profiling=false \
+    --enable-priority-and-fairness=false \
+    --v=1
+
+  export KUBECONFIG=$STATE/kubeconfig
+  local deadline=$((SECONDS + timeout))
+  # wait_for WHAT COMMAND...: poll until COMMAND succeeds or the deadline
+  wait_for() {
+    local what=$1 name
+    shift
+    until "$@" >/dev/null 2>&1; do
+      for name in "${COMPONENTS[@]}"; do
+        [[ -f "$STATE/pids/$name.pid" ]] || continue # not started yet
+        alive "$name" || die "$name exited while waiting for $what; tail of its log:
+$(tail -n 30 "$STATE/logs/$name.log")"
+      done
+      ((SECONDS < deadline)) || die "timed out after ${timeout}s waiting for $what (logs: $STATE/logs)"
+      sleep 0.25
+    done
+    log "$what ($((SECONDS - start_s))s)"
+  }
+  # The others need the RBAC bootstrap policy: start them once it is ready.
+  wait_for "apiserver ready" kubectl get --raw /readyz
+
+  start kube-controller-manager kube-controller-manager \
+    --kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
+    --service-account-private-key-file "$pki/sa.key" \
+    --root-ca-file "$pki/ca.crt" \
+    --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+    --use-service-account-credentials=true \
+    --leader-elect=false --profiling=false \
+    --cluster-name "disttrain-$NAME" \
+    --v=1
+
+  start kube-scheduler kube-scheduler \
+    --kubeconfig "$STATE/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$STATE/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" \
+    --leader-elect=false --profiling=false \
+    --v=1
+
+  start kwok kwok --config "$HACK/cluster/kwok-stages.yaml" \
+    --kubeconfig "$STATE/kwok.kubeconfig" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --server-address "127.0.0.1:$KWOK_PORT" \
+    --cidr 10.244.0.1/16 --node-ip 10.240.0.1
+
+  if [[ -n "${DISTTRAIN_CLUSTER_OWNER_PID:-}" ]]; then
+    setsid bash "$HACK/cluster.sh" _reap "$NAME" "$DISTTRAIN_CLUSTER_OWNER_PID" </dev/null \
+      >"$STATE/logs/reaper.log" 2>&1 &
+    echo $! >"$STATE/pids/reaper.pid"
+  fi
+
+  kubectl apply -f - >/dev/null <<<"$(fake_nodes)" || die "creating fake nodes failed"
+  wait_for "scheduler healthy" curl -ksf "https://127.0.0.1:$SCHED_PORT/healthz"
+  wait_for "controller-manager healthy" curl -ksf "https://127.0.0.1:$KCM_PORT/healthz"
+  wait_for "fake nodes Ready" kubectl wait --for=condition=Ready node -l type=kwok --timeout=1s
+  wait_for "default service account" kubectl get serviceaccount default -n default
+  trap - EXIT
+  log "up in $((SECONDS - start_s))s: $(kubectl get nodes -l type=kwok --no-headers | wc -l) fake nodes"
+  cmd_env
+}
+
+# _reap NAME PID: internal; stop the cluster when PID exits.
+cmd_reap() {
+  local owner=$3
+  while running "$owner"; do sleep 1; done
+  [[ -d "$STATE" ]] || exit 0
+  log "owner $owner gone; tearing down"
+  rm -f "$STATE/pids/reaper.pid" # don't kill ourselves
+  cmd_down
+}
+
+case "$CMD" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  _reap) cmd_reap "$@" ;;
+  _nodes) fake_nodes ;; # internal: the fake Node manifests (hack/kind-up.sh)
+  *) echo "usage: $0 up|down|status|env [NAME]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,315 @@
+"""Shared pytest fixtures: a real Kubernetes control plane with fake GPU nodes.
+
+``cluster`` (session scope) starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and a KWOK controller through ``hack/cluster.sh up`` the first
+time a test asks for it, and tears it down at the end of the session (a reaper
+also tears it down if the pytest process dies). Tests that never request it
+never start it, so ``pytest -m "not cluster"`` stays offline and fast.
+
+``namespace`` (function scope) is a fresh namespace per test, deleted after.
+
+The fake nodes (see docs/local-cluster.md):
+
+* ``kwok-gpu-0..3``: 96 CPU, 2Ti memory, ``nvidia.com/gpu: 8``, labels
+  ``disttrain.dev/fake-node=gpu``, ``nvidia.com/gpu.present=true``.
+* ``kwok-cpu-0..1``: 32 CPU, 128Gi memory, no GPU, label
+  ``disttrain.dev/fake-node=cpu``.
+
+All carry label ``type=kwok`` and no taints. Pods bound to them behave as
+KWOK's stages say (hack/cluster/kwok-stages.yaml):
+
+* a pod becomes ``Running`` (all containers running, Ready) right after it is
+  scheduled;
+* annotation ``disttrain.dev/test-exit-code: "N"`` on a Running pod (at
+  creation or patched on later) terminates every container with
+  ``state.terminated.exitCode == N``; the pod phase becomes ``Succeeded``
+  for N == 0 and ``Failed`` otherwise. restartPolicy is not simulated;
+* annotation ``disttrain.dev/test-pod-ip: "127.0.0.1"`` (set at creation)
+  makes that the pod's ``status.podIP``, so the operator can be pointed at a
+  real HTTP server a test runs on loopback;
+* a deleted pod disappears at once (no grace period) once it has no
+  finalizers.
+
+Set ``DISTTRAIN_TEST_KUBECONFIG=/path`` to run the cluster tests against an
+existing cluster (kind, a real one) instead; nothing is started or stopped
+then, and tests relying on KWOK behaviour need KWOK with these stages there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+HACK = REPO / "hack"
+
+T = TypeVar("T")
+
+EXIT_CODE_ANNOTATION = "disttrain.dev/test-exit-code"
+POD_IP_ANNOTATION = "disttrain.dev/test-pod-ip"
+
+
+def tools_bin() -> Path:
+    """The directory holding kubectl, kube-apiserver, etcd, kwok, helm, ..."""
+    out = subprocess.run(
+        ["bash", str(HACK / "build-tools.sh"), "--print-bin"],
+        check=True, capture_output=True, text=True,
+    )
+    return Path(out.stdout.strip())
+
+
+class Cluster:
+    """A handle on a running cluster; all calls go through ``kubectl``.
+
+    Attributes:
+        name: cluster name (``hack/cluster.sh up NAME``), "" for an external one.
+        kubeconfig: path of the admin (system:masters) kubeconfig.
+        state_dir: the cluster's state directory (logs in ``logs/``), or None.
+        bin_dir: directory of the pinned tools (kubectl, helm, ...).
+
+    The KWOK test annotations are also here, so tests need not import
+    conftest: ``cluster.EXIT_CODE_ANNOTATION``, ``cluster.POD_IP_ANNOTATION``.
+    """
+
+    EXIT_CODE_ANNOTATION = EXIT_CODE_ANNOTATION
+    POD_IP_ANNOTATION = POD_IP_ANNOTATION
+
+    def __init__(self, *, name: str, kubeconfig: str, state_dir: Path | None, bin_dir: Path):
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.state_dir = state_dir
+        self.bin_dir = bin_dir
+        self._scratch = Path(state_dir or Path(kubeconfig).parent) / "sa-kubeconfigs"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for subprocesses: KUBECONFIG set, tools first on PATH."""
+        return {
+            **os.environ,
+            "KUBECONFIG": self.kubeconfig,
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+    def kubectl(
+        self,
+        *args: str,
+        check: bool = True,
+        input: str | None = None,
+        kubeconfig: str | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``kubectl ARGS`` as admin (or with ``kubeconfig``); text output.
+
+        With ``check=True`` a non-zero exit fails the test, showing stderr.
+        """
+        cmd = [str(self.bin_dir / "kubectl"), "--kubeconfig", kubeconfig or self.kubeconfig, *args]
+        proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            pytest.fail(
+                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}",
+                pytrace=False,
+            )
+        return proc
+
+    def apply(
+        self,
+        manifest: str | dict[str, Any] | list[dict[str, Any]],
+        *args: str,
+        namespace: str | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """``kubectl apply -f -`` of YAML text, one object or a list of objects.
+
+        Extra ``args`` go to kubectl (e.g. ``"--dry-run=server"``,
+        ``"--server-side"``).
+        """
+        if isinstance(manifest, dict):
+            text = yaml.safe_dump(manifest, sort_keys=False)
+        elif isinstance(manifest, list):
+            text = yaml.safe_dump_all(manifest, sort_keys=False)
+        else:
+            text = manifest
+        ns = ["-n", namespace] if namespace else []
+        return self.kubectl("apply", *ns, *args, "-f", "-", input=text, check=check)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """``kubectl get KIND NAME -o json`` parsed."""
+        ns = ["-n", namespace] if namespace else []
+        return json.loads(self.kubectl("get", kind, name, *ns, "-o", "json").stdout)
+
+    def try_get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """Like ``get`` but None when the object does not exist."""
+        ns = ["-n", namespace] if namespace else []
+        proc = self.kubectl("get", kind, name, *ns, "-o", "json", check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr or "not found" in proc.stderr:
+                return None
+            pytest.fail(f"kubectl get {kind} {name}: {proc.stderr}", pytrace=False)
+        return json.loads(proc.stdout)
+
+    def wait_for(
+        self,
+        condition: Callable[[], T],
+        *,
+        timeout: float = 30,
+        interval: float = 0.2,
+        what: str = "condition",
+    ) -> T:
+        """Poll ``condition()`` until it returns something truthy; return it.
+
+        Fails the test after ``timeout`` seconds, showing the last value.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {value!r}",
+                            pytrace=False)
+            time.sleep(interval)
+
+    def kubeconfig_for_service_account(self, namespace: str, name: str, *, duration: str = "2h") -> str:
+        """Mint a kubeconfig for ServiceAccount ``namespace/name`` (TokenRequest).
+
+        The account must exist. The token is bound to the account and expires
+        after ``duration``. Returns the path of the new kubeconfig, so
+        ``cluster.kubectl(..., kubeconfig=path)`` or ``KUBECONFIG=path`` act
+        with exactly that account's RBAC.
+        """
+        token = self.kubectl("create", "token", name, "-n", namespace, f"--duration={duration}").stdout.strip()
+        admin = yaml.safe_load(Path(self.kubeconfig).read_text())
+        ctx_name = admin["current-context"]
+        ctx = next(c["context"] for c in admin["contexts"] if c["name"] == ctx_name)
+        cluster = next(c for c in admin["clusters"] if c["name"] == ctx["cluster"])
+        user = f"system:serviceaccount:{namespace}:{name}"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [cluster],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user,
+                                                     "namespace": namespace}}],
+            "current-context": user,
+        }
+        self._scratch.mkdir(parents=True, exist_ok=True)
+        path = self._scratch / f"{namespace}.{name}.{uuid.uuid4().hex[:6]}.kubeconfig"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return str(path)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of every component log (for failure messages)."""
+        if not self.state_dir:
+            return ""
+        return _log_tail(self.state_dir, lines)
+
+
+def _log_tail(state_dir: Path, lines: int) -> str:
+    parts = []
+    for log in sorted((state_dir / "logs").glob("*.log")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {log.name} ---\n" + "\n".join(text))
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A real control plane + KWOK fake GPU nodes, started once per session.
+
+    Started lazily by the first test that requests it, via
+    ``hack/cluster.sh up pytest-<pid>`` (its own ports and state dir, so
+    parallel sessions don't collide); stopped with ``hack/cluster.sh down``
+    in a finalizer. If it cannot start, every test using it FAILS with the
+    log tail; it never skips. While it is up, ``os.environ["KUBECONFIG"]``
+    points at it (so in-process clients such as kopf's KopfRunner use it,
+    never ~/.kube/config) and the tools directory is first on ``PATH``.
+    """
+    try:
+        bin_dir = tools_bin()
+    except subprocess.CalledProcessError as e:
+        pytest.fail(f"hack/build-tools.sh --print-bin failed: {e.stderr}", pytrace=False)
+
+    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "PATH")}
+
+    def restore() -> None:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    external = os.environ.get("DISTTRAIN_TEST_KUBECONFIG")
+    if external:
+        handle = Cluster(name="", kubeconfig=external, state_dir=None, bin_dir=bin_dir)
+    else:
+        name = f"pytest-{os.getpid()}"
+        cache = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
+        state_dir = cache / "clusters" / name
+        env = {
+            **os.environ,
+            "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid()),
+            "DISTTRAIN_CLUSTER_DIR": str(state_dir),
+        }
+
+        def down() -> None:
+            subprocess.run(["bash", str(HACK / "cluster.sh"), "down", name], env=env,
+                           capture_output=True, text=True, timeout=60)
+
+        request.addfinalizer(down)
+        try:
+            proc = subprocess.run(["bash", str(HACK / "cluster.sh"), "up", name], env=env,
+                                  capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"hack/cluster.sh up timed out:\n{e.stderr}", pytrace=False)
+        if proc.returncode != 0:
+            tail = _log_tail(state_dir, 30) if state_dir.exists() else ""
+            pytest.fail(
+                f"local cluster failed to start (hack/cluster.sh up {name} exited "
+                f"{proc.returncode}):\n{proc.stderr[-6000:]}\n{tail}",
+                pytrace=False,
+            )
+        handle = Cluster(name=name, kubeconfig=str(state_dir / "kubeconfig"), state_dir=state_dir,
+                         bin_dir=bin_dir)
+
+    request.addfinalizer(restore)
+    os.environ["KUBECONFIG"] = handle.kubeconfig
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{saved['PATH'] or ''}"
+    proc = handle.kubectl("get", "--raw", "/readyz", check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"cluster is not ready: {proc.stderr}\n{handle.log_tail()}", pytrace=False)
+    yield handle
+
+
+def _namespace_name(nodeid: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", nodeid.split("::")[-1].lower()).strip("-")[:40].strip("-")
+    return f"t-{base}-{uuid.uuid4().hex[:5]}"
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace (``t-<test name>-<random>``) for one test; deleted after.
+
+    Its ``default`` ServiceAccount exists before the test starts (pods can be
+    created at once). Labelled ``disttrain.dev/test=true``. Deletion does not
+    wait (the namespace controller finishes it in the background).
+    """
+    name = _namespace_name(request.node.nodeid)
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": name, "labels": {"disttrain.dev/test": "true"}}})
+    cluster.wait_for(
+        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        timeout=30, what=f"ServiceAccount {name}/default",
+    )
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

@@ -56,6 +56,11 @@ def test_fsdp2_two_processes_match_single(reference: Run, tmp_path: Path) -> Non
 def test_fsdp_x_tp_2x2_four_processes_match_single(reference: Run, tmp_path: Path) -> None:
     run = run_torchrun(tiny_config(steps=STEPS, batch=GLOBAL // 2, mesh=(2, 2)), 4, tmp_path, timeout=500)
     assert_losses_close(run.result.losses, reference.result.losses, rtol=1e-3)
-    # TP changes the reduction order; Adam turns that into sign flips on the odd
-    # near-zero gradient, so a rare element may differ by up to one step's lr (3e-3).
-    assert_params_close(run.params, reference.params, rtol=1e-3, atol=3e-3, mean_atol=1e-5)
+    # TP changes the reduction order of every matmul. Adam divides by sqrt(v): for the
+    # near-zero gradients of q/k at initialisation that amplifies float noise, so compare
+    # the *updates* (param - init) as a whole, relative to their size, not elementwise.
+    init = run_inprocess(tiny_config(steps=0)).params
+    diff = sum(float(((run.params[k] - reference.params[k]) ** 2).sum()) for k in init) ** 0.5
+    moved = sum(float(((reference.params[k] - init[k]) ** 2).sum()) for k in init) ** 0.5
+    assert diff / moved < 1e-2, (diff, moved)
+    assert_params_close(run.params, reference.params, rtol=1e-3, atol=3e-3)

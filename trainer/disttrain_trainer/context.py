@@ -65,12 +65,28 @@ class RunContext:
             return 0
         return self.mesh["dp"].get_local_rank() if self.mesh.ndim > 1 else self.mesh.get_local_rank()
 
+    _pending_stop: tuple[dist.Work, torch.Tensor] | None = None
+
     def stop_requested(self) -> bool:
-        """True on every rank once any rank received SIGTERM (one tiny all-reduce)."""
+        """True on every rank, at the same step, once any rank received SIGTERM.
+
+        Called once per step by every rank. Each call starts a tiny asynchronous MAX
+        all-reduce of the local flag on the CPU control group and reads the one started
+        by the previous call, so no step waits on it (the answer is one step late)."""
+        if self.world_size == 1:
+            return self.stop_signal.is_set()
         flag = torch.tensor([1 if self.stop_signal.is_set() else 0], dtype=torch.int32)
-        if self.world_size > 1:
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group)
-        return bool(flag.item())
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group, async_op=True)
+        previous, self._pending_stop = self._pending_stop, (work, flag)
+        if previous is None:
+            return False
+        previous[0].wait()
+        return bool(previous[1].item())
+
+    def _drain(self) -> None:
+        if self._pending_stop is not None:
+            self._pending_stop[0].wait()
+            self._pending_stop = None
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -118,6 +134,7 @@ class RunContext:
             signal.signal(signal.SIGTERM, ctx._on_sigterm)
         try:
             yield ctx
+            ctx._drain()
         finally:
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, previous)

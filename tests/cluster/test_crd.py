@@ -71,7 +71,7 @@ def test_kubectl_explain_prints_our_field_docs(crd):
     out = crd.kubectl("explain", "dt.spec").stdout
     assert "gpusPerNode" in out and "GPUs requested by each worker pod" in out
     out = crd.kubectl("explain", "dt.spec.mesh").stdout
-    assert "2-D FSDP x tensor-parallel device mesh" in out and "fsdp" in out and "tp" in out
+    assert "mesh: 2-D FSDP x tensor parallel" in out and "size of the tensor-parallel dimension" in out
     out = crd.kubectl("explain", "dt.spec.rendezvous.joinTimeoutSeconds").stdout
     assert "how long agents wait for minNodes to join" in out
 

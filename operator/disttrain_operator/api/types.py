@@ -309,8 +309,10 @@ class Condition:
     """A metav1.Condition."""
 
     type: str | None = spec_field("type: Validated, Running, Restarting, Suspended, "
-                                  "Succeeded, Failed or CheckpointStale.", max_length=316)
-    status: Literal["True", "False", "Unknown"] | None = spec_field("status: True, False or Unknown.")
+                                  "Succeeded, Failed or CheckpointStale.", max_length=316,
+                                  required=True)
+    status: Literal["True", "False", "Unknown"] | None = spec_field("status: True, False or Unknown.",
+                                                                    required=True)
     reason: str | None = spec_field("reason: a CamelCase reason, also used for Events.",
                                     max_length=1024)
     message: str | None = spec_field("message: what happened and, for problems, how to fix it.",

@@ -1,0 +1,90 @@
+"""`disttrain run --local`: the rendered pods as local torchrun agents (2 CPU nodes)."""
+
+from __future__ import annotations
+
+import io
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, base_env
+from disttrain_operator.api.validate import validate_document
+from disttrain_operator.local_run import localize, newest_checkpoint, run_local
+from disttrain_operator.render import render_children
+
+pytestmark = [pytest.mark.dist, pytest.mark.slow]
+
+
+def job_doc(name: str, steps: int) -> dict:
+    return {
+        "apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+        "metadata": {"name": name},
+        "spec": {"strategy": "ddp", "nodes": 2, "nprocPerNode": 1, "gpusPerNode": 0, "precision": "32",
+                 "trainer": {"builtin": {"model": "gpt-nano", "dataset": "text", "steps": steps,
+                                         "batchSize": 4, "learningRate": 0.001}},
+                 "checkpoint": {"intervalSteps": 10, "keep": 2}},
+    }
+
+
+def test_localize_swaps_only_cluster_addresses(tmp_path: Path) -> None:
+    result = validate_document(job_doc("loc", 20))
+    assert result.ok
+    children = render_children(result.job, result.resolved)
+    plan = localize(children, workdir=tmp_path, rdzv_port=1234, metrics_ports=[5000, 5001], rdzv_id="abc",
+                    torchrun="/venv/bin/torchrun", cpus=4)
+    pods = [c for c in children if c["kind"] == "Pod"]
+    for pod, node in zip(pods, plan.nodes, strict=True):
+        rendered = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        changed = {k for k in rendered if rendered[k] != node.env.get(k)}
+        assert changed == {"PET_RDZV_ENDPOINT", "PET_RDZV_ID", "DISTTRAIN_METRICS_PORT",
+                           "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_POD_NAME"}
+        assert node.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:1234" and node.env["PET_RDZV_ID"] == "abc"
+        assert node.env["DISTTRAIN_POD_NAME"] == pod["metadata"]["name"]
+        assert node.env["DISTTRAIN_CHECKPOINT_DIR"] == str((tmp_path / "loc" / "checkpoints").resolve())
+        assert node.argv == ["/venv/bin/torchrun"] + pod["spec"]["containers"][0]["command"][1:]
+        assert node.env["OMP_NUM_THREADS"] == "2"
+    assert [n.metrics_port for n in plan.nodes] == [5000, 5001]
+    assert "is_host=true" in plan.nodes[0].env["PET_RDZV_CONF"]
+    assert "is_host=false" in plan.nodes[1].env["PET_RDZV_CONF"]
+
+
+def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in base_env().items():
+        monkeypatch.setenv(k, v)
+    result = validate_document(job_doc("local2", 20))
+    out = io.StringIO()
+    rc = run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=out)
+    text = out.getvalue()
+    assert rc == 0, text
+    assert "local2 succeeded" in text and "step        20/20" in text, text
+    newest = newest_checkpoint(tmp_path / "local2" / "checkpoints")
+    assert newest is not None and newest[0] == 20
+    assert "world 2" in (tmp_path / "local2" / "logs" / "local2-worker-0.log").read_text()
+
+
+def test_ctrl_c_checkpoints_and_reports(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_doc("intr", 100000)))
+    proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", str(job),
+                             "--workdir", str(tmp_path), "--no-progress"], env=base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    log = tmp_path / "intr" / "logs" / "intr-worker-0.log"
+    deadline = time.monotonic() + 240
+    try:
+        while not (log.exists() and "step 10/" in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the CLI
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "intr interrupted" in output and "re-run the same command" in output, output
+    newest = newest_checkpoint(tmp_path / "intr" / "checkpoints")
+    assert newest is not None and newest[0] >= 10, output

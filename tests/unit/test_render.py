@@ -116,8 +116,8 @@ def test_gpu_limits_and_resources():
     _, pod = render(gpusPerNode=8, gpuResourceName="amd.com/gpu",
                     resources={"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"memory": "64Gi"}})
     resources = pod["spec"]["containers"][0]["resources"]
-    assert resources["limits"] == {"memory": "64Gi", "amd.com/gpu": 8}
-    assert resources["requests"] == {"cpu": "16", "memory": "64Gi", "amd.com/gpu": 8}
+    assert resources["limits"] == {"memory": "64Gi", "amd.com/gpu": "8"}
+    assert resources["requests"] == {"cpu": "16", "memory": "64Gi", "amd.com/gpu": "8"}
     _, pod = render()
     assert "resources" not in pod["spec"]["containers"][0]
 
@@ -174,3 +174,19 @@ def test_template_hash_ignores_live_fields_and_tracks_the_rest():
 def test_fixed_size_job_changes_template_when_nodes_change():
     # Without an elastic range, PET_NNODES follows nodes, so pods must be replaced.
     assert template_hash(*load_job(job(nodes=2))[:2]) != template_hash(*load_job(job(nodes=3))[:2])
+
+
+def test_rendered_children_are_valid_kubernetes_api_objects():
+    """The official client validates bodies strictly (quantities are strings, ...)."""
+    from kubernetes import client
+
+    children = render(nodes=2, gpusPerNode=8, resources={"requests": {"cpu": 4, "memory": "8Gi"}},
+                      scheduling={"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                                  "nodeSelector": {"a": "b"}},
+                      env=[{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+                      podTemplate={"spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}})
+    client.V1Service.from_dict(children[0])
+    for pod in children[1:]:
+        model = client.V1Pod.from_dict(pod)
+        assert model.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
+        assert model.spec.containers[1].name == "sidecar"

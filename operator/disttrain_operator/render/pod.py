@@ -45,11 +45,12 @@ def skeleton(ctx: RenderContext) -> dict:
 
 def resources(pod: dict, ctx: RenderContext) -> dict:
     spec = ctx.spec
-    requests = dict((spec.resources.requests if spec.resources else None) or {})
-    limits = dict((spec.resources.limits if spec.resources else None) or {})
+    # Quantities are strings in the Pod API ("4", "500m"); YAML may give us ints.
+    requests = {k: str(v) for k, v in ((spec.resources.requests if spec.resources else None) or {}).items()}
+    limits = {k: str(v) for k, v in ((spec.resources.limits if spec.resources else None) or {}).items()}
     if spec.gpus_per_node > 0:
-        requests[spec.gpu_resource_name] = spec.gpus_per_node
-        limits[spec.gpu_resource_name] = spec.gpus_per_node
+        requests[spec.gpu_resource_name] = str(spec.gpus_per_node)
+        limits[spec.gpu_resource_name] = str(spec.gpus_per_node)
     out = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
     if out:
         pod["spec"]["containers"][0]["resources"] = out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Agent, free_port, pod_env, wait_for_step
+from dt_helpers import Agent, free_port, pod_env, wait_for_step
 from disttrain_trainer.checkpoint import complete_checkpoints
 
 pytestmark = [pytest.mark.dist, pytest.mark.slow]

@@ -12,13 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, base_env
+from dt_helpers import ROOT, base_env
 from disttrain_operator.api.validate import validate_document
 from disttrain_operator.local_run import localize, newest_checkpoint, run_local
 from disttrain_operator.render import render_children
-
-pytestmark = [pytest.mark.dist, pytest.mark.slow]
-
 
 def job_doc(name: str, steps: int) -> dict:
     return {
@@ -53,6 +50,8 @@ def test_localize_swaps_only_cluster_addresses(tmp_path: Path) -> None:
     assert "is_host=false" in plan.nodes[1].env["PET_RDZV_CONF"]
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for k, v in base_env().items():
         monkeypatch.setenv(k, v)
@@ -67,6 +66,8 @@ def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pyte
     assert "world 2" in (tmp_path / "local2" / "logs" / "local2-worker-0.log").read_text()
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_and_reports(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(job_doc("intr", 100000)))

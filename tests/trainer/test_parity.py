@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Run, assert_losses_close, assert_params_close, run_inprocess, run_torchrun, tiny_config
+from dt_helpers import Run, assert_losses_close, assert_params_close, run_inprocess, run_torchrun, tiny_config
 
 STEPS = 4
 GLOBAL = 4

@@ -1,0 +1,195 @@
+"""Helpers for the trainer tests: in-process runs (a world of one), torchrun launches,
+free ports. Everything runs on CPU with gloo and one thread per process."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+import dt_worker as worker  # noqa: E402  (tests/trainer is on sys.path via conftest.py)
+from disttrain_trainer.config import (  # noqa: E402
+    CheckpointConfig, Config, DataConfig, ModelConfig, ParallelConfig, TrainConfig,
+)
+
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PET_", "DISTTRAIN_", "TORCHELASTIC_")) and k not in
+           ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "operator"), str(ROOT / "trainer"), str(HERE)]),
+        PYTHONWARNINGS="ignore",
+        TORCH_CPP_LOG_LEVEL="ERROR",
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tiny_config(*, steps: int = 4, batch: int = 4, accumulate: int = 1, strategy: str = "none",
+                mesh: tuple[int, int] = (0, 0), ckpt_dir: str = "", interval: int = 0, keep: int = 3,
+                async_save: bool = False, model: str = "gpt-nano", dataset: str = "text",
+                lr: float = 3e-3) -> Config:
+    """A config small enough that a step takes a few ms on one core."""
+    return Config(
+        model=ModelConfig(name=model),  # type: ignore[arg-type]
+        data=DataConfig(dataset=dataset, batch_size=batch, seq_len=16 if dataset == "text" else 0, seed=7),  # type: ignore[arg-type]
+        parallel=ParallelConfig(strategy=strategy, mesh_fsdp=mesh[0], mesh_tp=mesh[1]),  # type: ignore[arg-type]
+        train=TrainConfig(steps=steps, learning_rate=lr, accumulate_grad_batches=accumulate, log_every=1,
+                          warmup_steps=2, seed=11),
+        checkpoint=CheckpointConfig(dir=ckpt_dir, interval_steps=interval, keep=keep, async_save=async_save),
+    )
+
+
+@dataclass
+class Run:
+    result: Any
+    params: dict[str, torch.Tensor]
+    rc: int = 0
+    output: str = ""
+
+
+def run_inprocess(cfg: Config) -> Run:
+    """Train in this process as a world of one (no torchrun env)."""
+    _, result, params = worker.run(cfg, env={})
+    return Run(result=result, params=params)
+
+
+def run_torchrun(cfg: Config, nproc: int, tmp: Path, *, extra_env: dict[str, str] | None = None,
+                 timeout: float = 300, expect_ok: bool = True) -> Run:
+    """Train under a real torchrun (standalone c10d rendezvous on loopback)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg_path, out = tmp / "config.pkl", tmp / "out.pt"
+    cfg_path.write_bytes(pickle.dumps(cfg))
+    out.unlink(missing_ok=True)
+    env = base_env() | {"TEST_CONFIG": str(cfg_path), "TEST_OUT": str(out)} | (extra_env or {})
+    cmd = [TORCHRUN, "--nnodes=1", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
+           f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--max-restarts=0", str(HERE / "dt_worker.py")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    output = proc.stdout + proc.stderr
+    if expect_ok:
+        assert proc.returncode == 0, output[-6000:]
+        data = torch.load(out, weights_only=False)
+        return Run(result=data["result"], params=data["params"], rc=0, output=output)
+    return Run(result=None, params={}, rc=proc.returncode, output=output)
+
+
+def assert_params_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], *, rtol: float = 1e-4,
+                        atol: float = 1e-5, mean_atol: float | None = None) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=rtol, atol=atol, msg=lambda m, k=k: f"{k}: {m}")
+        if mean_atol is not None:
+            assert (a[k] - b[k]).abs().mean() < mean_atol, k
+
+
+def assert_losses_close(a: dict[int, float], b: dict[int, float], *, rtol: float = 1e-4) -> None:
+    assert a.keys() == b.keys(), (a, b)
+    for k in a:
+        assert a[k] == pytest.approx(b[k], rel=rtol), (k, a, b)
+
+
+# --- real agents, configured only through the pod contract's env ---------------------------
+
+def pod_env(*, node: int, rdzv_port: int, nnodes: str = "1:2", nproc: int = 1, job: str = "t",
+            metrics_port: int = 0, ckpt_dir: str = "", interval: int = 0, steps: int = 100,
+            batch: int = 4, strategy: str = "ddp", max_restarts: int = 3, model: str = "gpt-nano",
+            dataset: str = "text", rdzv_id: str = "test") -> dict[str, str]:
+    """What the operator's render puts into worker pod `node` (docs/pod-contract.md)."""
+    return base_env() | {
+        "PET_NNODES": nnodes, "PET_NPROC_PER_NODE": str(nproc), "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": f"127.0.0.1:{rdzv_port}", "PET_RDZV_ID": rdzv_id,
+        "PET_MAX_RESTARTS": str(max_restarts), "PET_MONITOR_INTERVAL": "1",
+        "PET_RDZV_CONF": f"join_timeout=120,last_call_timeout=2,is_host={'true' if node == 0 else 'false'}",
+        "DISTTRAIN_JOB_NAME": job, "DISTTRAIN_NAMESPACE": "default", "DISTTRAIN_POD_NAME": f"{job}-worker-{node}",
+        "DISTTRAIN_STRATEGY": strategy, "DISTTRAIN_MESH_FSDP": "0", "DISTTRAIN_MESH_TP": "0",
+        "DISTTRAIN_PRECISION": "32", "DISTTRAIN_ACCUMULATE_GRAD_BATCHES": "1", "DISTTRAIN_GPUS_PER_NODE": "0",
+        "DISTTRAIN_MODEL": model, "DISTTRAIN_DATASET": dataset, "DISTTRAIN_STEPS": str(steps),
+        "DISTTRAIN_BATCH_SIZE": str(batch), "DISTTRAIN_LEARNING_RATE": "0.001", "DISTTRAIN_SEED": "5",
+        "DISTTRAIN_CHECKPOINT_DIR": ckpt_dir, "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS": str(interval),
+        "DISTTRAIN_CHECKPOINT_KEEP": "3", "DISTTRAIN_CHECKPOINT_ASYNC": "false",
+        "DISTTRAIN_METRICS_PORT": str(metrics_port),
+    }
+
+
+class Agent:
+    """One torchrun agent = one "node" (pod), in its own session so it can be killed whole."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self.proc = subprocess.Popen([TORCHRUN, "--module", "disttrain_trainer"], env=env,
+                                     stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill_node(self) -> None:
+        """SIGKILL the agent and every process under it, like a node or pod dying."""
+        for pid in reversed(_descendants(self.proc.pid)):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def get_status(port: int) -> dict[str, Any] | None:
+    import json
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+            return json.loads(r.read())
+    except OSError:
+        return None
+
+
+def wait_for_step(port: int, step: int, *, timeout: float, agents: list[Agent] = ()) -> dict[str, Any]:
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = get_status(port)
+        if status and status["step"] >= step:
+            return status
+        for a in agents:
+            assert a.proc.poll() is None, f"agent exited early:\n{a.output()[-4000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"step {step} not reached within {timeout}s; last status {get_status(port)}")

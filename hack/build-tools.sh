@@ -99,7 +99,8 @@ kube_minor=${KUBE_VERSION#v*.}; kube_minor=${kube_minor%%.*}
 kube_ldflags="-s -w"
 for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   kube_ldflags+=" -X '$pkg.gitVersion=$KUBE_VERSION' -X '$pkg.gitMajor=$kube_major'"
-  kube_ldflags+=" -X '$pkg.gitMinor=$kube_minor' -X '$pkg.gitTreeState=archive'"
+  # A module zip carries no commit: clear the "$Format:%H$" placeholder.
+  kube_ldflags+=" -X '$pkg.gitMinor=$kube_minor' -X '$pkg.gitTreeState=archive' -X '$pkg.gitCommit='"
   kube_ldflags+=" -X '$pkg.buildDate=$KUBE_DATE'"
 done
 for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
@@ -122,4 +123,7 @@ build helm helm helm.sh/helm/v4/cmd/helm \
     -X 'helm.sh/helm/v4/internal/version.gitTreeState=clean'"
 
 touch "$BIN/.complete"
+# Drop tool sets of other pins not rebuilt for a week (each is ~0.5 GB).
+find "$CACHE" -mindepth 1 -maxdepth 1 -name 'tools-*' ! -path "${BIN%/bin}" -mtime +7 \
+  -exec rm -rf {} + 2>/dev/null || true
 log "all tools built in $((SECONDS - total_start))s: $BIN"

@@ -43,20 +43,26 @@ running() {
   stat=${stat##*) }
   [[ ${stat%% *} != Z ]]
 }
+any_running() { local p; for p in "$@"; do running "$p" && return 0; done; return 1; }
 alive() { local pid; pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && running "$pid"; }
 
-# Kill each component's process group (each runs under setsid), TERM then KILL.
+# Kill each component's process group (each runs under setsid): TERM in
+# reverse start order, KILL whatever is left after 3 s. `down` removes the
+# state anyway, so there is nothing to shut down gracefully for.
 stop_all() {
-  local name pid pids=()
-  for name in reaper "${COMPONENTS[@]}"; do
+  local i name pid pids=()
+  local order=(reaper kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+  for name in "${order[@]}"; do
     pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || continue
     [[ "$pid" =~ ^[0-9]+$ ]] || continue
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     pids+=("$pid")
   done
-  local deadline=$((SECONDS + 10))
+  for ((i = 0; i < 30; i++)); do
+    any_running "${pids[@]}" || break
+    sleep 0.1
+  done
   for pid in "${pids[@]}"; do
-    while running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
   done
 }
@@ -239,7 +245,6 @@ cmd_up() {
   # Up to here nothing runs; from here on a failure must not leave processes.
   trap 'rc=$?; if ((rc)); then log "up failed; logs kept in $STATE/logs"; stop_all; fi' EXIT
 
-  local ports
   read -r ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT <<<"$(free_ports 6)"
   printf 'etcd=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
     "$ETCD_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" >"$STATE/ports"

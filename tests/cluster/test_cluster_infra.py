@@ -284,7 +284,7 @@ def test_every_manifest_passes_server_side_dry_run(cluster: Cluster) -> None:
         for f, ds in docs.items():
             rel = str(f.relative_to(REPO))
             if f.name in ("kustomization.yaml", "kustomization.yml"):
-                err = dry_run(cluster, "-k", str(f.parent))
+                err = dry_run(cluster, "--server-side", "-k", str(f.parent))
             elif not ds:
                 err = None  # comments only
             else:
@@ -306,8 +306,10 @@ def test_every_manifest_passes_server_side_dry_run(cluster: Cluster) -> None:
             elif err := dry_run(cluster, "--server-side", "-f", "-", input=proc.stdout):
                 errors[rel] = err
     finally:
+        # Wait, so a later test installing the same CRD/namespace does not
+        # race with its termination.
         for kind, name in reversed(created):
-            cluster.kubectl("delete", kind, name, "--wait=false", "--ignore-not-found", check=False)
+            cluster.kubectl("delete", kind, name, "--ignore-not-found", "--timeout=90s", check=False)
 
     assert not errors, "server-side dry-run rejected:\n" + "\n".join(f"{k}: {v}" for k, v in errors.items())
     charts = list(MANIFESTS.rglob("Chart.yaml")) if MANIFESTS.is_dir() else []

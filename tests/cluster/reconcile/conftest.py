@@ -133,7 +133,7 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 
 def job_manifest(name: str, **spec: Any) -> dict:
-    base = {"nodes": 2, "trainer": {"builtin": {"steps": 10}}, "checkpoint": {"claimName": "ckpt"}}
+    base = {"nodes": 2, "trainer": {"builtin": {"steps": 10}}}
     return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": name}, "spec": {**base, **spec}}
 

@@ -37,7 +37,8 @@ def test_job_runs_then_succeeds_and_running_policy_keeps_finished_pods(cluster, 
     assert status["resolved"]["worldSize"] == 16 and status["resolved"]["strategy"] == "ddp"
     assert status["workers"]["active"] == 2 and status["startTime"]
     assert condition(job, "Running")["status"] == "True"
-    assert condition(job, "Validated")["reason"] == "Valid"
+    assert condition(job, "Validated")["status"] == "True"
+    assert any("EphemeralCheckpoints" == e["reason"] for e in events_of(cluster, namespace, "life"))
     assert status["observedGeneration"] == job["metadata"]["generation"]
 
     for pod in pods:

@@ -58,7 +58,7 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
                     checkpoint={"step": 40, "time": stamp, "path": "/checkpoints/step-00000040"})
     cluster.apply(job_manifest("watched", nodes=1, metrics={"port": port},
                                trainer={"builtin": {"steps": 100, "batchSize": 8}},
-                               checkpoint={"claimName": "c", "intervalSteps": 20},
+                               checkpoint={"intervalSteps": 20},
                                podTemplate={"metadata": {"annotations": {cluster.POD_IP_ANNOTATION: "127.0.0.1"}}}),
                   namespace=namespace)
     wait_phase(cluster, namespace, "watched", "Running")

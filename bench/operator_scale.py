@@ -123,7 +123,7 @@ class Bench:
             created: dict[str, float] = {}
             manifests = [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
                           "metadata": {"name": f"job-{i:04d}", "namespace": ns},
-                          "spec": {"nodes": self.nodes, "checkpoint": {"claimName": "shared"},
+                          "spec": {"nodes": self.nodes,
                                    "trainer": {"builtin": {"steps": 1000}},
                                    "scheduling": {"nodeSelector": {"bench": "true"}}}} for i in range(jobs)]
             for chunk in range(0, jobs, 50):

@@ -58,8 +58,8 @@ def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, worker_pods: 
 def carry_out(plan, job: JobState, body: kopf.Body, memo: kopf.Memo) -> None:
     kube, metrics = memo.kube, memo.metrics
     for event in plan.events:
-        (kopf.warn if event.type == "Warning" else kopf.info)(body, reason=event.reason,
-                                                               message=c.cap(event.message))
+        # kopf.event posts regardless of posting.level (which filters kopf's own log lines).
+        kopf.event(body, type=event.type, reason=event.reason, message=c.cap(event.message))
     for pod_name, _why in plan.delete:
         kube.delete_pod(job.namespace, pod_name)
     if plan.create:

@@ -383,6 +383,8 @@ class DistributedTrainingStatus:
     restarts: int | None = spec_field("restarts: worker pods recreated after failures.")
     progress: Progress | None = spec_field("progress: training progress.")
     checkpoint: CheckpointStatus | None = spec_field("checkpoint: newest checkpoint.")
+    next_restart_time: str | None = spec_field(
+        "nextRestartTime: when failed workers will be recreated (exponential back-off).")
     start_time: str | None = spec_field("startTime: when the job first had pods.")
     completion_time: str | None = spec_field("completionTime: when it succeeded or failed.")
     observed_generation: int | None = spec_field(

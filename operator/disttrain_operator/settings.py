@@ -46,7 +46,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    settings.batching.error_delays = [1, 2, 5, 10, 30, 60]
+    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
     settings.networking.error_backoffs = [1, 2, 5, 10]
     settings.execution.max_workers = 16
     if os.environ.get("DISTTRAIN_LOG_FORMAT", "plain") == "json":

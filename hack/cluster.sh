@@ -320,7 +320,8 @@ $(tail -n 30 "$STATE/logs/$name.log")"
     --leader-elect=false --profiling=false \
     --v=1
 
-  start kwok kwok --config "$HACK/cluster/kwok-stages.yaml" \
+  # KWOK_WORKDIR: don't merge a user's ~/.kwok/kwok.yaml into our stages.
+  start kwok env KWOK_WORKDIR="$STATE/kwok" kwok --config "$HACK/cluster/kwok-stages.yaml" \
     --kubeconfig "$STATE/kwok.kubeconfig" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \

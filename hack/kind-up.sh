@@ -31,7 +31,7 @@ case "${1:-up}" in
       kind export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG" >&2
     fi
     if ! { pid=$(cat "$DIR/kwok.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }; then
-      setsid "$BIN/kwok" --config "$HACK/cluster/kwok-stages.yaml" --kubeconfig "$KUBECONFIG" \
+      KWOK_WORKDIR="$DIR/kwok" setsid "$BIN/kwok" --config "$HACK/cluster/kwok-stages.yaml" --kubeconfig "$KUBECONFIG" \
         --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
         --cidr 10.244.128.1/17 --node-ip 10.240.0.1 </dev/null >"$DIR/kwok.log" 2>&1 &
       echo $! >"$DIR/kwok.pid"

@@ -114,13 +114,14 @@ def _forbidden_lines(output: str) -> str:
     return "\n".join(line for line in output.splitlines() if "forbidden" in line.lower())[:3000]
 
 
-def start_operator_process(namespace: str, kubeconfig: str, log: Path) -> subprocess.Popen:
-    """The real entry point in a child process (for kill -9 tests)."""
+def start_operator_process(namespace: str, kubeconfig: str, log: Path, *extra: str,
+                           liveness: str = "") -> subprocess.Popen:
+    """The real entry point (`python -m disttrain_operator`) in a child process."""
     env = {**os.environ, **TEST_ENV, "KUBECONFIG": kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": "0",
            "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
     handle = open(log, "ab")
-    return subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", namespace, "--liveness", ""],
-                            env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", namespace, "--liveness", liveness,
+                             *extra], env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:

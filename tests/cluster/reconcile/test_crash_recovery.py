@@ -20,6 +20,10 @@ def all_pods(cluster, namespace):
     return json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
 
 
+def pod_count(cluster, namespace) -> int:
+    return len(cluster.kubectl("get", "pods", "-n", namespace, "-o", "name").stdout.split())
+
+
 def all_jobs(cluster, namespace):
     return json.loads(cluster.kubectl("get", "dt", "-n", namespace, "-o", "json").stdout)["items"]
 
@@ -30,9 +34,12 @@ def test_operator_killed_mid_creation_converges_without_duplicates_or_orphans(
     manifests = [job_manifest(f"job-{i:02d}", nodes=NODES) for i in range(JOBS)]
     first = start_operator_process(namespace, operator_kubeconfig, log)
     try:
+        cluster.wait_for(lambda: "Initial authentication has finished" in log.read_text(errors="replace"),
+                         timeout=60, what="the operator to start")
         cluster.apply(manifests, namespace=namespace)
-        # Kill it once it is part-way: some pods exist, not all.
-        cluster.wait_for(lambda: len(all_pods(cluster, namespace)) >= 10, timeout=120, what="first pods")
+        # Kill it as soon as it is part-way: some pods exist, not all.
+        cluster.wait_for(lambda: pod_count(cluster, namespace) >= 2, timeout=120, interval=0.05,
+                         what="first pods")
     finally:
         kill(first)
     partial = len(all_pods(cluster, namespace))

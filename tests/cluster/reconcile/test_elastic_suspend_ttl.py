@@ -73,8 +73,9 @@ def test_ttl_deletes_finished_jobs_and_deletion_cascades_to_children(cluster, na
     assert names(cluster, namespace, "short") == ["short-worker-0"]  # cleanPodPolicy None keeps it
     cluster.wait_for(lambda: cluster.try_get("dt", "short", namespace) is None, timeout=30, what="TTL deletion")
     # The garbage collector removes what the job owned.
-    cluster.wait_for(lambda: names(cluster, namespace, "short") == [], timeout=60, what="pods collected")
-    cluster.wait_for(lambda: cluster.try_get("service", "short", namespace) is None, timeout=60,
+    # The garbage collector learns a new CRD's kind on its periodic resync (~30 s): be patient.
+    cluster.wait_for(lambda: names(cluster, namespace, "short") == [], timeout=120, what="pods collected")
+    cluster.wait_for(lambda: cluster.try_get("service", "short", namespace) is None, timeout=120,
                      what="service collected")
 
 
@@ -82,7 +83,7 @@ def test_deleting_a_running_job_removes_its_children(cluster, namespace, operato
     cluster.apply(job_manifest("gone", nodes=2), namespace=namespace)
     wait_phase(cluster, namespace, "gone", "Running")
     cluster.kubectl("delete", "dt/gone", "-n", namespace, "--wait=true", "--timeout=60s")
-    cluster.wait_for(lambda: names(cluster, namespace, "gone") == [], timeout=60, what="pods collected")
+    cluster.wait_for(lambda: names(cluster, namespace, "gone") == [], timeout=120, what="pods collected")
 
 
 def test_deleted_worker_is_recreated_with_the_same_name(cluster, namespace, operator):

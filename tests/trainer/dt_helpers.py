@@ -120,6 +120,7 @@ def pod_env(*, node: int, rdzv_port: int, nnodes: str = "1:2", nproc: int = 1, j
         "PET_RDZV_ENDPOINT": f"127.0.0.1:{rdzv_port}", "PET_RDZV_ID": rdzv_id,
         "PET_MAX_RESTARTS": str(max_restarts), "PET_MONITOR_INTERVAL": "1",
         "PET_RDZV_CONF": f"join_timeout=120,last_call_timeout=2,is_host={'true' if node == 0 else 'false'}",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "DISTTRAIN_JOB_NAME": job, "DISTTRAIN_NAMESPACE": "default", "DISTTRAIN_POD_NAME": f"{job}-worker-{node}",
         "DISTTRAIN_STRATEGY": strategy, "DISTTRAIN_MESH_FSDP": "0", "DISTTRAIN_MESH_TP": "0",
         "DISTTRAIN_PRECISION": "32", "DISTTRAIN_ACCUMULATE_GRAD_BATCHES": "1", "DISTTRAIN_GPUS_PER_NODE": "0",

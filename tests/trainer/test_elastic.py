@@ -57,34 +57,61 @@ def test_sigterm_writes_a_checkpoint_of_the_current_step(tmp_path: Path) -> None
     assert rc == 1
 
 
-def _two_nodes(tmp_path: Path, *, steps: int, interval: int, rdzv_port: int, ports: tuple[int, int],
-               suffix: str = "") -> list[Agent]:
-    ck = tmp_path / "ck"
-    return [Agent(pod_env(node=i, rdzv_port=rdzv_port, nnodes="1:2", metrics_port=ports[i], ckpt_dir=str(ck),
-                          interval=interval, steps=steps, batch=4),
-                  tmp_path / f"agent{i}{suffix}.log") for i in range(2)]
+def _node(tmp_path: Path, i: int, *, steps: int, interval: int, rdzv_port: int, ports: tuple[int, int],
+          suffix: str = "") -> Agent:
+    env = pod_env(node=i, rdzv_port=rdzv_port, nnodes="1:2", metrics_port=ports[i], ckpt_dir=str(tmp_path / "ck"),
+                  interval=interval, steps=steps, batch=4)
+    return Agent(env, tmp_path / f"agent{i}{suffix}.log")
 
 
-def test_losing_a_worker_node_the_job_restarts_and_finishes_from_its_checkpoint(tmp_path: Path) -> None:
-    steps, interval, ports = 120, 10, (free_port(), free_port())
-    agents = _two_nodes(tmp_path, steps=steps, interval=interval, rdzv_port=free_port(), ports=ports)
+def _two_nodes(tmp_path: Path, **kw: object) -> list[Agent]:
+    return [_node(tmp_path, i, **kw) for i in range(2)]  # type: ignore[arg-type]
+
+
+def test_losing_a_worker_node_the_job_goes_on_and_the_recreated_pod_rejoins(tmp_path: Path) -> None:
+    """nnodes 1:2. Node 1 dies: node 0 restarts its worker, resumes from the checkpoint
+    alone (world 1). The operator recreates worker-1: torchrun admits it at the next step
+    boundary (world 2 again, resuming from the newest checkpoint) and the job finishes."""
+    steps, interval, rdzv, ports = 200, 10, free_port(), (free_port(), free_port())
+    agents = _two_nodes(tmp_path, steps=steps, interval=interval, rdzv_port=rdzv, ports=ports)
     try:
         before = wait_for_step(ports[0], 25, timeout=300, agents=agents)
         assert before["worldSize"] == 2
         agents[1].kill_node()  # node 1 dies: its agent and its worker, like a lost pod
-        rc = agents[0].wait(timeout=300)
+        alone = _wait_for(lambda s: s["worldSize"] == 1 and s["step"] > before["step"], ports[0], agents[:1])
+        agents[1] = _node(tmp_path, 1, steps=steps, interval=interval, rdzv_port=rdzv, ports=ports, suffix="-b")
+        _wait_for(lambda s: s["worldSize"] == 2 and s["step"] > alone["step"], ports[0], agents)
+        rcs = [a.wait(timeout=300) for a in agents]
     finally:
         for a in agents:
             if a.proc.poll() is None:
                 a.kill_node()
     out = agents[0].output()
-    assert rc == 0, out[-5000:]
+    assert rcs == [0, 0], out[-5000:]
+    incarnations = out.split("resuming at step ")[1:]
+    assert len(incarnations) == 2, out[-5000:]  # after the loss, after the rejoin
+    first = int(incarnations[0].split()[0])
+    assert first % interval == 0 and first >= before["step"] - interval  # nothing lost beyond the interval
+    assert "world 1" in incarnations[0] and "world 2" in incarnations[1]
     resumed, logged = logged_steps_after_resume(out)
-    assert resumed is not None and resumed % interval == 0, out[-5000:]
-    assert resumed >= before["step"] - interval  # nothing lost beyond the checkpoint interval
+    assert resumed is not None and resumed >= alone["step"] - interval
     assert logged == sorted(set(logged)) and logged[0] > resumed and logged[-1] == steps
-    assert "world 1" in out.split("resuming at step")[-1]
     assert complete_checkpoints(tmp_path / "ck")[-1][0] == steps
+
+
+def _wait_for(pred, port: int, agents: list[Agent], timeout: float = 240) -> dict:  # type: ignore[no-untyped-def]
+    import time
+
+    from dt_helpers import get_status
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = get_status(port)
+        if status and pred(status):
+            return status
+        for a in agents:
+            assert a.proc.poll() is None, f"agent exited early:\n{a.output()[-4000:]}"
+        time.sleep(0.3)
+    raise AssertionError(f"condition not reached within {timeout}s; last status {get_status(port)}")
 
 
 def test_losing_the_rendezvous_host_recreating_the_pods_resumes(tmp_path: Path) -> None:

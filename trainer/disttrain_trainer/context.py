@@ -65,7 +65,7 @@ class RunContext:
             return 0
         return self.mesh["dp"].get_local_rank() if self.mesh.ndim > 1 else self.mesh.get_local_rank()
 
-    _pending_stop: tuple[dist.Work, torch.Tensor] | None = None
+    _pending_stop: tuple[dist.Work, torch.Tensor] | None = field(default=None, init=False, repr=False)
 
     def stop_requested(self) -> bool:
         """True on every rank, at the same step, once any rank received SIGTERM.
@@ -103,8 +103,9 @@ class RunContext:
         visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
         resolved = resolve_parallel(cfg, world_size=world_size, visible_gpus=visible)
         _setup_logging(rank)
-        for w in resolved.warnings:
-            log.warning(w)
+        if rank == 0:  # the same guardrails hold on every rank: say it once
+            for w in resolved.warnings:
+                log.warning(w)
         if resolved.device_type == "cuda":
             device = torch.device("cuda", local_rank % max(1, min(cfg.gpus_per_node, visible)))
             torch.cuda.set_device(device)

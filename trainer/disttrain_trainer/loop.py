@@ -76,7 +76,8 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
         if ctx.stop_requested():
             c.checkpoint.save(c.state.step, force_sync=True)
             c.metrics.record_checkpoint(c.checkpoint.latest)
-            log.warning("stopped on SIGTERM at step %d (checkpoint written)", c.state.step)
+            log.warning("stopped on SIGTERM at step %d (%s)", c.state.step,
+                        "checkpoint written" if c.checkpoint.enabled else "checkpointing is off")
             result.preempted = True
             break
         loss = train_step(c, ctx, cfg, autocast)

@@ -71,7 +71,8 @@ def test_ttl_deletes_finished_jobs_and_deletion_cascades_to_children(cluster, na
                     f"{cluster.EXIT_CODE_ANNOTATION}=0")
     wait_phase(cluster, namespace, "short", "Succeeded")
     assert names(cluster, namespace, "short") == ["short-worker-0"]  # cleanPodPolicy None keeps it
-    cluster.wait_for(lambda: cluster.try_get("dt", "short", namespace) is None, timeout=30, what="TTL deletion")
+    cluster.wait_for(lambda: cluster.try_get("dt", "short", namespace) is None, timeout=90,
+                     what="TTL deletion (last state shown if it times out)")
     # The garbage collector removes what the job owned.
     # The garbage collector learns a new CRD's kind on its periodic resync (~30 s): be patient.
     cluster.wait_for(lambda: names(cluster, namespace, "short") == [], timeout=120, what="pods collected")

@@ -57,6 +57,33 @@ def test_sigterm_writes_a_checkpoint_of_the_current_step(tmp_path: Path) -> None
     assert rc == 1
 
 
+def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    """Only one worker gets the signal: the flag is agreed on (MAX) so both ranks stop at
+    the same step, write one checkpoint together and exit 0 (and so does torchrun)."""
+    import os
+    import signal
+
+    from dt_helpers import _descendants
+    ck, port = tmp_path / "ck", free_port()
+    env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port,
+                  ckpt_dir=str(ck), interval=0, steps=100000, max_restarts=0)
+    agent = Agent(env, tmp_path / "agent.log")
+    try:
+        wait_for_step(port, 5, timeout=240, agents=[agent])
+        workers = _descendants(agent.proc.pid)[1:]
+        assert len(workers) >= 2
+        os.kill(max(workers), signal.SIGTERM)  # one worker process, not the agent
+        rc = agent.wait(timeout=60)
+    finally:
+        if agent.proc.poll() is None:
+            agent.kill_node()
+    out = agent.output()
+    assert rc == 0, out[-4000:]
+    stopped = re.search(r"stopped on SIGTERM at step (\d+)", out)
+    assert stopped, out[-4000:]
+    assert [s for s, _ in complete_checkpoints(ck)] == [int(stopped.group(1))]
+
+
 def _node(tmp_path: Path, i: int, *, steps: int, interval: int, rdzv_port: int, ports: tuple[int, int],
           suffix: str = "") -> Agent:
     env = pod_env(node=i, rdzv_port=rdzv_port, nnodes="1:2", metrics_port=ports[i], ckpt_dir=str(tmp_path / "ck"),

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
@@ -27,6 +28,9 @@ log = logging.getLogger("disttrain_trainer")
 
 # Generous: other jobs share the CPUs in CI, and a resumed peer may be slow to load.
 PG_TIMEOUT = datetime.timedelta(minutes=10)
+# SIGTERM agreement: one tiny all-reduce about every half second, not every step.
+STOP_CHECK_SECONDS = 0.5
+STOP_CHECK_MAX_STEPS = 1000
 
 
 @dataclass(kw_only=True)
@@ -66,22 +70,41 @@ class RunContext:
         return self.mesh["dp"].get_local_rank() if self.mesh.ndim > 1 else self.mesh.get_local_rank()
 
     _pending_stop: tuple[dist.Work, torch.Tensor] | None = field(default=None, init=False, repr=False)
+    _steps_to_check: int = field(default=1, init=False, repr=False)
+    _last_call: float | None = field(default=None, init=False, repr=False)
+    _step_seconds: float | None = field(default=None, init=False, repr=False)
 
     def stop_requested(self) -> bool:
         """True on every rank, at the same step, once any rank received SIGTERM.
 
-        Called once per step by every rank. Each call starts a tiny asynchronous MAX
-        all-reduce of the local flag on the CPU control group and reads the one started
-        by the previous call, so no step waits on it (the answer is one step late)."""
+        Called once per step by every rank. On check steps it starts a tiny asynchronous
+        MAX all-reduce on the CPU control group of [local flag, steps to the next check]
+        and reads the one started at the previous check, so no step waits on it. Rank 0
+        spaces the checks about STOP_CHECK_SECONDS apart (every step when steps are slow),
+        and since every rank reads the same reduced value, all ranks check, and stop, at
+        the same steps. A SIGTERM is acted on within about two check periods."""
         if self.world_size == 1:
             return self.stop_signal.is_set()
-        flag = torch.tensor([1 if self.stop_signal.is_set() else 0], dtype=torch.int32)
+        now = time.perf_counter()
+        if self._last_call is not None:
+            dt = now - self._last_call
+            self._step_seconds = dt if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * dt
+        self._last_call = now
+        self._steps_to_check -= 1
+        if self._steps_to_check > 0:
+            return False
+        every = 1
+        if self.rank == 0 and self._step_seconds:
+            every = int(min(STOP_CHECK_MAX_STEPS, max(1.0, STOP_CHECK_SECONDS / self._step_seconds)))
+        flag = torch.tensor([1 if self.stop_signal.is_set() else 0, every], dtype=torch.int64)
         work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group, async_op=True)
         previous, self._pending_stop = self._pending_stop, (work, flag)
         if previous is None:
+            self._steps_to_check = 1
             return False
         previous[0].wait()
-        return bool(previous[1].item())
+        stop, self._steps_to_check = (int(v) for v in previous[1].tolist())
+        return bool(stop)
 
     def _drain(self) -> None:
         if self._pending_stop is not None:

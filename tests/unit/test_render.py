@@ -56,6 +56,8 @@ def test_torchrun_env():
     assert env["PET_RDZV_ID"] == "0b6a1c52-uid"
     assert env["PET_MAX_RESTARTS"] == "5"
     assert env["PET_RDZV_CONF"] == "join_timeout=120,last_call_timeout=30,is_host=true"
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert int(env["PET_SHUTDOWN_TIMEOUT"]) < first["spec"]["terminationGracePeriodSeconds"]
     assert env_of(second)["PET_RDZV_CONF"].endswith("is_host=false")
     assert first["spec"]["containers"][0]["command"] == ["torchrun", "--module", "disttrain_trainer"]
 

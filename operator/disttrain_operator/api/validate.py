@@ -21,6 +21,7 @@ RESERVED_ENV_PREFIXES = ("PET_", "DISTTRAIN_", "TORCHELASTIC_")
 RESERVED_ENV_NAMES = frozenset({
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
 })
 RESERVED_LABEL_PREFIXES = (f"{t.GROUP}/", "app.kubernetes.io/")
 # Pod spec fields that render owns; a podTemplate may not override them.

@@ -8,6 +8,13 @@ from ..api import types as t
 from ..api.names import JOB_LABEL, ROLE_LABEL
 
 
+# Long enough for an emergency checkpoint on SIGTERM (docs/trainer.md).
+TERMINATION_GRACE_SECONDS = 180
+# torchrun waits this long for its workers' emergency checkpoint before SIGKILL, leaving
+# itself time to exit inside the pod's grace period.
+SHUTDOWN_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS - 10
+
+
 @dataclass(frozen=True, slots=True)
 class RenderContext:
     job: t.Job

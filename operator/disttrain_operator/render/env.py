@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..api.names import service_name, worker_name
-from .context import RenderContext
+from .context import SHUTDOWN_TIMEOUT_SECONDS, RenderContext
 
 
 def rendezvous_endpoint(ctx: RenderContext) -> str:
@@ -27,6 +27,10 @@ def torchrun_env(ctx: RenderContext) -> list[dict]:
         "PET_MAX_RESTARTS": spec.max_restarts,
         "PET_RDZV_CONF": conf,
         "PET_MONITOR_INTERVAL": 1,
+        # torch 2.15 deadlocks a node joining a running job when agents share the
+        # rendezvous store with the workers (docs/trainer.md, "losing the rendezvous host").
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": 1,
+        "PET_SHUTDOWN_TIMEOUT": SHUTDOWN_TIMEOUT_SECONDS,
     })
 
 

@@ -10,13 +10,11 @@ from typing import Callable
 from ..api.meta import fields_of, meta_of
 from ..api.names import CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, service_name, worker_name
 from ..api import types as t
-from .context import RenderContext, common_labels, owner_references
+from .context import TERMINATION_GRACE_SECONDS, RenderContext, common_labels, owner_references
 from .env import apply_env
 from .merge import merge
 
 TEMPLATE_HASH_ANNOTATION = f"{t.GROUP}/template-hash"
-# Long enough for an emergency checkpoint on SIGTERM (docs/trainer.md).
-TERMINATION_GRACE_SECONDS = 180
 UID = 1000
 
 

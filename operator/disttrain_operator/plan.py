@@ -144,10 +144,16 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
             plan.status["restarts"] = restarts + 1
             plan.status.pop("nextRestartTime", None)
             plan.restarted = 1
-            for pod in crashed:
+            doomed = crashed
+            if any(p.index == 0 for p in crashed):
+                # Worker 0 hosted the c10d store: the other agents cannot rendezvous
+                # without it and would fail one by one. Restart them all in this round.
+                already = {name for name, _ in plan.delete}
+                doomed = [p for p in pods if not p.terminating and p.name not in already]
+            for pod in doomed:
                 plan.delete.append((pod.name, c.WORKER_FAILED))
             plan.events.append(Event("Normal", c.WORKERS_RECREATED,
-                                     f"recreating {', '.join(p.name for p in crashed)} "
+                                     f"recreating {', '.join(p.name for p in doomed)} "
                                      f"(restart {restarts + 1} of {spec.backoff_limit})"))
     else:
         plan.status.pop("nextRestartTime", None)

@@ -249,3 +249,19 @@ def test_condition_transition_time_moves_only_on_flips():
 def test_status_patch_writes_only_changed_fields():
     assert status_patch({"phase": "Running", "restarts": 1}, {"phase": "Running", "restarts": 2}) == {"restarts": 2}
     assert status_patch({"nextRestartTime": "x"}, {}) == {"nextRestartTime": None}
+
+
+def test_losing_worker_0_restarts_every_worker_in_the_same_round():
+    # The others would lose the c10d store and fail one by one; restart them together.
+    pods = [pod(0, nodes=3, phase="Failed", exit_code=1), pod(1, nodes=3), pod(2, nodes=3)]
+    first = run(state({"phase": "Running"}, nodes=3), pods)
+    due = run(state(first.status, nodes=3), pods, NOW + timedelta(seconds=11))
+    assert sorted(n for n, _ in due.delete) == ["demo-worker-0", "demo-worker-1", "demo-worker-2"]
+    assert due.status["restarts"] == 1
+
+
+def test_losing_another_worker_restarts_only_that_worker():
+    pods = [pod(0, nodes=3), pod(1, nodes=3, phase="Failed", exit_code=1), pod(2, nodes=3)]
+    first = run(state({"phase": "Running"}, nodes=3), pods)
+    due = run(state(first.status, nodes=3), pods, NOW + timedelta(seconds=11))
+    assert due.delete == [("demo-worker-1", c.WORKER_FAILED)]

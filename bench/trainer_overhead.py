@@ -3,12 +3,14 @@
     python bench/trainer_overhead.py [--nproc 2] [--steps 30] [--rounds 3] [--model gpt-nano]
 
 Launches itself under torchrun (gloo on CPU, OMP_NUM_THREADS=1 per process, the same for
-every variant) and, in one run, interleaves rounds of:
+every variant) and, in one run, compares:
   bare DDP     a tutorial DDP loop: forward, loss, backward, clip, AdamW, LR schedule
   ours DDP     disttrain_trainer's loop.run (strategy ddp) on the same model and data
   bare FSDP2   the same bare loop with fully_shard per block + root
   ours FSDP2   loop.run (strategy fsdp)
-Each variant's step time is the median over rounds of (wall time of `steps` steps) / steps.
+Bare and ours run in the same processes, alternating chunks of 5 steps (rounds x steps
+steps each), so machine load hits both alike; the ratio is the median of the per-chunk-pair
+ratios.
 Then the checkpoint stall: loop.run with a save every few steps, synchronous vs
 dcp.async_save, minus the same run without saves, per save.
 """
@@ -64,7 +66,8 @@ def worker(args: argparse.Namespace) -> None:
                       train=TrainConfig(steps=steps, learning_rate=1e-3, log_every=10),
                       checkpoint=CheckpointConfig(dir=ckpt, interval_steps=interval, keep=2, async_save=async_save))
 
-    def bare(strategy: str) -> float:
+    def bare_loop(strategy: str):  # type: ignore[no-untyped-def]
+        """A tutorial loop on the same model and data; returns step(i)."""
         torch.manual_seed(0)
         model = spec.build()
         if strategy == "ddp":
@@ -75,10 +78,10 @@ def worker(args: argparse.Namespace) -> None:
             fully_shard(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-        g = torch.Generator().manual_seed(1)
-        perm = torch.randperm(len(dataset), generator=g)
+        perm = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(1))
 
         def step(i: int) -> None:
+            i %= len(dataset) // (world * args.batch)
             idx = perm[(i * world + rank) * args.batch:(i * world + rank + 1) * args.batch]
             x, y = dataset.get(idx)
             loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
@@ -88,14 +91,37 @@ def worker(args: argparse.Namespace) -> None:
             sched.step()
             opt.zero_grad(set_to_none=True)
 
-        for i in range(warmup):
-            step(i)
-        dist.barrier()
-        t0 = time.perf_counter()
-        for i in range(warmup, warmup + args.steps):
-            step(i)
-        dist.barrier()
-        return (time.perf_counter() - t0) / args.steps
+        return step
+
+    def overhead(strategy: str) -> tuple[float, float, float]:
+        """Alternate chunks of `chunk` steps of the bare loop and of ours, in the same
+        processes, so both see the same machine load; (bare s/step, ours s/step, median
+        of the per-pair ratios)."""
+        chunk = 5
+        cfg = config(strategy, warmup)
+        with RunContext.open(cfg.parallel) as ctx:
+            c = build(cfg, ctx)
+            loop.run(c, ctx, cfg.train)  # our warm-up
+            bare_step = bare_loop(strategy)
+            for i in range(warmup):
+                bare_step(i)
+            bare_t, ours_t, n = [], [], warmup
+            for r in range(args.rounds * args.steps // chunk):
+                for which in (("bare", "ours") if r % 2 == 0 else ("ours", "bare")):
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    if which == "bare":
+                        for i in range(n, n + chunk):
+                            bare_step(i)
+                    else:
+                        cfg.train.steps += chunk
+                        loop.run(c, ctx, cfg.train)
+                    dist.barrier()
+                    (bare_t if which == "bare" else ours_t).append((time.perf_counter() - t0) / chunk)
+                n += chunk
+            c.metrics.close()
+        ratio = statistics.median(o / b for o, b in zip(ours_t, bare_t, strict=True))
+        return statistics.median(bare_t), statistics.median(ours_t), ratio
 
     def ours(strategy: str, ckpt: str = "", interval: int = 0, async_save: bool = False) -> tuple[float, list[float]]:
         cfg = config(strategy, warmup, ckpt, interval, async_save)
@@ -120,13 +146,7 @@ def worker(args: argparse.Namespace) -> None:
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
             return float(elapsed) / args.steps, blocked
 
-    times: dict[str, list[float]] = {k: [] for k in ("bare DDP", "ours DDP", "bare FSDP2", "ours FSDP2")}
-    for _ in range(args.rounds):
-        times["bare DDP"].append(bare("ddp"))
-        times["ours DDP"].append(ours("ddp")[0])
-        times["bare FSDP2"].append(bare("fsdp"))
-        times["ours FSDP2"].append(ours("fsdp")[0])
-    med = {k: statistics.median(v) for k, v in times.items()}
+    results = {"DDP": overhead("ddp"), "FSDP2": overhead("fsdp")}
 
     interval = max(2, args.steps // 4)  # saves inside the window, none on its last step
     stall: dict[str, tuple[float, float, int]] = {}
@@ -147,13 +167,11 @@ def worker(args: argparse.Namespace) -> None:
 
     if rank == 0:
         print(f"\ndisttrain trainer overhead: {args.model}, {world} processes x 1 thread, gloo/CPU, "
-              f"batch {args.batch}/rank, {args.steps} steps x {args.rounds} interleaved rounds (medians)")
-        for k, v in med.items():
-            print(f"  {k:<11} {1000 * v:8.2f} ms/step")
-        for name in ("DDP", "FSDP2"):
-            paired = statistics.median(o / b for o, b in zip(times[f"ours {name}"], times[f"bare {name}"]))
-            print(f"  ratio ours/bare {name:<5} = {med[f'ours {name}'] / med[f'bare {name}']:.3f} "
-                  f"(ratio of medians), {paired:.3f} (median of per-round ratios)   target <= 1.05")
+              f"batch {args.batch}/rank; bare and ours alternate in chunks of 5 steps in the same "
+              f"processes, {args.rounds * args.steps} steps each (medians)")
+        for name, (bare_s, ours_s, ratio) in results.items():
+            print(f"  {name:<5}  bare {1000 * bare_s:8.2f} ms/step   ours {1000 * ours_s:8.2f} ms/step   "
+                  f"ratio ours/bare {ratio:.3f}  (target <= 1.05)")
         print(f"checkpoint stall per save (DDP, save every {interval} steps, "
               f"{base * 1000:.2f} ms/step without saves):")
         for mode, (e2e, blocked, n) in stall.items():
@@ -172,7 +190,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--model", default="gpt-nano", choices=["gpt-nano", "gpt-small"])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

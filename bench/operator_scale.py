@@ -168,27 +168,32 @@ class Bench:
         """First time each pod appears (and runs) / each job reports Running (client clock)."""
         cmd = [f"{self.bin}/kubectl", "--kubeconfig", self.kubeconfig, "get", kind, "-n", ns, "--watch",
                "--output-watch-events", "-o", "json"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        decoder, buffer = json.JSONDecoder(), ""
-        while not stop.is_set():
-            line = proc.stdout.readline()
-            if not line:
-                break
-            buffer += line
-            try:
-                event, end = decoder.raw_decode(buffer.lstrip())
-            except ValueError:
-                continue
-            buffer = buffer.lstrip()[end:]
-            obj = event.get("object", {})
-            name = obj.get("metadata", {}).get("name")
-            if kind == "pods" and name and name not in seen:
-                seen[name] = time.monotonic()
-            if kind == "pods" and running is not None and (obj.get("status") or {}).get("phase") == "Running":
-                running.setdefault(name, time.monotonic())
-            if kind == "dt" and (obj.get("status") or {}).get("phase") == "Running" and name not in seen:
-                seen[name] = time.monotonic()
-        proc.kill()
+        while not stop.is_set():  # the API server ends watches now and then: watch again
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            decoder, buffer = json.JSONDecoder(), ""
+            while not stop.is_set():
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                buffer += line
+                if line.rstrip() != "}":  # kubectl pretty-prints; an object ends with "}" alone
+                    continue
+                try:
+                    event, end = decoder.raw_decode(buffer.lstrip())
+                except ValueError:
+                    continue
+                buffer = buffer.lstrip()[end:]
+                obj = event.get("object", {})
+                name = obj.get("metadata", {}).get("name")
+                phase = (obj.get("status") or {}).get("phase")
+                if kind == "pods" and name:
+                    seen.setdefault(name, time.monotonic())
+                    if running is not None and phase == "Running":
+                        running.setdefault(name, time.monotonic())
+                if kind == "dt" and name and phase == "Running":
+                    seen.setdefault(name, time.monotonic())
+            proc.kill()
+            proc.wait()
 
 
 def free_port() -> int:

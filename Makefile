@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools docs test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
+.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -32,7 +32,8 @@ test-cluster: venv tools  ## operator and CRD against the real control plane + K
 
 demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents
 	$(RUN) disttrain validate manifests/examples/*.yaml
-	$(RUN) disttrain run --local manifests/examples/cpu-ddp-2x1.yaml
+	@rm -rf .disttrain/demo  # a fresh run each time (a plain re-run would resume, finished)
+	$(RUN) disttrain run --local --workdir .disttrain/demo manifests/examples/cpu-ddp-2x1.yaml
 
 cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the KUBECONFIG to export
 	@bash hack/cluster.sh up

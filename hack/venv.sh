@@ -7,6 +7,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${DISTTRAIN_CACHE:-$HOME/.cache/disttrain}
 key=$(cat "$root/constraints.txt" | sha256sum | cut -c1-12)
 venv="$cache/venv-$key"
+mkdir -p "$cache"
+# Two runs at once (CI beside a developer) must not build the same venv together.
+exec 9>"$cache/venv.lock"
+flock 9
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo "venv: creating $venv (first run installs torch, ~3 GB; later runs reuse it)" >&2
   rm -rf "$venv"

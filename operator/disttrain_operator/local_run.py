@@ -164,8 +164,8 @@ class _Progress:
             self.bar.close()
 
 
-def _kill_tree(pid: int, sig: int) -> None:
-    """Signal a process and its descendants (an agent's workers live in their own groups)."""
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it, parents first (read from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -179,7 +179,12 @@ def _kill_tree(pid: int, sig: int) -> None:
         p = todo.pop()
         found.append(p)
         todo += children.get(p, [])
-    for p in reversed(found):
+    return found
+
+
+def _kill_tree(pid: int, sig: int) -> None:
+    """Signal a process and its descendants (an agent's workers live in their own groups)."""
+    for p in reversed(descendants(pid)):
         try:
             os.kill(p, sig)
         except ProcessLookupError:

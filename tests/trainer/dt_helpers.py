@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 import dt_worker as worker  # noqa: E402  (tests/trainer is on sys.path via conftest.py)
+from disttrain_operator.local_run import descendants  # noqa: E402
 from disttrain_trainer.config import (  # noqa: E402
     CheckpointConfig, Config, DataConfig, ModelConfig, ParallelConfig, TrainConfig,
 )
@@ -156,21 +157,8 @@ class Agent:
         return self.log.read_text()
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += children.get(p, [])
-    return out
+# One /proc walk for the CLI and the tests.
+_descendants = descendants
 
 
 def get_status(port: int) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -19,7 +20,8 @@ from .api.types import GROUP, PLURAL, VERSION
 from .api.validate import validate_document
 from .kube import fetch_trainer_status
 from .pods import summarize_pod
-from .plan import JobState, decide, parse_time, status_patch
+from .api.types import Job
+from .plan import JobState, decide, iso, parse_time, set_cond, status_patch
 from .render import render_pod, render_service
 from .settings import configure, env_float  # noqa: F401  (registers the startup handler)
 from .status import checkpoint_from_trainer, checkpoint_staleness, progress_from_trainer
@@ -129,16 +131,12 @@ def _document(body: kopf.Body) -> dict:
             "spec": dict(body.get("spec") or {})}
 
 
-def _owned(job: JobState, body: kopf.Body):
+def _owned(job: JobState, body: kopf.Body) -> Job:
     """The parsed job with the uid, so render adds owner references."""
-    import dataclasses
-
     return dataclasses.replace(job.validation.job, uid=body.metadata.uid)
 
 
 def _with_staleness(status: dict, stale: tuple[bool, str], job: JobState) -> dict:
-    from .plan import iso, set_cond
-
     is_stale, message = stale
     if not is_stale and c.get_condition(status.get("conditions"), c.CHECKPOINT_STALE) is None:
         return status

@@ -16,15 +16,15 @@ import kopf
 
 from . import conditions as c
 from .api.names import JOB_LABEL
-from .api.types import GROUP, PLURAL, VERSION
+from .api.types import GROUP, PLURAL, VERSION, Job
 from .api.validate import validate_document
 from .kube import fetch_trainer_status
 from .pods import summarize_pod
-from .api.types import Job
 from .plan import JobState, decide, iso, parse_time, set_cond, status_patch
 from .render import render_pod, render_service
 from .settings import configure, env_float  # noqa: F401  (registers the startup handler)
-from .status import checkpoint_from_trainer, checkpoint_staleness, progress_from_trainer
+from .status import (checkpoint_from_trainer, checkpoint_staleness, global_batch, progress_from_trainer,
+                     status_sources)
 
 RESYNC_SECONDS = env_float("DISTTRAIN_RESYNC_SECONDS", 5.0)
 PROGRESS_SECONDS = env_float("DISTTRAIN_PROGRESS_SECONDS", 15.0)
@@ -95,19 +95,17 @@ def refresh_progress(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, worker
     if not validation.ok:
         return
     spec = validation.job.spec
-    ready = sorted((p for p in worker_pods.get((namespace, name), []) if p.ready and p.ip),
-                   key=lambda p: p.index if p.index is not None else 1 << 30)
-    report = next((r for r in (fetch_trainer_status(p.ip, spec.metrics.port) for p in ready[:3]) if r), None)
+    pods = worker_pods.get((namespace, name), [])
+    report = next((r for r in (fetch_trainer_status(p.ip, spec.metrics.port) for p in status_sources(pods)) if r),
+                  None)
     if report is None:
         return
     status = body.get("status") or {}
     progress = progress_from_trainer(report)
     checkpoint = checkpoint_from_trainer(report) or status.get("checkpoint")
-    builtin = spec.trainer.builtin
-    dp = spec.mesh.fsdp if spec.mesh else validation.resolved.world_size
-    global_batch = (builtin.batch_size if builtin else 1) * dp * spec.accumulate_grad_batches
     stale, message, age = checkpoint_staleness(progress, checkpoint, spec.checkpoint.interval_steps,
-                                               global_batch, status.get("startTime"), _now())
+                                               global_batch(validation.job.spec, validation.resolved),
+                                               status.get("startTime"), _now())
     memo.staleness[(namespace, name)] = (stale, message)
     if age is not None and checkpoint:
         memo.metrics.checkpoint_age.labels(namespace=namespace, job=name).set(age)

@@ -65,5 +65,18 @@ def checkpoint_staleness(progress: dict[str, Any], checkpoint: dict[str, Any] | 
     return False, f"{what}, {age:.0f}s old (stale after {allowed:.0f}s)", age
 
 
+def status_sources(pods: list, limit: int = 3) -> list:
+    """Ready workers with an IP, lowest index first: whom to ask for /status."""
+    ready = [p for p in pods if p.ready and p.ip]
+    return sorted(ready, key=lambda p: p.index if p.index is not None else 1 << 30)[:limit]
+
+
+def global_batch(spec, resolved) -> int:
+    """Samples per optimizer step: batchSize x data-parallel degree x accumulation."""
+    builtin = spec.trainer.builtin
+    data_parallel = spec.mesh.fsdp if spec.mesh else resolved.world_size
+    return (builtin.batch_size if builtin else 1) * data_parallel * spec.accumulate_grad_batches
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -175,9 +175,7 @@ class Bench:
                 line = proc.stdout.readline()
                 if not line:
                     break
-                buffer += line
-                if line.rstrip() != "}":  # kubectl pretty-prints; an object ends with "}" alone
-                    continue
+                buffer += line  # one event per line (compact JSON); tolerate pretty-printing too
                 try:
                     event, end = decoder.raw_decode(buffer.lstrip())
                 except ValueError:

@@ -110,11 +110,8 @@ def test_losing_a_worker_node_the_job_goes_on_and_the_recreated_pod_rejoins(tmp_
         _wait_for(lambda s: s["worldSize"] == 2 and s["step"] > alone["step"], ports[0], agents)
         rcs = [a.wait(timeout=300) for a in agents]
     finally:
-        for a in agents:
-            if a.proc.poll() is None:
-                a.kill_node()
-    out = agents[0].output()
-    assert rcs == [0, 0], out[-5000:]
+        _kill_leftovers(agents)
+    out = _successful_output(agents, rcs)
     incarnations = out.split("resuming at step ")[1:]
     assert len(incarnations) == 2, out[-5000:]  # after the loss, after the rejoin
     first = int(incarnations[0].split()[0])
@@ -124,6 +121,19 @@ def test_losing_a_worker_node_the_job_goes_on_and_the_recreated_pod_rejoins(tmp_
     assert resumed is not None and resumed >= alone["step"] - interval
     assert logged == sorted(set(logged)) and logged[0] > resumed and logged[-1] == steps
     assert complete_checkpoints(tmp_path / "ck")[-1][0] == steps
+
+
+def _kill_leftovers(agents: list[Agent]) -> None:
+    for a in agents:
+        if a.proc.poll() is None:
+            a.kill_node()
+
+
+def _successful_output(agents: list[Agent], rcs: list[int]) -> str:
+    """Node 0's log, once every agent exited 0."""
+    out = agents[0].output()
+    assert rcs == [0, 0], out[-5000:]
+    return out
 
 
 def _wait_for(pred, port: int, agents: list[Agent], timeout: float = 240) -> dict:  # type: ignore[no-untyped-def]
@@ -156,11 +166,8 @@ def test_losing_the_rendezvous_host_recreating_the_pods_resumes(tmp_path: Path) 
         agents = _two_nodes(tmp_path, steps=steps, interval=interval, rdzv_port=rdzv, ports=ports, suffix="-b")
         rcs = [a.wait(timeout=300) for a in agents]
     finally:
-        for a in agents:
-            if a.proc.poll() is None:
-                a.kill_node()
-    out = agents[0].output()
-    assert rcs == [0, 0], out[-5000:]
+        _kill_leftovers(agents)
+    out = _successful_output(agents, rcs)
     resumed, logged = logged_steps_after_resume(out)
     assert resumed is not None and resumed >= before["step"] - interval
     assert logged[0] > resumed and logged[-1] == steps

@@ -92,7 +92,7 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     if not job.validation.ok:
         return _invalid(job, pods, plan, stamp)
     _validated(job, plan, old, stamp)
-    spec, resolved = job.validation.job.spec, job.validation.resolved
+    spec = job.validation.job.spec
     old_phase = old.get("phase")
     failed_cond = c.get_condition(old.get("conditions"), c.FAILED) or {}
     if old_phase == "Failed" and failed_cond.get("reason") == c.INVALID_SPEC:
@@ -118,7 +118,23 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     if any(p.succeeded for p in pods):
         return _success(job, pods, plan, now)
 
-    # Failures: disruptions are recreated at once; crashes after a back-off, within backoffLimit.
+    crashed, failed_plan = _recover_failures(job, pods, plan, now, policy)
+    if failed_plan is not None:
+        return failed_plan
+    _reshape(job, pods, plan)
+    _create_missing(job, pods, plan, stamp, old_phase)
+    _set_phase(job, pods, plan, stamp, old_phase, crashed)
+    return plan
+
+
+# ---- steps of decide ----------------------------------------------------------------
+
+
+def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime,
+                      policy: Policy) -> tuple[list[PodInfo], Plan | None]:
+    """Disruptions are recreated at once; crashes after a back-off, within backoffLimit.
+    Returns the crashed pods, and the final plan when the job has failed."""
+    spec = job.validation.job.spec
     failed = [p for p in pods if p.failed and not p.terminating]
     for pod in failed:
         if pod.disrupted:
@@ -127,38 +143,42 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
                                      f"{pod.name} was {pod.reason or 'disrupted'} by the cluster; "
                                      "recreating it (does not count against backoffLimit)"))
     crashed = [p for p in failed if not p.disrupted]
-    if crashed:
-        restarts = plan.status.get("restarts", 0)
-        due = parse_time(plan.status.get("nextRestartTime"))
-        what = "; ".join(p.describe_failure() for p in crashed)
-        if due is None:
-            if restarts >= spec.backoff_limit:
-                return _fail(job, pods, plan, now, c.BACKOFF_LIMIT_EXCEEDED,
-                             f"{what}; backoffLimit {spec.backoff_limit} reached after {restarts} restarts")
-            delay = backoff_seconds(restarts, policy)
-            plan.status["nextRestartTime"] = iso(now + timedelta(seconds=delay))
-            plan.events.append(Event("Warning", c.WORKER_FAILED,
-                                     f"{what}; recreating in {delay:.0f}s (restart {restarts + 1} "
-                                     f"of backoffLimit {spec.backoff_limit})"))
-        elif now >= due:
-            plan.status["restarts"] = restarts + 1
-            plan.status.pop("nextRestartTime", None)
-            plan.restarted = 1
-            doomed = crashed
-            if any(p.index == 0 for p in crashed):
-                # Worker 0 hosted the c10d store: the other agents cannot rendezvous
-                # without it and would fail one by one. Restart them all in this round.
-                already = {name for name, _ in plan.delete}
-                doomed = [p for p in pods if not p.terminating and p.name not in already]
-            for pod in doomed:
-                plan.delete.append((pod.name, c.WORKER_FAILED))
-            plan.events.append(Event("Normal", c.WORKERS_RECREATED,
-                                     f"recreating {', '.join(p.name for p in doomed)} "
-                                     f"(restart {restarts + 1} of {spec.backoff_limit})"))
-    else:
+    if not crashed:
         plan.status.pop("nextRestartTime", None)
+        return crashed, None
+    restarts = plan.status.get("restarts", 0)
+    due = parse_time(plan.status.get("nextRestartTime"))
+    what = "; ".join(p.describe_failure() for p in crashed)
+    if due is None:
+        if restarts >= spec.backoff_limit:
+            return crashed, _fail(job, pods, plan, now, c.BACKOFF_LIMIT_EXCEEDED,
+                                  f"{what}; backoffLimit {spec.backoff_limit} reached after {restarts} restarts")
+        delay = backoff_seconds(restarts, policy)
+        plan.status["nextRestartTime"] = iso(now + timedelta(seconds=delay))
+        plan.events.append(Event("Warning", c.WORKER_FAILED,
+                                 f"{what}; recreating in {delay:.0f}s (restart {restarts + 1} "
+                                 f"of backoffLimit {spec.backoff_limit})"))
+    elif now >= due:
+        plan.status["restarts"] = restarts + 1
+        plan.status.pop("nextRestartTime", None)
+        plan.restarted = 1
+        doomed = crashed
+        if any(p.index == 0 for p in crashed):
+            # Worker 0 hosted the c10d store: the other agents cannot rendezvous
+            # without it and would fail one by one. Restart them all in this round.
+            already = {name for name, _ in plan.delete}
+            doomed = [p for p in pods if not p.terminating and p.name not in already]
+        for pod in doomed:
+            plan.delete.append((pod.name, c.WORKER_FAILED))
+        plan.events.append(Event("Normal", c.WORKERS_RECREATED,
+                                 f"recreating {', '.join(p.name for p in doomed)} "
+                                 f"(restart {restarts + 1} of {spec.backoff_limit})"))
+    return crashed, None
 
-    # Workers that no longer match the spec or the size: replace or remove.
+
+def _reshape(job: JobState, pods: list[PodInfo], plan: Plan) -> None:
+    """Remove workers beyond the size; replace workers rendered from an older spec."""
+    resolved = job.validation.resolved
     want_hash = template_hash(job.validation.job, resolved)
     doomed = {name for name, _ in plan.delete}
     for pod in pods:
@@ -176,8 +196,12 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
         plan.events.append(Event("Normal", c.SPEC_CHANGED, "the worker template changed: replacing "
                                  "workers; training resumes from the newest checkpoint"))
 
+
+def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None) -> None:
+    """Create every desired worker with no pod at all (a pod being deleted is recreated
+    on a later pass, once it is gone: never twice)."""
     present = {p.name for p in pods}
-    plan.create = [i for i in range(resolved.nodes) if worker_name(job.name, i) not in present]
+    plan.create = [i for i in range(job.validation.resolved.nodes) if worker_name(job.name, i) not in present]
     plan.create_service = bool(plan.create)
     if plan.create and not plan.status.get("startTime"):
         plan.status["startTime"] = stamp
@@ -185,9 +209,6 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
         plan.events.append(Event("Warning", c.WORKER_DELETED, "recreating "
                                  + ", ".join(worker_name(job.name, i) for i in plan.create)
                                  + " (deleted outside the operator)"))
-
-    _set_phase(job, pods, plan, stamp, old_phase, crashed)
-    return plan
 
 
 # ---- outcomes -----------------------------------------------------------------------

@@ -15,8 +15,9 @@ help:  ## list targets
 venv:  ## create/reuse the virtualenv (outside the checkout, keyed on constraints.txt)
 	@echo "venv: $(VENV)"
 
-tools:  ## build kube-apiserver, etcd, kwok, kubectl, helm, kubeconform into the cache (once per pin set)
+tools:  ## build kube-apiserver, etcd, kwok, kubectl, helm, kubeconform into the cache (once per pin set); promtool
 	@bash hack/build-tools.sh
+	@bash hack/ensure-promtool.sh
 
 test: venv tools  ## everything: unit, trainer (gloo), cluster (real control plane)
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests
@@ -41,9 +42,11 @@ cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the K
 cluster-down:  ## stop it and remove its state
 	@bash hack/cluster.sh down
 
-crd: venv  ## regenerate manifests/crd and docs/api.md from the API types
+crd: venv  ## regenerate the CRD, docs/api.md and the chart's copies from their sources
 	$(RUN) python -m disttrain_operator.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
 	$(RUN) python -m disttrain_operator.cli docs api > docs/api.md
+	cp manifests/crd/*.yaml charts/disttrain/crds/
+	$(RUN) python hack/chart_rbac_rules.py > charts/disttrain/rbac-rules.yaml
 
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py

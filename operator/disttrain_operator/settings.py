@@ -47,7 +47,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
-    settings.networking.error_backoffs = [1, 2, 5, 10]
+    # Ride out an overloaded API server (429s) for minutes: when kopf gives up on a
+    # status patch, it leaves the object alone until the object changes again.
+    settings.networking.error_backoffs = [1, 2, 3, 5, 8, 13, 21, 34, 55]
     settings.execution.max_workers = 16
     if os.environ.get("DISTTRAIN_LOG_FORMAT", "plain") == "json":
         settings.posting.enabled = True

@@ -326,7 +326,7 @@ $(tail -n 30 "$STATE/logs/$name.log")"
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 10.244.0.1/16 --node-ip 10.240.0.1
+    --cidr 127.244.0.1/16 --node-ip 127.240.0.1
 
   if [[ -n "${DISTTRAIN_CLUSTER_OWNER_PID:-}" ]]; then
     setsid bash "$HACK/cluster.sh" _reap "$NAME" "$DISTTRAIN_CLUSTER_OWNER_PID" </dev/null \

@@ -26,11 +26,12 @@ KWOK's stages say (hack/cluster/kwok-stages.yaml):
   for N == 0 and ``Failed`` otherwise. restartPolicy is not simulated;
 * annotation ``disttrain.dev/test-pod-ip: "<ip>"`` (set at creation) makes
   that the pod's ``status.podIP``, so the operator can be pointed at a real
-  HTTP server a test runs on this machine. Use ``cluster.host_ip`` (this
-  machine's non-loopback address) when a Service selects the pod:
-  the API server accepts ``127.0.0.1`` as a pod IP, but the EndpointSlice
-  controller then fails for the whole Service ("may not be in the loopback
-  range", Warning FailedToUpdateEndpointSlices). Bind the server to that IP;
+  HTTP server a test runs on loopback. The EndpointSlice controller rejects
+  loopback pod IPs for Services ("may not be in the loopback range"), which
+  only costs a Warning event: nothing here resolves Service DNS;
+* pods without that annotation get IPs from 127.244.0.0/16 (KWOK's --cidr)
+  and the fake nodes 127.240.0.1: anything that tries to reach a fake pod or
+  node stays on this machine's loopback, never a private-range address;
 * a deleted pod disappears at once (no grace period) once it has no
   finalizers.
 
@@ -41,12 +42,9 @@ then, and tests relying on KWOK behaviour need KWOK with these stages there.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import uuid
@@ -90,21 +88,6 @@ class Cluster:
 
     EXIT_CODE_ANNOTATION = EXIT_CODE_ANNOTATION
     POD_IP_ANNOTATION = POD_IP_ANNOTATION
-
-    @functools.cached_property
-    def host_ip(self) -> str:
-        """This machine's primary non-loopback IPv4 address (127.0.0.1 if none).
-
-        For ``disttrain.dev/test-pod-ip``: unlike 127.0.0.1 it is also valid
-        in Endpoints/EndpointSlices. A test server must bind to it (or 0.0.0.0).
-        """
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.connect(("10.255.255.255", 1))  # no packet is sent
-                ip = s.getsockname()[0]
-            except OSError:
-                return "127.0.0.1"
-        return "127.0.0.1" if ipaddress.ip_address(ip).is_loopback else ip
 
     def __init__(self, *, name: str, kubeconfig: str, state_dir: Path | None, bin_dir: Path):
         self.name = name

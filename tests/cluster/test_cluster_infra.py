@@ -188,34 +188,6 @@ def test_pod_ip_annotation_points_at_loopback_server(cluster: Cluster, namespace
 
 
 @pytest.mark.cluster
-def test_pod_ip_annotation_with_host_ip_gets_service_endpoints(cluster: Cluster, namespace: str) -> None:
-    """A fake pod reporting this machine's address is reachable and, unlike
-    127.0.0.1, valid in a Service's EndpointSlice (headless rendezvous)."""
-    server = http.server.ThreadingHTTPServer((cluster.host_ip, 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        p = pod("rank0", annotations={POD_IP_ANNOTATION: cluster.host_ip})
-        p["metadata"]["labels"] = {"job": "hostip"}
-        svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hostip"},
-               "spec": {"clusterIP": "None", "selector": {"job": "hostip"},
-                        "ports": [{"name": "http", "port": server.server_address[1]}]}}
-        cluster.apply([p, svc], namespace=namespace)
-        assert wait_phase(cluster, "rank0", namespace, "Running")["status"]["podIP"] == cluster.host_ip
-
-        def addresses() -> list[str]:
-            slices = json.loads(cluster.kubectl(
-                "get", "endpointslices", "-n", namespace, "-l", "kubernetes.io/service-name=hostip",
-                "-o", "json").stdout)["items"]
-            return [a for sl in slices for e in sl.get("endpoints") or [] for a in e["addresses"]]
-
-        assert cluster.wait_for(addresses, timeout=30, what="EndpointSlice address") == [cluster.host_ip]
-        with urllib.request.urlopen(f"http://{cluster.host_ip}:{server.server_address[1]}/", timeout=5) as r:
-            assert r.status == 200
-    finally:
-        server.shutdown()
-
-
-@pytest.mark.cluster
 def test_service_account_kubeconfig_has_exactly_its_rbac(cluster: Cluster, namespace: str) -> None:
     cluster.kubectl("create", "serviceaccount", "operator", "-n", namespace)
     kc = cluster.kubeconfig_for_service_account(namespace, "operator")

@@ -63,14 +63,15 @@ def test_prometheus_scrapes_operator_and_trainer_metrics(cluster, namespace, ope
         cluster.apply(job_manifest("scraped", nodes=2), namespace=namespace)
         wait_phase(cluster, namespace, "scraped", "Running")
 
-        def pods_created():
+        def scraped():
             try:
-                result = query(port, "disttrain_operator_pods_created_total")
+                created = query(port, "disttrain_operator_pods_created_total")
+                trained = query(port, "disttrain_train_step")
             except OSError:
                 return None
-            return result and float(result[0]["value"][1]) >= 2
+            return created and trained and float(created[0]["value"][1]) >= 2
 
-        cluster.wait_for(pods_created, timeout=60, interval=0.5, what="Prometheus to scrape the operator")
+        cluster.wait_for(scraped, timeout=60, interval=0.5, what="Prometheus to scrape the operator and the trainer")
         running = query(port, 'disttrain_operator_jobs{phase="Running"}')
         assert float(running[0]["value"][1]) >= 1
         step = query(port, "disttrain_train_step")

@@ -12,8 +12,6 @@ RUN useradd --uid 1000 --create-home --home-dir /home/disttrain disttrain
 
 FROM base AS operator
 RUN pip install -c constraints.txt ".[operator]" && rm -rf /src
-# One malloc arena per thread tripled the operator's RSS at 500 jobs (bench/operator_scale.py).
-ENV MALLOC_ARENA_MAX=2
 USER 1000
 ENTRYPOINT ["disttrain-operator"]
 CMD ["--all-namespaces"]

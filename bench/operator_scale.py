@@ -105,9 +105,7 @@ class Bench:
         self.kubectl("create", "namespace", ns)
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
-               "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'trainer'}", "DISTTRAIN_RESYNC_SECONDS": "2",
-               # As the Deployment sets it (manifests/operator/deployment.yaml).
-               "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
+               "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'trainer'}", "DISTTRAIN_RESYNC_SECONDS": "2"}
         log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}.log", "wb")
         operator = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", ns, "--liveness", ""],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -4,9 +4,11 @@ with no duplicate and no orphan."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
+import yaml
 
 from .conftest import job_manifest, kill, start_operator_process
 
@@ -33,15 +35,21 @@ def test_operator_killed_mid_creation_converges_without_duplicates_or_orphans(
     log = tmp_path / "operator.log"
     manifests = [job_manifest(f"job-{i:02d}", nodes=NODES) for i in range(JOBS)]
     first = start_operator_process(namespace, operator_kubeconfig, log)
+    applier = None
     try:
         cluster.wait_for(lambda: "Initial authentication has finished" in log.read_text(errors="replace"),
                          timeout=60, what="the operator to start")
-        cluster.apply(manifests, namespace=namespace)
-        # Kill it as soon as it is part-way: some pods exist, not all.
-        cluster.wait_for(lambda: pod_count(cluster, namespace) >= 2, timeout=120, interval=0.05,
+        # Apply in the background and kill the operator at its first pods, while it is
+        # still part-way: polling only after the apply returned could be too late.
+        applier = threading.Thread(target=cluster.kubectl, args=("apply", "-n", namespace, "-f", "-"),
+                                   kwargs={"input": yaml.safe_dump_all(manifests)}, daemon=True)
+        applier.start()
+        cluster.wait_for(lambda: pod_count(cluster, namespace) >= 1, timeout=120, interval=0.02,
                          what="first pods")
     finally:
         kill(first)
+        if applier is not None:
+            applier.join(timeout=120)
     partial = len(all_pods(cluster, namespace))
     assert partial < JOBS * NODES, "the operator finished before it was killed; kill it sooner"
 

@@ -33,14 +33,15 @@ def test_standby_replica_waits_then_takes_over(cluster, namespace, operator_kube
                          timeout=60, what="the standby to start")
         cluster.apply(job_manifest("ha", nodes=2), namespace=namespace)
         wait_phase(cluster, namespace, "ha", "Running")
-        assert "'reconcile' succeeded" in active_log.read_text(errors="replace")
-        assert "'reconcile' succeeded" not in standby_log.read_text(errors="replace")
+        assert "created pod ha-worker-1" in active_log.read_text(errors="replace")
+        assert "created pod" not in standby_log.read_text(errors="replace")
 
         kill(active, signal.SIGTERM)  # a clean exit removes its peering record at once
         cluster.wait_for(lambda: "Resuming operations" in standby_log.read_text(errors="replace"), timeout=90,
                          what="the standby to take over")
         cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
         wait_phase(cluster, namespace, "after", "Running")
+        assert "created pod after-worker-0" in standby_log.read_text(errors="replace")
         assert [p["metadata"]["name"] for p in pods_of(cluster, namespace, "ha")] == ["ha-worker-0", "ha-worker-1"]
     finally:
         kill(active)

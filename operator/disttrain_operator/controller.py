@@ -192,7 +192,7 @@ async def carry_out(shared: Shared, plan: Plan, job: JobState, body: kopf.Body, 
     elif time.monotonic() >= mem.refused_until:
         owned = dataclasses.replace(job.validation.job, uid=body.metadata.uid)
         if plan.create_service and not mem.service_ok:
-            mem.service_ok = await _create_child(shared, render_service(owned), mem, body.metadata.uid) != TAKEN
+            mem.service_ok = await _ensure_service(shared, render_service(owned), mem, body.metadata.uid)
             if not mem.service_ok:
                 shared.wake((job.namespace, job.name))  # the conflict goes into status next pass
                 return
@@ -237,6 +237,18 @@ async def _create_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> 
     if existing:
         mem.conflicts[name] = (obj["kind"], _describe(obj["kind"], existing))
     return TAKEN
+
+
+async def _ensure_service(shared: Shared, service: dict, mem: JobMemory, uid: str) -> bool:
+    """Services are not watched: look the name up once per job and operator lifetime
+    (a read) rather than send a create that answers 409 after a restart (a write)."""
+    existing = await shared.kube.get(service["metadata"]["namespace"], "Service", service["metadata"]["name"])
+    if existing is None:
+        return await _create_child(shared, service, mem, uid) != TAKEN
+    if _controller_uid(existing) == uid:
+        return True
+    mem.conflicts[service["metadata"]["name"]] = ("Service", _describe("Service", existing))
+    return False
 
 
 async def _recheck_conflicts(kube: Kube, namespace: str, mem: JobMemory) -> None:

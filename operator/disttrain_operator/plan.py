@@ -130,7 +130,7 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     if deadline and start and (now - start).total_seconds() > deadline:
         return _fail(job, pods, plan, now, c.DEADLINE_EXCEEDED,
                      f"ran longer than activeDeadlineSeconds ({deadline}s)")
-    if any(p.finished for p in pods):
+    if _succeeded(pods):
         return _success(job, pods, plan, now, report)
 
     crashed, failed_plan = _recover_failures(job, pods, plan, now, policy)
@@ -420,6 +420,15 @@ def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_pha
     st["workers"] = workers(pods, 0)
     plan.status = st
     return plan
+
+
+def _succeeded(pods: list[PodInfo]) -> bool:
+    """A worker finished, and no other crashed, unless the finished one's own report proves
+    every step was done (a crash at teardown then changes nothing). A user's script that
+    exits 0 beside a crashed peer is not proof: the crash is recovered like any other."""
+    finished = [p for p in pods if p.finished]
+    crashed = [p for p in pods if p.ended_early and not p.disrupted]
+    return bool(finished) and (not crashed or any(p.report is not None for p in finished))
 
 
 def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime,

@@ -252,3 +252,16 @@ def test_settings_read_once_from_the_environment():
 def test_bad_settings_stop_with_the_variable_named(env, says):
     with pytest.raises(SystemExit, match=says):
         Settings.from_env(env)
+
+
+def test_a_crash_beside_a_script_that_exited_0_is_recovered_not_a_success():
+    st = state({"phase": "Running", "restarts": 0}, nodes=2)
+    plan = decide(st, [ended(0, 0), ended(1, 1, "RuntimeError: boom")], NOW, POLICY)
+    assert plan.status["phase"] == "Restarting" and plan.status["nextRestartTime"]
+    assert "RuntimeError: boom" in " ".join(e.message for e in plan.events)
+
+
+def test_a_crash_after_the_trainer_reported_finished_is_still_a_success():
+    st = state({"phase": "Running"}, nodes=2)
+    plan = decide(st, [ended(0, 0, report_json(FINISHED)), ended(1, 1, "Traceback ...")], NOW, POLICY)
+    assert plan.status["phase"] == "Succeeded"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -133,7 +134,7 @@ class Bench:
                     conflicts += count
         return total, conflicts, throttled
 
-    def run(self, jobs: int, variant: str, tree: Path, attempt: int) -> dict:
+    def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None) -> dict:
         ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
         self.kubectl("create", "namespace", ns)
         port = free_port()
@@ -143,6 +144,12 @@ class Bench:
         operator = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", ns, "--liveness", ""],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         apiserver = apiserver_pid(CLUSTER)
+        spy = None
+        if profile is not None:  # sample the operator's stacks for the whole run (py-spy, optional)
+            profile.mkdir(parents=True, exist_ok=True)
+            spy = subprocess.Popen(["py-spy", "record", "--format", "raw", "--rate", "50", "--pid", str(operator.pid),
+                                    "-o", str(profile / f"{variant}-{jobs}-{attempt}.txt")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen_pods: dict[str, float] = {}
         pods_running: dict[str, float] = {}
         running: dict[str, float] = {}
@@ -183,6 +190,9 @@ class Bench:
             self.kubectl("delete", "dt", "--all", "-n", ns, "--wait=true", "--timeout=600s", check=False)
         finally:
             stop.set()
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                spy.wait(timeout=60)
             os.killpg(operator.pid, signal.SIGTERM)
             operator.wait(timeout=60)
         to_pods, to_running, lag = [], [], []
@@ -264,6 +274,25 @@ def peak_rss_kib(pid: int) -> int:
     return 0
 
 
+def profile_summary(path: Path, top: int = 8) -> list[str]:
+    """Where the operator's samples went: the share of samples under each of our own (or
+    kopf's, aiohttp's, the client's) functions nearest the leaf, from py-spy's raw stacks."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        total += int(n)
+        frames = stack.split(";")
+        leaf = next((f for f in reversed(frames) if any(k in f for k in ("disttrain_operator", "kopf/", "aiohttp/",
+                                                                        "kubernetes/", "yaml/", "json/"))), frames[-1])
+        name = re.sub(r":\d+\)$", ")", leaf)  # "func (path/file.py:123)" -> "func (path/file.py)"
+        counts[name] = counts.get(name, 0) + int(n)
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    return [f"    {100 * n / max(total, 1):5.1f}%  {name}" for name, n in ranked]
+
+
 def baseline_tree(ref: str) -> Path:
     """A temporary worktree of an older revision, whose operator runs beside ours."""
     path = Path(tempfile.mkdtemp(prefix="disttrain-baseline-"))
@@ -277,6 +306,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=8, help="worker pods per job (default 8)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per N and operator (default 2)")
     parser.add_argument("--baseline", default="", help="git revision whose operator runs beside this one")
+    parser.add_argument("--profile", default="", help="directory for py-spy profiles of each run (needs py-spy)")
     args = parser.parse_args()
     variants = [("this", REPO)]
     if args.baseline:
@@ -289,7 +319,8 @@ def main() -> int:
             for attempt in range(1, args.repeat + 1):
                 for label, tree in variants:
                     print(f"running {label} N={jobs} x M={args.nodes} (run {attempt}) ...", file=sys.stderr)
-                    results.append(bench.run(jobs, label.replace(":", "-"), tree, attempt) | {"label": label})
+                    results.append(bench.run(jobs, label.replace(":", "-"), tree, attempt,
+                                             Path(args.profile) if args.profile else None) | {"label": label})
     finally:
         bench.down()
         for label, tree in variants:
@@ -315,6 +346,12 @@ def main() -> int:
                   f"writes/job x{mean(ours, 'writes_per_job') / mean(base, 'writes_per_job'):.2f}, "
                   f"operator CPU x{mean(ours, 'cpu_operator') / mean(base, 'cpu_operator'):.2f}, "
                   f"peak RSS x{mean(ours, 'rss_mib') / mean(base, 'rss_mib'):.2f}")
+    if args.profile:
+        for r in results:
+            path = Path(args.profile) / f"{r['variant']}-{r['jobs']}-{r['run']}.txt"
+            if path.exists():
+                print(f"profile {r['label']} N={r['jobs']} run {r['run']} (share of samples, nearest own frame):")
+                print("\n".join(profile_summary(path)))
     return 0
 
 

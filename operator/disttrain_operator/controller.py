@@ -33,7 +33,7 @@ from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, parse_time, status_patch
 from .pods import PodInfo
-from .render import render_pod, render_service
+from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service
 from .report import TrainerReport, parse_report
 from .settings import Settings
 from .status import status_sources
@@ -57,7 +57,7 @@ Key = tuple[str, str]  # (namespace, job name)
 
 @dataclass
 class JobMemory:
-    expected_creates: dict[str, float] = field(default_factory=dict)  # pod name -> deadline
+    expected_creates: dict[str, tuple[float, str | None]] = field(default_factory=dict)  # name -> (deadline, hash)
     expected_deletes: dict[str, float] = field(default_factory=dict)  # pod uid -> deadline
     conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (kind, who holds it)
     refusal: Refusal | None = None
@@ -229,7 +229,9 @@ async def _create_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> 
     result = await shared.kube.create(obj)
     if result.created:
         if obj["kind"] == "Pod":
-            mem.expected_creates[name] = time.monotonic() + EXPECTATION_SECONDS
+            annotations = obj["metadata"].get("annotations") or {}
+            mem.expected_creates[name] = (time.monotonic() + EXPECTATION_SECONDS,
+                                          annotations.get(TEMPLATE_HASH_ANNOTATION))
         return CREATED
     existing = result.existing or {}
     if _controller_uid(existing) == uid:
@@ -338,7 +340,7 @@ def _own_pods(observed: Iterable[PodInfo], uid: str, mem: JobMemory) -> tuple[li
     own = [p for p in observed if p.owner_uid == uid]
     foreign = [p for p in observed if p.owner_uid != uid]
     names = {p.name for p in own}
-    for name, deadline in list(mem.expected_creates.items()):
+    for name, (deadline, _hash) in list(mem.expected_creates.items()):
         if name in names or deadline < clock:
             del mem.expected_creates[name]
     live_uids = {p.uid for p in own if not p.terminating}
@@ -346,15 +348,16 @@ def _own_pods(observed: Iterable[PodInfo], uid: str, mem: JobMemory) -> tuple[li
         if pod_uid not in live_uids or deadline < clock:
             del mem.expected_deletes[pod_uid]
     pods = [dataclasses.replace(p, terminating=True) if p.uid in mem.expected_deletes else p for p in own]
-    pods += [_placeholder(name) for name in mem.expected_creates]
+    pods += [_placeholder(name, template) for name, (_deadline, template) in mem.expected_creates.items()]
     return pods, foreign
 
 
-def _placeholder(name: str) -> PodInfo:
-    """A pod we created and the watch has not shown yet: Pending, so nothing creates it twice."""
+def _placeholder(name: str, template: str | None) -> PodInfo:
+    """A pod we created and the watch has not shown yet: Pending, of the template we sent,
+    so nothing creates it twice nor takes it for an outdated one."""
     index = name.rsplit("-", 1)[-1]
     return PodInfo(name=name, index=int(index) if index.isdigit() else None, phase="Pending", ready=False,
-                   terminating=False, disrupted=False, exit_code=None, reason="", template_hash=None, ip=None)
+                   terminating=False, disrupted=False, exit_code=None, reason="", template_hash=template, ip=None)
 
 
 def _foreign_conflicts(foreign: list[PodInfo], job: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ def info(name: str, owner: str | None = "job-uid", uid: str | None = None, termi
 
 
 def test_a_pod_asked_for_counts_as_present_until_the_watch_shows_it():
-    mem = JobMemory(expected_creates={"demo-worker-1": time.monotonic() + 30})
+    mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() + 30, "abc")})
     pods, _ = _own_pods([info("demo-worker-0")], "job-uid", mem)
     assert [(p.name, p.phase) for p in pods] == [("demo-worker-0", "Running"), ("demo-worker-1", "Pending")]
     # The watch caught up: the placeholder gives way to the real pod, the expectation ends.
@@ -32,9 +32,27 @@ def test_a_pod_asked_for_counts_as_present_until_the_watch_shows_it():
 
 
 def test_an_expectation_the_watch_never_confirms_expires():
-    mem = JobMemory(expected_creates={"demo-worker-1": time.monotonic() - 1})
+    mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() - 1, "abc")})
     pods, _ = _own_pods([], "job-uid", mem)
     assert pods == [] and mem.expected_creates == {}
+
+
+def test_a_pod_just_created_is_neither_created_again_nor_replaced_as_outdated():
+    """The placeholder carries the template it was rendered from: decide must not take it
+    for a pod of an older spec (that deleted every fresh pod under load)."""
+    from disttrain_operator.api import load_job
+    from disttrain_operator.plan import decide
+    from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_pod
+
+    from .test_plan import NOW, POLICY, pod, state
+
+    j, r, _ = load_job({"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                        "metadata": {"name": "demo", "namespace": "team-a"}, "spec": {"nodes": 2}})
+    fresh = render_pod(j, r, 1)["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+    mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() + 30, fresh)})
+    pods, _ = _own_pods([pod(0, nodes=2)], None, mem)  # type: ignore[arg-type]
+    plan = decide(state(nodes=2), pods, NOW, POLICY)
+    assert plan.create == [] and plan.delete == []
 
 
 def test_a_pod_we_deleted_counts_as_terminating_until_the_watch_shows_it():

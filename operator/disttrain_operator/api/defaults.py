@@ -69,9 +69,11 @@ def resolve_nproc(spec: t.DistributedTrainingSpec, warnings: list, errors: list)
             errors.append(FieldError("spec.nprocPerNode", asked, "is not allowed",
                                      "an integer >= 1 or auto", "write auto or a number"))
         return gpus if gpus > 0 else 1
-    if asked < 1:
+    if asked < 1 or asked > t.MAX_NPROC_PER_NODE:
         errors.append(FieldError("spec.nprocPerNode", asked, "is out of range",
-                                 "an integer >= 1 or auto", "use auto"))
+                                 f"an integer from 1 to {t.MAX_NPROC_PER_NODE} (one process per "
+                                 "GPU or per group of CPU cores; no node has more), or auto",
+                                 "use auto"))
         return 1
     if gpus > 0 and asked > gpus:
         if spec.mesh is not None:

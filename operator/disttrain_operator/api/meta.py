@@ -22,6 +22,8 @@ class FieldMeta:
     default: Any = None
     minimum: int | float | None = None
     maximum: int | float | None = None
+    # Why the maximum is what it is; shown with the bound in errors and the API reference.
+    maximum_reason: str | None = None
     exclusive_minimum: bool = False
     max_length: int | None = None
     max_items: int | None = None

@@ -41,8 +41,8 @@ TRAINER_RULES = [
 ]
 
 NPROC_RULE = {
-    "rule": "type(self) == string ? self == 'auto' : self >= 1",
-    "message": "nprocPerNode must be an integer >= 1 or the string auto",
+    "rule": f"type(self) == string ? self == 'auto' : self >= 1 && self <= {t.MAX_NPROC_PER_NODE}",
+    "message": f"nprocPerNode must be an integer from 1 to {t.MAX_NPROC_PER_NODE} or the string auto",
 }
 
 ROOT_RULES = [

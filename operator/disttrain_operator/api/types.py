@@ -24,6 +24,10 @@ SHORT_NAMES = ["dt", "dtrain"]
 DEFAULT_IMAGE = "ghcr.io/disttrain/trainer:0.1.0"
 MAX_NODES = 1024
 MAX_GPUS_PER_NODE = 64
+# Processes per worker pod: one per GPU, or per CPU core group on CPU nodes.
+MAX_NPROC_PER_NODE = 128
+MAX_NODES_REASON = ("each worker is a pod the operator watches and a rendezvous member; "
+                    "1024 nodes is beyond what one c10d store serves well")
 
 Strategy = Literal["auto", "ddp", "fsdp", "fsdp_native"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
@@ -53,11 +57,13 @@ class BuiltinTrainer:
         "Defaults to text for gpt-* and synthetic-regression for mlp.")
     steps: int | None = spec_field(
         "steps: optimizer steps in total; the job succeeds when every rank reaches it.",
-        default=100, minimum=1, maximum=100_000_000)
+        default=100, minimum=1, maximum=100_000_000,
+        maximum_reason="a bound on runaway jobs: 1e8 steps is months of training at 10 steps/s")
     batch_size: int | None = spec_field(
         "batchSize: micro-batch per data-parallel rank. Global batch per optimizer step "
         "= batchSize x data-parallel degree x accumulateGradBatches.",
-        default=8, minimum=1, maximum=65536)
+        default=8, minimum=1, maximum=65536,
+        maximum_reason="a micro-batch is per process and must fit in one device's memory")
     learning_rate: float | None = spec_field(
         "learningRate: peak learning rate of AdamW (cosine schedule with warm-up).",
         default=0.0003, minimum=0, exclusive_minimum=True, maximum=10)
@@ -114,10 +120,12 @@ class Mesh:
 
     fsdp: int | None = spec_field(
         "fsdp: size of the data-parallel (FSDP-sharded) dimension.",
-        required=True, minimum=1, maximum=65536)
+        required=True, minimum=1, maximum=MAX_NODES * MAX_NPROC_PER_NODE,
+        maximum_reason="the largest world size: maxNodes x nprocPerNode")
     tp: int | None = spec_field(
         "tp: size of the tensor-parallel dimension; keep it within one node "
-        "(it should divide nprocPerNode).", required=True, minimum=1, maximum=64)
+        "(it should divide nprocPerNode).", required=True, minimum=1, maximum=MAX_NPROC_PER_NODE,
+        maximum_reason="tensor parallelism stays within one node")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -243,20 +251,24 @@ class DistributedTrainingSpec:
         "Unset means bf16-mixed on GPUs and 32 on CPU.", immutable_while_running=True)
     accumulate_grad_batches: int | None = spec_field(
         "accumulateGradBatches: micro-batches per optimizer step.", default=1, minimum=1,
-        maximum=4096, immutable_while_running=True)
+        maximum=4096, maximum_reason="more micro-batches per step only slows the step; raise "
+        "batchSize or the world size instead", immutable_while_running=True)
     nodes: int | None = spec_field(
         "nodes: desired number of worker pods (one torchrun agent each). Changing it "
         "(also through kubectl scale) adds or removes workers within minNodes..maxNodes.",
-        default=1, minimum=1, maximum=MAX_NODES)
+        default=1, minimum=1, maximum=MAX_NODES, maximum_reason=MAX_NODES_REASON)
     min_nodes: int | None = spec_field(
         "minNodes: fewest workers training may continue with (torchrun --nnodes=min:max). "
-        "Defaults to nodes.", minimum=1, maximum=MAX_NODES, immutable_while_running=True)
+        "Defaults to nodes.", minimum=1, maximum=MAX_NODES, maximum_reason=MAX_NODES_REASON,
+        immutable_while_running=True)
     max_nodes: int | None = spec_field(
         "maxNodes: most workers the job may grow to. Defaults to nodes.", minimum=1,
-        maximum=MAX_NODES, immutable_while_running=True)
+        maximum=MAX_NODES, maximum_reason=MAX_NODES_REASON, immutable_while_running=True)
     gpus_per_node: int | None = spec_field(
         "gpusPerNode: GPUs requested by each worker pod; 0 trains on CPU with gloo.",
-        default=0, minimum=0, maximum=MAX_GPUS_PER_NODE, immutable_while_running=True)
+        default=0, minimum=0, maximum=MAX_GPUS_PER_NODE,
+        maximum_reason="no machine has more GPUs; the count is per worker pod, not per job",
+        immutable_while_running=True)
     gpu_resource_name: str | None = spec_field(
         "gpuResourceName: the extended resource that counts GPUs.", default="nvidia.com/gpu",
         max_length=253, pattern=RESOURCE_NAME, pattern_hint="e.g. nvidia.com/gpu or amd.com/gpu",

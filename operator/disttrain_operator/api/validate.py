@@ -7,13 +7,15 @@ operator both call it, so `disttrain validate` prints what the operator would sa
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import types as t
+from .bounds import check_document_bounds
 from .defaults import apply_defaults, resolve
 from .errors import FieldError, GuardrailWarning, InvalidSpec
-from .names import CONTAINER_NAME
+from .names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from .parse import parse_job
 from .quantity import parse_quantity
 
@@ -44,6 +46,9 @@ class Validation:
 
 
 def validate_document(doc: Any) -> Validation:
+    errors = check_document_bounds(doc)
+    if errors:  # nothing else may walk a value this large or deep
+        return Validation(None, None, errors, [])
     job, errors = parse_job(doc)
     if errors:
         return Validation(None, None, errors, [])
@@ -65,7 +70,8 @@ def load_job(doc: Any) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
 def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     """Semantic checks the schema cannot express (or that the offline path must repeat)."""
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
-            *check_resources(spec), *check_ports(spec), *check_pod_template(spec.pod_template)]
+            *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
+            *check_pod_template(spec.pod_template)]
 
 
 def check_node_range(spec: t.DistributedTrainingSpec) -> list[FieldError]:
@@ -168,6 +174,54 @@ def check_ports(spec: t.DistributedTrainingSpec) -> list[FieldError]:
         return [FieldError("spec.metrics.port", spec.metrics.port, "is also the rendezvous port",
                            "a port other than spec.rendezvous.port", "choose another port")]
     return []
+
+
+def check_checkpoint_path(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """The checkpoint volume's mountPath may not collide with the pod's own mounts."""
+    path, field_path = spec.checkpoint.path, "spec.checkpoint.path"
+    normal = posixpath.normpath(path)
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    if normal != path or ".." in path.split("/"):
+        return [FieldError(field_path, path, "is not a plain absolute path",
+                           "an absolute path without '.', '..', '//' or a trailing '/'",
+                           f"write {normal!r}" if ".." not in path.split("/") else
+                           "write the directory without '..'")]
+    fix = "use a directory of its own, e.g. /checkpoints"
+    if normal == "/":
+        return [FieldError(field_path, path, "is the root directory", "a directory below /", fix)]
+    owned = [(SHM_MOUNT, "the pod's memory-backed /dev/shm mount"), (TMP_MOUNT, "the pod's /tmp mount")]
+    for mount, what in owned:
+        # Below /dev/shm a checkpoint would live in memory; below /tmp is a mount of its own.
+        if _within(mount, normal) or (mount == SHM_MOUNT and _within(normal, mount)):
+            return [FieldError(field_path, path, f"is or contains {what}",
+                               f"a directory other than {SHM_MOUNT}, {TMP_MOUNT} and their parents", fix)]
+    for system in SYSTEM_DIRECTORIES:
+        if _within(system, normal) or _within(normal, system):
+            return [FieldError(field_path, path, f"collides with {system}, which the container "
+                               "runtime mounts", f"a directory outside {', '.join(SYSTEM_DIRECTORIES)}", fix)]
+    for i, mount_path in _trainer_mount_paths(spec.pod_template):
+        if isinstance(mount_path, str) and posixpath.normpath(mount_path) == normal:
+            return [FieldError(field_path, path, f"is also the mountPath of "
+                               f"spec.podTemplate.spec.containers[{i}].volumeMounts", "a directory no "
+                               "other volume is mounted at", fix + ", or drop that volumeMount")]
+    return []
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Is `inner` the directory `outer` or below it?"""
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _trainer_mount_paths(template: t.PodTemplate | None) -> list[tuple[int, Any]]:
+    containers = ((template.spec or {}).get("containers") if template else None) or []
+    out = []
+    for i, container in enumerate(containers if isinstance(containers, list) else []):
+        if isinstance(container, dict) and container.get("name") == CONTAINER_NAME:
+            mounts = container.get("volumeMounts")
+            out += [(i, m.get("mountPath")) for m in (mounts if isinstance(mounts, list) else [])
+                    if isinstance(m, dict)]
+    return out
 
 
 def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:

@@ -46,7 +46,7 @@ def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, worker_pods: 
     with memo.locks[body.metadata.uid]:
         job = JobState(name=name, namespace=namespace, generation=body.metadata.get("generation"),
                        status=dict(body.get("status") or {}),
-                       validation=validate_document(_document(body)))
+                       validation=validate_document(_document(body), memo.pod_policy))
         stale = memo.staleness.get((namespace, name))
         plan = decide(job, list(worker_pods.get((namespace, name), [])), _now(), memo.policy)
         if stale is not None:
@@ -91,7 +91,7 @@ def carry_out(plan, job: JobState, body: kopf.Body, memo: kopf.Memo) -> None:
 def refresh_progress(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, worker_pods: kopf.Index,
                      **_: Any) -> None:
     namespace, name = body.metadata.namespace, body.metadata.name
-    validation = validate_document(_document(body))
+    validation = validate_document(_document(body), memo.pod_policy)
     if not validation.ok:
         return
     spec = validation.job.spec

@@ -5,6 +5,8 @@ Environment (the Deployment and the chart set these):
   DISTTRAIN_RESTART_BACKOFF_SECONDS first back-off before recreating a failed worker (10)
   DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS  cap of the exponential back-off (300)
   DISTTRAIN_LOG_FORMAT              plain | json (default plain)
+  DISTTRAIN_POD_POLICY_ALLOW_ALL, DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES
+                                    podTemplate settings that leave the sandbox (api/policy.py)
 Timer intervals (DISTTRAIN_RESYNC_SECONDS, DISTTRAIN_PROGRESS_SECONDS) are read by
 handlers.py when the handlers are registered.
 """
@@ -21,6 +23,7 @@ import kopf
 from kubernetes import client, config
 
 from .api.names import FINALIZER
+from .api.policy import pod_policy_from_env
 from .api.types import GROUP
 from .kube import Kube
 from .metrics import OperatorMetrics
@@ -63,10 +66,20 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     memo.locks = collections.defaultdict(threading.Lock)
     memo.staleness = {}
     memo.metrics = OperatorMetrics()
+    memo.pod_policy = _pod_policy(logger)
     port = int(env_float("DISTTRAIN_OPERATOR_METRICS_PORT", 8080))
     if port:
         memo.metrics.serve(port)
         logger.info(f"metrics on :{port}/metrics")
+
+
+def _pod_policy(logger: logging.Logger):
+    try:
+        policy = pod_policy_from_env(os.environ)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    logger.info(f"pod policy for podTemplate settings that leave the sandbox: {policy.describe()}")
+    return policy
 
 
 def _api_client() -> client.ApiClient:

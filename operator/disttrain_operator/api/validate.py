@@ -17,6 +17,7 @@ from .defaults import apply_defaults, resolve
 from .errors import FieldError, GuardrailWarning, InvalidSpec
 from .names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from .parse import parse_job
+from .policy import PodPolicy, check_pod_policy
 from .quantity import parse_quantity
 
 RESERVED_ENV_PREFIXES = ("PET_", "DISTTRAIN_", "TORCHELASTIC_")
@@ -45,7 +46,9 @@ class Validation:
         return not self.errors
 
 
-def validate_document(doc: Any) -> Validation:
+def validate_document(doc: Any, policy: PodPolicy = PodPolicy()) -> Validation:
+    """`policy`: what podTemplate may do beyond the sandbox (the operator's setting; the
+    default refuses, as the operator does unless its platform allows more)."""
     errors = check_document_bounds(doc)
     if errors:  # nothing else may walk a value this large or deep
         return Validation(None, None, errors, [])
@@ -54,14 +57,16 @@ def validate_document(doc: Any) -> Validation:
         return Validation(None, None, errors, [])
     job = apply_defaults(job)
     errors = check_spec(job.spec)
+    if job.spec.pod_template is not None:
+        errors += check_pod_policy(job.spec.pod_template.spec, job.namespace, policy)
     resolved, warnings, topology_errors = resolve(job.spec)
     errors += topology_errors
     return Validation(job, None if errors else resolved, errors, warnings)
 
 
-def load_job(doc: Any) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
+def load_job(doc: Any, policy: PodPolicy = PodPolicy()) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
     """validate_document for callers that want the job or an InvalidSpec exception."""
-    result = validate_document(doc)
+    result = validate_document(doc, policy)
     if not result.ok:
         raise InvalidSpec(result.errors)
     return result.job, result.resolved, result.warnings

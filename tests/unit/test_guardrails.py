@@ -198,9 +198,19 @@ def test_pod_template_cannot_override_owned_fields():
     assert any("Fix: use spec.trainer.command" in m for m in messages)
 
 
-def test_elastic_jobs_without_shared_checkpoints_warn():
-    assert "split across pods" in warnings_of(job(nodes=2))["EphemeralCheckpoints"]
+def test_jobs_of_several_pods_need_a_shared_claim():
+    (message,) = errors_of(job(nodes=2, shared_claim=False))
+    assert message.startswith("spec.checkpoint.claimName: is required when the job can have more than one pod "
+                              "(maxNodes 2): without a shared volume no checkpoint can be resumed (not set)")
+    assert "Fix: create one (see docs/guide.md, Checkpoints)" in message
+    assert errors_of(job(nodes=1, maxNodes=3, shared_claim=False))[0].startswith("spec.checkpoint.claimName: is required")
+    assert errors_of(job(nodes=2, checkpoint={"claimName": "ckpt"})) == []
     assert "EphemeralCheckpoints" not in warnings_of(job(nodes=2, checkpoint={"claimName": "ckpt"}))
+
+
+def test_a_single_pod_keeps_its_emptydir_with_a_warning():
+    assert errors_of(job(nodes=1)) == []
+    assert "lost when the pod is recreated" in warnings_of(job(nodes=1))["EphemeralCheckpoints"]
 
 
 def test_checkpoint_interval_beyond_steps_warns():

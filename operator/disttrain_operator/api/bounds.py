@@ -9,6 +9,7 @@ Pure: a value in, FieldErrors out. Shared by the CLI (after YAML) and the operat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -90,7 +91,8 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
                                      f"at most {MAX_DOCUMENT_BYTES} bytes in one object",
                                      "keep large data in a ConfigMap or volume"))
             break
-    return errors
+    # A value at the top (not a mapping at all) is named as the document.
+    return [dataclasses.replace(e, path="(document)") if not e.path else e for e in errors]
 
 
 def key_path(prefix: str, key: Any) -> str:

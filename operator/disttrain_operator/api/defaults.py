@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from . import types as t
-from .errors import FieldError, GuardrailWarning
+from .errors import FieldError, GuardrailWarning, unset
 from .meta import fields_of, meta_of
 from .parse import parse_object
 from . import reasons
@@ -54,6 +54,7 @@ def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[Guardrail
     if not errors:  # a mesh error on top of a bad nprocPerNode would only repeat it
         errors += check_mesh(spec, world, nproc, min_nodes, max_nodes, warnings)
     precision = resolve_precision(spec, strategy, warnings)
+    errors += checkpoint_errors(spec, max_nodes)
     warnings += checkpoint_warnings(spec, max_nodes)
     warnings += image_warnings(spec)
     resolved = t.Resolved(strategy=strategy, nodes=nodes, min_nodes=min_nodes,
@@ -157,20 +158,27 @@ def resolve_precision(spec: t.DistributedTrainingSpec, strategy: str, warnings: 
     return asked
 
 
+def checkpoint_errors(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[FieldError]:
+    """Several pods without a shared claim cannot resume: each pod's emptyDir holds only its
+    own shards, rank 0 alone writes the checkpoint's metadata and purges old steps, so a
+    resume fails on every rank and the other pods' partial steps are never cleaned up."""
+    if spec.checkpoint.claim_name is not None or max_nodes <= 1:
+        return []
+    return [FieldError(
+        "spec.checkpoint.claimName", unset(), f"is required when the job can have more than one "
+        f"pod (maxNodes {max_nodes}): without a shared volume no checkpoint can be resumed",
+        "a ReadWriteMany PersistentVolumeClaim in the job's namespace",
+        "create one (see docs/guide.md, Checkpoints) and set spec.checkpoint.claimName: <its name>; "
+        "`disttrain run --local` keeps checkpoints in --workdir whatever the claim")]
+
+
 def checkpoint_warnings(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[GuardrailWarning]:
     ckpt, out = spec.checkpoint, []
-    if ckpt.claim_name is None:
-        if max_nodes > 1:
-            message = ("not set: each pod writes its shards to its own "
-                       "emptyDir, so a checkpoint is split across pods and lost when a pod "
-                       "is recreated; set checkpoint.claimName to a ReadWriteMany "
-                       "PersistentVolumeClaim")
-        else:
-            message = ("not set: checkpoints live in the pod's emptyDir and "
-                       "are lost when the pod is recreated; set checkpoint.claimName to a "
-                       "PersistentVolumeClaim")
-        out.append(GuardrailWarning(reasons.EPHEMERAL_CHECKPOINTS, "spec.checkpoint.claimName",
-                                    message))
+    if ckpt.claim_name is None and max_nodes <= 1:
+        out.append(GuardrailWarning(
+            reasons.EPHEMERAL_CHECKPOINTS, "spec.checkpoint.claimName",
+            "not set: checkpoints live in the pod's emptyDir and are lost when the pod is "
+            "recreated; set checkpoint.claimName to a PersistentVolumeClaim"))
     builtin = spec.trainer.builtin
     if builtin is not None and ckpt.interval_steps > builtin.steps:
         out.append(GuardrailWarning(

@@ -29,6 +29,11 @@ SPEC_RULES: list[dict[str, str]] = [
      "message": "mesh needs a fixed world size: remove spec.minNodes/spec.maxNodes or set "
                 "both equal to spec.nodes",
      "fieldPath": ".mesh"},
+    {"rule": "(has(self.maxNodes) ? self.maxNodes : self.nodes) <= 1 || "
+             "(has(self.checkpoint) && has(self.checkpoint.claimName))",
+     "message": "checkpoint.claimName is required when the job can have more than one pod: "
+                "set it to a ReadWriteMany PersistentVolumeClaim, or run one pod",
+     "fieldPath": ".checkpoint"},
 ]
 
 TRAINER_RULES = [

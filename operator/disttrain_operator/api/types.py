@@ -166,8 +166,9 @@ class Checkpoint:
         "a copy of the state).", default=False, json_name="async")
     claim_name: str | None = spec_field(
         "claimName: a PersistentVolumeClaim (ReadWriteMany for several nodes) mounted at "
-        "path. Without it checkpoints live in a per-pod emptyDir and do not survive a "
-        "pod being recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
+        "path. Required when the job can have more than one pod (maxNodes > 1): only a "
+        "shared volume can be resumed from. A single-pod job without it keeps checkpoints "
+        "in the pod's emptyDir, lost when the pod is recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
         pattern_hint="a PersistentVolumeClaim name (lowercase letters, digits, '-')")
 
 

@@ -133,8 +133,31 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 # ---- helpers for tests ----------------------------------------------------------------
 
 
+CHECKPOINT_CLAIM = "shared-checkpoints"
+
+
+@pytest.fixture(autouse=True)
+def checkpoint_claim(cluster, namespace) -> Iterator[str]:
+    """A bound ReadWriteMany claim in the test's namespace: jobs of several pods need one
+    (checkpoint.claimName), and the scheduler places no pod whose claim is missing or
+    unbound. A PersistentVolume pre-bound to it; pods on KWOK never mount it."""
+    volume = f"{namespace}-checkpoints"
+    cluster.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+                   "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                            "storageClassName": "", "persistentVolumeReclaimPolicy": "Delete",
+                            "claimRef": {"namespace": namespace, "name": CHECKPOINT_CLAIM},
+                            "hostPath": {"path": "/nonexistent/disttrain-test"}}})
+    cluster.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CHECKPOINT_CLAIM},
+                   "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                            "resources": {"requests": {"storage": "1Gi"}}}}, namespace=namespace)
+    cluster.wait_for(lambda: (cluster.try_get("pvc", CHECKPOINT_CLAIM, namespace) or {}).get("status", {})
+                     .get("phase") == "Bound", timeout=30, what="checkpoint claim bound")
+    yield CHECKPOINT_CLAIM
+    cluster.kubectl("delete", "pv", volume, "--wait=false", "--ignore-not-found", check=False)
+
+
 def job_manifest(name: str, **spec: Any) -> dict:
-    base = {"nodes": 2, "trainer": {"builtin": {"steps": 10}}}
+    base = {"nodes": 2, "trainer": {"builtin": {"steps": 10}}, "checkpoint": {"claimName": CHECKPOINT_CLAIM}}
     return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": name}, "spec": {**base, **spec}}
 

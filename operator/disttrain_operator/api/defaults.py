@@ -8,6 +8,8 @@ the guardrails, each of which says what it did instead of what was asked.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from typing import Any
 
 from . import types as t
@@ -38,6 +40,85 @@ def apply_defaults(obj: Any) -> Any:
         obj = dataclasses.replace(
             obj, dataset="synthetic-regression" if obj.model == "mlp" else "text")
     return obj
+
+
+PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+SHELLS = ("sh", "bash", "dash", "zsh")
+
+
+def settle_trainer(job: t.Job) -> tuple[t.Job, list[GuardrailWarning], list[FieldError]]:
+    """The trainer as torchrun will run it. No trainer: the built-in one, said out loud.
+    A command that starts a launcher the pod already runs (`python -m X`, `python x.py`,
+    `torchrun x.py`) is translated, with a warning; launcher flags stay an error."""
+    trainer = job.spec.trainer
+    if trainer is None:
+        builtin = apply_defaults(t.BuiltinTrainer())
+        warning = GuardrailWarning(
+            reasons.DEFAULT_TRAINER, "spec.trainer",
+            f"not set: running the built-in trainer (python -m disttrain_trainer): model "
+            f"{builtin.model} on dataset {builtin.dataset}, {builtin.steps} steps, batchSize "
+            f"{builtin.batch_size}; set spec.trainer.builtin or spec.trainer.command to choose")
+        spec = dataclasses.replace(job.spec, trainer=t.TrainerSpec(builtin=builtin))
+        return dataclasses.replace(job, spec=spec), [warning], []
+    if not trainer.command:
+        return job, [], []
+    command, warning, errors = translate_command(trainer.command)
+    if command is None:
+        return job, [], errors
+    if warning is None:
+        return job, [], []
+    spec = dataclasses.replace(job.spec, trainer=dataclasses.replace(trainer, command=command))
+    return dataclasses.replace(job, spec=spec), [warning], []
+
+
+def translate_command(command: list[str]) -> tuple[list[str] | None, GuardrailWarning | None, list[FieldError]]:
+    """(command for `torchrun <command>`, warning if translated, errors)."""
+    head = os.path.basename(command[0])
+    rest = command[1:]
+    path = "spec.trainer.command"
+    if head in SHELLS:
+        return None, None, [FieldError(f"{path}[0]", command[0], "is a shell, but torchrun runs "
+                                       "command[0] with python", "a Python script, or --module NAME",
+                                       "move the shell steps into the image or a Python script")]
+    torchrun_module = PYTHON.fullmatch(head) and rest[:2] in (["-m", "torch.distributed.run"],
+                                                              ["-m", "torch.distributed.launch"])
+    if head == "torchrun" or torchrun_module:
+        launcher = command[:3] if torchrun_module else command[:1]
+        args = command[len(launcher):]
+        if args[:1] in (["-m"], ["--module"]) and len(args) > 1:
+            translated = ["--module", *args[1:]]
+        elif args and not args[0].startswith("-"):
+            translated = args
+        else:
+            flags = [a for a in args if a.startswith("-")][:4]
+            return None, None, [FieldError(
+                f"{path}[{len(launcher)}]", args[0] if args else unset(),
+                "passes torchrun flags, but disttrain sets torchrun's options from the spec",
+                "the script and its arguments, or --module NAME",
+                f"drop {' '.join(launcher)!r} and its flags {flags}: command: [<your script>, ...]; "
+                "set spec.nodes, spec.nprocPerNode, spec.maxRestarts and spec.rendezvous instead")]
+        return translated, _translated(launcher, translated), []
+    if PYTHON.fullmatch(head):
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            translated = ["--module", *rest[1:]]
+        elif rest and not rest[0].startswith("-"):
+            translated = rest
+        else:
+            return None, None, [FieldError(
+                f"{path}[1]" if rest else f"{path}[0]", rest[0] if rest else command[0],
+                "starts python with its own options, but torchrun starts python itself" if rest
+                else "starts python without a script", "your script, or --module NAME",
+                "drop the python options (for -u set env PYTHONUNBUFFERED=1): "
+                "command: [<your script>, ...]" if rest else "name your script: command: [train.py]")]
+        return translated, _translated(command[:1] if translated is rest else command[:2], translated), []
+    return command, None, []
+
+
+def _translated(dropped: list[str], command: list[str]) -> GuardrailWarning:
+    return GuardrailWarning(
+        reasons.LAUNCHER_TRANSLATED, "spec.trainer.command",
+        f"starts with {' '.join(dropped)!r}, but the pod already runs torchrun: running "
+        f"`torchrun {' '.join(command)}`; write command: {command!r} to silence this")
 
 
 def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[GuardrailWarning], list[FieldError]]:

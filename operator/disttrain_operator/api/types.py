@@ -232,8 +232,9 @@ class DistributedTrainingSpec:
     image_pull_policy: PullPolicy | None = spec_field(
         "imagePullPolicy: Always, IfNotPresent or Never.", default="IfNotPresent")
     trainer: TrainerSpec | None = spec_field(
-        "trainer: builtin (the shipped trainer) or command (your script under torchrun).",
-        default={"builtin": {}}, immutable_while_running=True)
+        "trainer: builtin (the shipped trainer) or command (your script under torchrun). "
+        "Unset runs the built-in trainer with its defaults (gpt-nano on the text corpus, "
+        "100 steps), and the Validated condition says so.", immutable_while_running=True)
     env: list[EnvVar] | None = spec_field(
         "env: environment variables for every worker container.", max_items=256,
         list_map_keys=("name",), immutable_while_running=True)

@@ -6,14 +6,13 @@ operator both call it, so `disttrain validate` prints what the operator would sa
 
 from __future__ import annotations
 
-import os
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import types as t
 from .bounds import check_document_bounds
-from .defaults import apply_defaults, resolve
+from .defaults import apply_defaults, resolve, settle_trainer
 from .errors import FieldError, GuardrailWarning, InvalidSpec
 from .names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from .parse import parse_job
@@ -29,7 +28,6 @@ RESERVED_ENV_NAMES = frozenset({
 RESERVED_LABEL_PREFIXES = (f"{t.GROUP}/", "app.kubernetes.io/")
 # Pod spec fields that render owns; a podTemplate may not override them.
 OWNED_POD_FIELDS = ("restartPolicy", "hostname", "subdomain", "automountServiceAccountToken")
-LAUNCHERS = ("python", "python3", "torchrun", "python -m", "bash", "sh")
 
 
 @dataclass(slots=True)
@@ -56,12 +54,13 @@ def validate_document(doc: Any, policy: PodPolicy = PodPolicy()) -> Validation:
     if errors:
         return Validation(None, None, errors, [])
     job = apply_defaults(job)
-    errors = check_spec(job.spec)
+    job, trainer_warnings, errors = settle_trainer(job)
+    errors += check_spec(job.spec)
     if job.spec.pod_template is not None:
         errors += check_pod_policy(job.spec.pod_template.spec, job.namespace, policy)
     resolved, warnings, topology_errors = resolve(job.spec)
     errors += topology_errors
-    return Validation(job, None if errors else resolved, errors, warnings)
+    return Validation(job, None if errors else resolved, errors, trainer_warnings + warnings)
 
 
 def load_job(doc: Any, policy: PodPolicy = PodPolicy()) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
@@ -105,12 +104,6 @@ def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
         if not trainer.command:
             errors.append(FieldError("spec.trainer.command", [], "is empty", "a script path or --module NAME",
                                      "e.g. command: [\"/workspace/train.py\"]"))
-        elif os.path.basename(trainer.command[0]).split(".")[0] in ("python", "python3", "torchrun"):
-            rest = trainer.command[1:]
-            errors.append(FieldError(
-                "spec.trainer.command[0]", trainer.command[0], "starts a launcher, but the pod "
-                "already runs `torchrun <command>`", "the script, or --module NAME",
-                f"drop {trainer.command[0]!r}: command: {rest!r}" if rest else "name your script"))
     builtin = trainer.builtin
     if builtin is not None:
         is_gpt = builtin.model.startswith("gpt")

@@ -7,10 +7,11 @@ import dataclasses
 import math
 from typing import Any
 
+from . import k8s
 from . import types as t
 from .bounds import key_path
 from .errors import FieldError, did_you_mean, unset
-from .meta import DNS1035_LABEL, DNS1123_LABEL, FieldMeta, Shape, fields_of, json_name, matches, meta_of
+from .meta import DNS1035_LABEL, DNS1123_LABEL, MAP_VALUE_MAX_LENGTH, FieldMeta, Shape, fields_of, json_name, matches, meta_of
 from .names import MAX_JOB_NAME_LENGTH
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
@@ -215,6 +216,8 @@ def _parse_list(shape: Shape, meta: FieldMeta, raw: list, path: str) -> tuple[An
     items = []
     for i, item in enumerate(raw):
         if meta.free_form and isinstance(item, dict):
+            if meta.k8s is not None:
+                errors += k8s.check(meta.k8s, item, f"{path}[{i}]")
             items.append(item)
             continue
         value, errs = parse_value(shape.inner, item_meta, item, f"{path}[{i}]")
@@ -232,13 +235,15 @@ def _parse_list(shape: Shape, meta: FieldMeta, raw: list, path: str) -> tuple[An
 
 
 def _parse_map(shape: Shape, meta: FieldMeta, raw: dict, path: str) -> tuple[Any, list[FieldError]]:
+    if meta.k8s is not None:
+        return raw, k8s.check(meta.k8s, raw, path, partial=meta.k8s_partial)
     if meta.free_form or shape.inner.kind == "any":
         return raw, []
     errors = []
     if meta.max_items is not None and len(raw) > meta.max_items:
         errors.append(FieldError(path, f"{len(raw)} entries", "has too many entries",
                                  f"at most {meta.max_items}", "remove some"))
-    value_meta = FieldMeta(doc="")
+    value_meta = FieldMeta(doc="", max_length=MAP_VALUE_MAX_LENGTH)
     out = {}
     for key, value in raw.items():
         if not isinstance(key, str):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .k8s import AFFINITY, ENV_VAR_SOURCE, POD_SPEC, TOLERATION
 from .meta import DNS1123_SUBDOMAIN, RESOURCE_NAME, spec_field
 
 GROUP = "disttrain.dev"
@@ -100,7 +101,7 @@ class EnvVar:
     value: str | None = spec_field("value: the variable's value.", max_length=32768)
     value_from: dict[str, Any] | None = spec_field(
         "valueFrom: a Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, "
-        "resourceFieldRef).", free_form=True)
+        "resourceFieldRef).", free_form=True, k8s=ENV_VAR_SOURCE)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -185,9 +186,9 @@ class Scheduling:
         "nodeSelector: node labels every worker pod requires.", max_items=64)
     tolerations: list[dict[str, Any]] | None = spec_field(
         "tolerations: Kubernetes tolerations of the worker pods (e.g. for GPU taints).",
-        max_items=64, free_form=True)
+        max_items=64, free_form=True, k8s=TOLERATION)
     affinity: dict[str, Any] | None = spec_field(
-        "affinity: Kubernetes affinity of the worker pods.", free_form=True)
+        "affinity: Kubernetes affinity of the worker pods.", free_form=True, k8s=AFFINITY)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -210,7 +211,10 @@ class PodTemplate:
         "spec: a partial PodSpec merged into each worker pod: maps are merged, the "
         "trainer container (name trainer) is merged by name, other containers, volumes "
         "and lists are appended. Fields disttrain owns (command, PET_* env, restartPolicy, "
-        "hostname, subdomain) cannot be overridden.", free_form=True)
+        "hostname, subdomain) cannot be overridden. Fields that leave the container's "
+        "sandbox are refused unless the operator's pod policy allows them "
+        "(docs/security.md). `kubectl explain pod.spec` documents the fields below this level.",
+        free_form=True, k8s=POD_SPEC, k8s_partial=True, k8s_description_depth=1)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -13,6 +13,15 @@ import argparse
 import os
 import sys
 
+# The API server stores objects nested up to 10,000 levels (its JSON decoder's limit),
+# and an object written under an older, looser CRD keeps its depth. kopf decodes, copies
+# and diffs every object it watches recursively; at Python's default limit (1,000) one
+# such object kills the watcher and with it the operator, on every restart. With room for
+# 10,000 levels (about three frames each) the object is read, validate_document refuses it
+# (api/bounds.py, iteratively) with a SpecInvalid/Validated condition on that job only, and
+# every other job is served. tests/cluster/reconcile/test_hardening.py stores such an object.
+RECURSION_LIMIT = 40_000
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="disttrain-operator", description=__doc__,
@@ -36,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if not namespaces and not args.all_namespaces:
         parser.error("choose what to watch: --all-namespaces, or -n NAMESPACE (or set DISTTRAIN_WATCH_NAMESPACES)")
 
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     from kopf.cli import main as kopf_main  # imported late: `--help` works without a cluster
 
     kopf_args = ["run", "-m", "disttrain_operator.handlers"]

@@ -22,7 +22,7 @@ ESCAPES = [
     ({"volumes": [{"name": "t", "projected": {"sources": [{"configMap": {"name": "x"}},
                                                           {"serviceAccountToken": {"path": "token"}}]}}]},
      "spec.podTemplate.spec.volumes[0].projected.sources[1].serviceAccountToken: leaves"),
-    ({"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]},
+    ({"containers": [{"name": "side", "image": "x", "securityContext": {"privileged": True}}]},
      "spec.podTemplate.spec.containers[0].securityContext.privileged: leaves the container sandbox"),
     ({"containers": [{"name": "side", "image": "x", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE", "SYS_ADMIN"]}}}]},
      "spec.podTemplate.spec.containers[0].securityContext.capabilities.add[1]: leaves the container sandbox: "
@@ -74,6 +74,15 @@ def test_settings_inside_the_sandbox_pass():
             "containers": [{"name": "trainer", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]},
                                                                    "allowPrivilegeEscalation": False}}]}
     assert errors(safe) == []
+
+
+def test_a_privileged_trainer_needs_privilege_escalation_too():
+    allowed = PodPolicy(allow_all=True)
+    (message,) = errors({"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]}, allowed)
+    assert message.startswith("spec.podTemplate.spec.containers[0].securityContext.privileged: needs "
+                              "allowPrivilegeEscalation: true, which disttrain sets to false")
+    assert errors({"containers": [{"name": "trainer", "securityContext": {
+        "privileged": True, "allowPrivilegeEscalation": True}}]}, allowed) == []
 
 
 def test_automount_token_stays_owned_by_disttrain_whatever_the_policy():

@@ -254,4 +254,11 @@ def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:
                                              "", f"use {field_name}"))
             env = container.get("env", [])
             errors += check_env(env if isinstance(env, list) else [], f"{path}.env")
+            context = container.get("securityContext")
+            if isinstance(context, dict) and context.get("privileged") is True \
+                    and context.get("allowPrivilegeEscalation") is not True:
+                errors.append(FieldError(f"{path}.securityContext.privileged", True, "needs "
+                                         "allowPrivilegeEscalation: true, which disttrain sets to false",
+                                         "privileged with allowPrivilegeEscalation: true",
+                                         f"also set {path}.securityContext.allowPrivilegeEscalation: true"))
     return errors

@@ -22,6 +22,7 @@ from .kube import fetch_trainer_status
 from .pods import summarize_pod
 from .plan import JobState, decide, iso, parse_time, set_cond, status_patch
 from .render import render_pod, render_service
+from .render.network_policy import render_network_policy
 from .settings import configure, env_float  # noqa: F401  (registers the startup handler)
 from .status import (checkpoint_from_trainer, checkpoint_staleness, global_batch, progress_from_trainer,
                      status_sources)
@@ -68,6 +69,8 @@ def carry_out(plan, job: JobState, body: kopf.Body, memo: kopf.Memo) -> None:
         owned = _owned(job, body)
         if plan.create_service:
             kube.create_if_absent(render_service(owned))
+            if memo.network_policy is not None:
+                kube.create_if_absent(render_network_policy(owned, memo.network_policy))
         for index in plan.create:
             if kube.create_if_absent(render_pod(owned, job.validation.resolved, index)):
                 metrics.pods_created.inc()

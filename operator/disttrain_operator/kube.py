@@ -26,12 +26,14 @@ class Kube:
     def __init__(self, api: client.ApiClient):
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.networking = client.NetworkingV1Api(api)
 
     def create_if_absent(self, obj: dict[str, Any]) -> bool:
         """True when created, False when it already existed."""
         ns = obj["metadata"]["namespace"]
         create = {"Pod": self.core.create_namespaced_pod,
-                  "Service": self.core.create_namespaced_service}[obj["kind"]]
+                  "Service": self.core.create_namespaced_service,
+                  "NetworkPolicy": self.networking.create_namespaced_network_policy}[obj["kind"]]
         try:
             create(ns, obj)
             return True

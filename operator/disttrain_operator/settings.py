@@ -7,6 +7,8 @@ Environment (the Deployment and the chart set these):
   DISTTRAIN_LOG_FORMAT              plain | json (default plain)
   DISTTRAIN_POD_POLICY_ALLOW_ALL, DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES
                                     podTemplate settings that leave the sandbox (api/policy.py)
+  DISTTRAIN_NETWORK_POLICY, DISTTRAIN_NETWORK_POLICY_METRICS_FROM, DISTTRAIN_OPERATOR_NAMESPACE
+                                    a NetworkPolicy per job (render/network_policy.py)
 Timer intervals (DISTTRAIN_RESYNC_SECONDS, DISTTRAIN_PROGRESS_SECONDS) are read by
 handlers.py when the handlers are registered.
 """
@@ -24,6 +26,7 @@ from kubernetes import client, config
 
 from .api.names import FINALIZER
 from .api.policy import pod_policy_from_env
+from .render.network_policy import network_policy_from_env
 from .api.types import GROUP
 from .kube import Kube
 from .metrics import OperatorMetrics
@@ -67,6 +70,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     memo.staleness = {}
     memo.metrics = OperatorMetrics()
     memo.pod_policy = _pod_policy(logger)
+    memo.network_policy = _network_policy()
     port = int(env_float("DISTTRAIN_OPERATOR_METRICS_PORT", 8080))
     if port:
         memo.metrics.serve(port)
@@ -80,6 +84,13 @@ def _pod_policy(logger: logging.Logger):
         raise SystemExit(str(exc)) from None
     logger.info(f"pod policy for podTemplate settings that leave the sandbox: {policy.describe()}")
     return policy
+
+
+def _network_policy():
+    try:
+        return network_policy_from_env(os.environ)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _api_client() -> client.ApiClient:

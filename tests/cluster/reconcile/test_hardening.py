@@ -169,3 +169,19 @@ def test_the_namespaced_kustomize_overlay_and_chart_mode_are_accepted(cluster, n
     assert role["metadata"]["namespace"] == namespace and role["rules"] == overlay_role["rules"]
     assert sorted(d["kind"] for d in chart_docs if d["kind"].startswith("Cluster")) == ["ClusterRole", "ClusterRoleBinding"]
     cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=out)
+
+
+def test_each_job_gets_a_network_policy_selecting_exactly_its_workers(cluster, namespace, operator):
+    cluster.apply(job_manifest("netpol", nodes=2), namespace=namespace)
+    cluster.apply(job_manifest("other", nodes=1), namespace=namespace)
+    job = wait_phase(cluster, namespace, "netpol", "Running")
+    wait_phase(cluster, namespace, "other", "Running")
+    policy = cluster.get("networkpolicy", "netpol", namespace)
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    selector = ",".join(f"{k}={v}" for k, v in policy["spec"]["podSelector"]["matchLabels"].items())
+    selected = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)
+    assert sorted(p["metadata"]["name"] for p in selected["items"]) == ["netpol-worker-0", "netpol-worker-1"]
+    (same_job,) = [rule for rule in policy["spec"]["ingress"] if "ports" not in rule]
+    assert same_job["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
+    assert all(rule["ports"] == [{"protocol": "TCP", "port": 9400}]
+               for rule in policy["spec"]["ingress"] if "ports" in rule)

@@ -79,6 +79,16 @@ def test_kubectl_explain_prints_our_field_docs(crd):
     assert "how long agents wait for minNodes to join" in out
 
 
+def test_kubectl_explain_teaches_the_kubernetes_fields_too(crd):
+    out = crd.kubectl("explain", "dt.spec.scheduling.affinity.nodeAffinity").stdout
+    assert "Describes node affinity scheduling rules for the pod." in out
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in out
+    out = crd.kubectl("explain", "dt.spec.scheduling.tolerations.effect").stdout
+    assert "Effect indicates the taint effect to match." in out
+    out = crd.kubectl("explain", "dt.spec.podTemplate.spec").stdout
+    assert "volumes" in out and "initContainers" in out and "ephemeralContainers" not in out
+
+
 def test_kubectl_get_shows_printer_columns_and_short_names(crd, namespace):
     crd.apply(doc(name="cols", nodes=1), namespace=namespace)
     header = crd.kubectl("get", "dtrain", "-n", namespace).stdout.splitlines()[0].split()

@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
+.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd openapi lint
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -46,7 +46,16 @@ crd: venv  ## regenerate the CRD, docs/api.md and the chart's copies from their 
 	$(RUN) python -m disttrain_operator.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
 	$(RUN) python -m disttrain_operator.cli docs api > docs/api.md
 	cp manifests/crd/*.yaml charts/disttrain/crds/
-	$(RUN) python hack/chart_rbac_rules.py > charts/disttrain/rbac-rules.yaml
+	$(RUN) python hack/chart_rbac_rules.py --write
+
+openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the pinned API server, then `make crd`
+	@set -e; trap 'bash hack/cluster.sh down openapi >/dev/null 2>&1' EXIT; \
+	eval "$$(bash hack/cluster.sh up openapi)"; \
+	$(TOOLS_BIN)/kubectl get --raw /openapi/v3/api/v1 > $(CURDIR)/.openapi-core-v1.json; \
+	version=$$($(TOOLS_BIN)/kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'); \
+	python3 hack/vendor_openapi.py $(CURDIR)/.openapi-core-v1.json "$$version" > operator/disttrain_operator/api/k8s_openapi.py; \
+	rm -f $(CURDIR)/.openapi-core-v1.json
+	$(MAKE) crd
 
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py

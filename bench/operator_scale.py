@@ -33,11 +33,13 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = "bench-scale"
 NAMESPACE = "bench"
+CLAIM = "shared-checkpoints"
 WRITE_VERBS = {"POST", "PATCH", "PUT", "DELETE"}
 WRITE_RESOURCES = {("", "pods"), ("", "services"), ("", "events"), ("disttrain.dev", "distributedtrainings")}
 
@@ -137,6 +139,7 @@ class Bench:
     def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None) -> dict:
         ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
         self.kubectl("create", "namespace", ns)
+        self.checkpoint_claim(ns)
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
                "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}"}
@@ -166,7 +169,7 @@ class Bench:
             created: dict[str, float] = {}
             manifests = [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
                           "metadata": {"name": f"job-{i:04d}", "namespace": ns},
-                          "spec": {"nodes": self.nodes,
+                          "spec": {"nodes": self.nodes, "checkpoint": {"claimName": CLAIM},
                                    "trainer": {"builtin": {"steps": 1000}},
                                    "scheduling": {"nodeSelector": {"bench": "true"}}}} for i in range(jobs)]
             for chunk in range(0, jobs, 50):
@@ -215,6 +218,18 @@ class Bench:
                 "lag_p50": statistics.median(lag) if lag else float("nan"),
                 "lag_p99": percentile(lag, 0.99) if lag else float("nan"),
                 "writes_per_job": writes / jobs, "rss_mib": rss_kib / 1024}
+
+    def checkpoint_claim(self, ns: str) -> None:
+        """Jobs of several pods need a shared claim, bound, or no pod is scheduled."""
+        volume = f"{ns}-{uuid.uuid4().hex[:6]}"
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+              "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                       "claimRef": {"namespace": ns, "name": CLAIM}, "hostPath": {"path": "/nonexistent"}}}
+        pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": ns},
+               "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                        "resources": {"requests": {"storage": "1Gi"}}}}
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pv, pvc]}))
+        self.kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Bound", "--timeout=60s", f"pvc/{CLAIM}")
 
     def _watch(self, ns: str, kind: str, seen: dict[str, float], stop: threading.Event,
                running: dict[str, float] | None = None) -> None:

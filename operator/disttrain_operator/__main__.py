@@ -13,6 +13,8 @@ import argparse
 import os
 import sys
 
+from .api.bounds import RECURSION_LIMIT
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="disttrain-operator", description=__doc__,
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if not namespaces and not args.all_namespaces:
         parser.error("choose what to watch: --all-namespaces, or -n NAMESPACE (or set DISTTRAIN_WATCH_NAMESPACES)")
 
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     from kopf.cli import main as kopf_main  # imported late: `--help` works without a cluster
 
     kopf_args = ["run", "-m", "disttrain_operator.handlers"]

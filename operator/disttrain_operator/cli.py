@@ -99,7 +99,9 @@ def validated_jobs(paths: list[str], namespace: str | None = None):
 
 
 def report(doc: Document, result: Validation) -> dict[str, Any]:
-    name = doc.data.get("metadata", {}).get("name") if isinstance(doc.data.get("metadata"), dict) else None
+    metadata = doc.data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    name = name if isinstance(name, str) and len(name) <= 253 else None
     entry: dict[str, Any] = {"file": doc.path, "line": doc.line, "name": name, "valid": result.ok}
     if result.resolved is not None:
         r = result.resolved
@@ -139,8 +141,7 @@ def _count(n: int, word: str, plural: str | None = None) -> str:
 
 def _jobs_in(path: str) -> list[Document]:
     """The DistributedTraining documents of a file; other kinds are noted and skipped."""
-    text = sys.stdin.read() if path == "-" else None
-    documents = load_documents(path, text)
+    documents = load_documents(path)
     jobs = [d for d in documents if is_distributed_training(d.data)]
     for d in documents:
         if not is_distributed_training(d.data):

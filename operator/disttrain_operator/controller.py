@@ -28,12 +28,14 @@ import kopf
 
 from . import conditions as c
 from .api.names import worker_index
+from .api.policy import PodPolicy
 from .api.validate import validate_document
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, parse_time, status_patch
 from .pods import PodInfo
 from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service
+from .render.network_policy import NetworkPolicySettings, render_network_policy
 from .report import TrainerReport, parse_report
 from .settings import Settings
 from .status import status_sources
@@ -76,6 +78,8 @@ class Shared:
     kube: Kube
     metrics: OperatorMetrics
     policy: Policy
+    pod_policy: PodPolicy = PodPolicy()
+    network_policy: NetworkPolicySettings | None = None
     wakers: dict[Key, asyncio.Event] = field(default_factory=dict)
     reports: dict[Key, TrainerReport] = field(default_factory=dict)
     memories: dict[str, JobMemory] = field(default_factory=dict)  # by job uid
@@ -153,7 +157,7 @@ async def reconcile(shared: Shared, body: kopf.Body, observed: list[PodInfo]) ->
         return None  # being deleted: the garbage collector removes the children
     mem = shared.memories.setdefault(uid, JobMemory())
     moment = now()
-    validation = validate_document(_document(body))
+    validation = validate_document(_document(body), shared.pod_policy)
     base = mem.last_status if mem.last_status is not None else dict(body.get("status") or {})
     job = JobState(name=name, namespace=namespace, generation=body.metadata.get("generation"),
                    status=base, validation=validation)
@@ -192,7 +196,10 @@ async def carry_out(shared: Shared, plan: Plan, job: JobState, body: kopf.Body, 
     elif time.monotonic() >= mem.refused_until:
         owned = dataclasses.replace(job.validation.job, uid=body.metadata.uid)
         if plan.create_service and not mem.service_ok:
-            mem.service_ok = await _ensure_service(shared, render_service(owned), mem, body.metadata.uid)
+            mem.service_ok = await _ensure_child(shared, render_service(owned), mem, body.metadata.uid)
+            if mem.service_ok and shared.network_policy is not None:
+                mem.service_ok = await _ensure_child(
+                    shared, render_network_policy(owned, shared.network_policy), mem, body.metadata.uid)
             if not mem.service_ok:
                 shared.wake((job.namespace, job.name))  # the conflict goes into status next pass
                 return
@@ -241,15 +248,16 @@ async def _create_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> 
     return TAKEN
 
 
-async def _ensure_service(shared: Shared, service: dict, mem: JobMemory, uid: str) -> bool:
-    """Services are not watched: look the name up once per job and operator lifetime
-    (a read) rather than send a create that answers 409 after a restart (a write)."""
-    existing = await shared.kube.get(service["metadata"]["namespace"], "Service", service["metadata"]["name"])
+async def _ensure_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> bool:
+    """The Service and the NetworkPolicy are not watched: look the name up once per job and
+    operator lifetime (a read) rather than send a create that answers 409 after a restart."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    existing = await shared.kube.get(obj["metadata"]["namespace"], kind, name)
     if existing is None:
-        return await _create_child(shared, service, mem, uid) != TAKEN
+        return await _create_child(shared, obj, mem, uid) != TAKEN
     if _controller_uid(existing) == uid:
         return True
-    mem.conflicts[service["metadata"]["name"]] = ("Service", _describe("Service", existing))
+    mem.conflicts[name] = (kind, _describe(kind, existing))
     return False
 
 
@@ -302,7 +310,7 @@ async def poll_progress(shared: Shared, body: kopf.Body, pods_index: Any, stoppe
         await stopped.wait(shared.settings.progress_seconds)
         if stopped or (body.get("status") or {}).get("phase") not in ("Running", "Restarting"):
             continue
-        validation = validate_document(_document(body))
+        validation = validate_document(_document(body), shared.pod_policy)
         if not validation.ok:
             continue
         port = validation.job.spec.metrics.port

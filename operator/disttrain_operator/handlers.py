@@ -22,20 +22,23 @@ from .kube import Kube, login
 from .metrics import OperatorMetrics
 from .plan import Policy
 from .pods import summarize_pod
-from .settings import Settings, configure_kopf
+from .settings import Settings, configure_kopf, platform_policies
 
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     ours = Settings.from_env()
+    pod_policy, network_policy = platform_policies()
     configure_kopf(settings, ours)
+    logger.info(f"pod policy for podTemplate settings that leave the sandbox: {pod_policy.describe()}")
     metrics = OperatorMetrics()
     kube = Kube(login(), qps=ours.api_qps, burst=ours.api_burst,
                 on_answer=lambda verb, code: metrics.api_requests.labels(verb=verb, code=str(code)).inc())
     memo.shared = Shared(
         settings=ours, kube=kube, metrics=metrics,
         policy=Policy(backoff_base_seconds=ours.restart_backoff_seconds,
-                      backoff_max_seconds=ours.restart_backoff_max_seconds))
+                      backoff_max_seconds=ours.restart_backoff_max_seconds),
+        pod_policy=pod_policy, network_policy=network_policy)
     if ours.metrics_port:
         metrics.serve(ours.metrics_port)
         logger.info(f"metrics on :{ours.metrics_port}/metrics")

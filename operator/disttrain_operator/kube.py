@@ -153,7 +153,7 @@ class Kube:
     async def create(self, obj: dict[str, Any]) -> Created:
         """POST; on 409 the holder of the name is fetched so the caller can check its owner."""
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
-        path = _core_path(ns, kind)
+        path = _child_path(ns, kind)
         status, payload = await self._create_or_conflict(path, obj, f"creating {kind} {ns}/{name}")
         if status != 409:
             return Created(created=True)
@@ -170,7 +170,7 @@ class Kube:
             raise
 
     async def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-        status, payload = await self.request("GET", f"{_core_path(namespace, kind)}/{name}",
+        status, payload = await self.request("GET", f"{_child_path(namespace, kind)}/{name}",
                                              doing=f"reading {kind} {namespace}/{name}", ok_missing=True)
         return payload if status != 404 else None
 
@@ -212,8 +212,13 @@ class Kube:
         return data if isinstance(data, dict) else None
 
 
-def _core_path(namespace: str, kind: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/{ {'Pod': 'pods', 'Service': 'services'}[kind] }"
+# Where each kind of child lives in the API.
+_PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",
+          "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"}
+
+
+def _child_path(namespace: str, kind: str) -> str:
+    return _PATHS[kind].format(ns=namespace)
 
 
 def _job_path(namespace: str) -> str:

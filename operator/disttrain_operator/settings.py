@@ -1,18 +1,28 @@
 """Operator settings: one documented dataclass, read once from the environment at start-up
 (the Deployment and the chart set these variables), and kopf's own settings beside it.
+
+The platform's policies have their own parsers beside the code they configure:
+  DISTTRAIN_POD_POLICY_ALLOW_ALL, DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES
+      podTemplate settings that leave the sandbox (api/policy.py)
+  DISTTRAIN_NETWORK_POLICY, DISTTRAIN_NETWORK_POLICY_METRICS_FROM, DISTTRAIN_OPERATOR_NAMESPACE
+      a NetworkPolicy per job (render/network_policy.py)
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
 import kopf
 
+from .api.bounds import RECURSION_LIMIT
 from .api.names import FINALIZER, JOB_LABEL
+from .api.policy import PodPolicy, pod_policy_from_env
 from .api.types import GROUP
+from .render.network_policy import NetworkPolicySettings, network_policy_from_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +67,24 @@ class Settings:
         return settings
 
 
+def platform_policies(env: dict[str, str] | None = None) -> tuple[PodPolicy, NetworkPolicySettings | None]:
+    """The pod policy and the per-job NetworkPolicy settings; a bad value stops the operator
+    with the variable named."""
+    env = dict(os.environ if env is None else env)
+    try:
+        return pod_policy_from_env(env), network_policy_from_env(env)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+
+
 ENV_NAMES = {"metrics_port": "DISTTRAIN_OPERATOR_METRICS_PORT",
              **{f.name: f"DISTTRAIN_{f.name.upper()}" for f in fields(Settings) if f.name != "metrics_port"}}
 
 
 def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
+    # Deep objects stored under an older, looser CRD must decode, so validation can say
+    # what is wrong with that one job (see __main__.RECURSION_LIMIT; also for `kopf run`).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(

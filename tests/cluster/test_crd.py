@@ -48,8 +48,11 @@ def test_every_example_is_stored(crd, namespace):
     ({"trainer": {"builtin": {}, "command": ["t.py"]}}, "set exactly one of trainer.builtin"),
     ({"trainer": {"builtin": {}, "args": ["x"]}}, "trainer.args is only used with trainer.command"),
     ({"nodes": 2, "minNodes": 1, "mesh": {"fsdp": 2, "tp": 1}}, "mesh needs a fixed world size"),
-    ({"nprocPerNode": "many"}, "nprocPerNode must be an integer >= 1 or the string auto"),
-    ({"nprocPerNode": 0}, "nprocPerNode must be an integer >= 1 or the string auto"),
+    ({"nprocPerNode": "many"}, "nprocPerNode must be an integer from 1 to 128 or the string auto"),
+    ({"nprocPerNode": 0}, "nprocPerNode must be an integer from 1 to 128 or the string auto"),
+    ({"nprocPerNode": 100000000000}, "nprocPerNode must be an integer from 1 to 128 or the string auto"),
+    ({"nodes": 2}, "checkpoint.claimName is required when the job can have more than one pod"),
+    ({"nodes": 1, "maxNodes": 2, "checkpoint": {"path": "/c"}}, "checkpoint.claimName is required"),
     ({"strategy": "ddpp"}, 'spec.strategy: Unsupported value: "ddpp"'),
     ({"gpusPerNode": -1}, "spec.gpusPerNode: Invalid value: -1: spec.gpusPerNode in body should be greater than or equal to 0"),
     ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "Duplicate value"),
@@ -76,6 +79,16 @@ def test_kubectl_explain_prints_our_field_docs(crd):
     assert "how long agents wait for minNodes to join" in out
 
 
+def test_kubectl_explain_teaches_the_kubernetes_fields_too(crd):
+    out = crd.kubectl("explain", "dt.spec.scheduling.affinity.nodeAffinity").stdout
+    assert "Describes node affinity scheduling rules for the pod." in out
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in out
+    out = crd.kubectl("explain", "dt.spec.scheduling.tolerations.effect").stdout
+    assert "Effect indicates the taint effect to match." in out
+    out = crd.kubectl("explain", "dt.spec.podTemplate.spec").stdout
+    assert "volumes" in out and "initContainers" in out and "ephemeralContainers" not in out
+
+
 def test_kubectl_get_shows_printer_columns_and_short_names(crd, namespace):
     crd.apply(doc(name="cols", nodes=1), namespace=namespace)
     header = crd.kubectl("get", "dtrain", "-n", namespace).stdout.splitlines()[0].split()
@@ -85,7 +98,7 @@ def test_kubectl_get_shows_printer_columns_and_short_names(crd, namespace):
 
 
 def test_status_and_scale_subresources(crd, namespace):
-    crd.apply(doc(name="scaled", nodes=1, maxNodes=3), namespace=namespace)
+    crd.apply(doc(name="scaled", nodes=1, maxNodes=3, checkpoint={"claimName": "c"}), namespace=namespace)
     crd.kubectl("scale", "dt/scaled", "-n", namespace, "--replicas=3")
     assert crd.get("dt", "scaled", namespace)["spec"]["nodes"] == 3
     # A spec write cannot touch status (the status subresource is separate).

@@ -24,7 +24,7 @@ def job_doc(name: str, steps: int) -> dict:
         "spec": {"strategy": "ddp", "nodes": 2, "nprocPerNode": 1, "gpusPerNode": 0, "precision": "32",
                  "trainer": {"builtin": {"model": "gpt-nano", "dataset": "text", "steps": steps,
                                          "batchSize": 4, "learningRate": 0.001}},
-                 "checkpoint": {"intervalSteps": 10, "keep": 2}},
+                 "checkpoint": {"intervalSteps": 10, "keep": 2, "claimName": "local"}},
     }
 
 

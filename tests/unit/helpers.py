@@ -8,11 +8,19 @@ from typing import Any
 from disttrain_operator.api import validate_document
 
 
-def job(**spec: Any) -> dict:
-    """A minimal valid DistributedTraining document with `spec` overrides."""
+SHARED_CLAIM = "shared-checkpoints"
+
+
+def job(*, shared_claim: bool = True, **spec: Any) -> dict:
+    """A minimal valid DistributedTraining document with `spec` overrides. A spec that can
+    have more than one pod gets checkpoint.claimName (required then) unless it names one,
+    or `shared_claim=False` asks for none."""
+    spec = copy.deepcopy(spec)
+    pods = [spec.get(k) for k in ("nodes", "maxNodes")]
+    if shared_claim and any(isinstance(n, int) and n > 1 for n in pods) and isinstance(spec.get("checkpoint", {}), dict):
+        spec["checkpoint"] = {"claimName": SHARED_CLAIM, **spec.get("checkpoint", {})}
     return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-            "metadata": {"name": "demo", "namespace": "team-a"},
-            "spec": copy.deepcopy(spec)}
+            "metadata": {"name": "demo", "namespace": "team-a"}, "spec": spec}
 
 
 def errors_of(doc: dict) -> list[str]:

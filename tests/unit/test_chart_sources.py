@@ -29,7 +29,7 @@ def load(path):
 
 
 def test_chart_crds_are_the_manifests_crds():
-    for name in os.listdir(os.path.join(ROOT, "manifests", "crd")):
+    for name in [n for n in os.listdir(os.path.join(ROOT, "manifests", "crd")) if n.endswith(".yaml")]:
         assert load(os.path.join(CHART, "crds", name)) == load(os.path.join(ROOT, "manifests", "crd", name)), \
             f"charts/disttrain/crds/{name} drifted: run `make crd`"
 
@@ -54,3 +54,24 @@ def test_dashboards_query_only_metrics_we_export():
         assert exprs, name
         for expr in exprs:
             assert metric_names(expr) and metric_names(expr) <= METRICS, (name, expr)
+
+
+def test_namespaced_rbac_is_the_cluster_role_split():
+    """The namespaced mode's Role and read-only ClusterRole are generated from the same
+    rules (`make crd`): together they grant nothing the cluster-wide role does not, and
+    nothing cluster-scoped beyond reads."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rbac", os.path.join(ROOT, "hack", "chart_rbac_rules.py"))
+    rbac = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rbac)
+    namespaced, cluster = rbac.split(rbac.rules())
+    assert load(os.path.join(CHART, "rbac-rules-namespaced.yaml"))[0] == namespaced, "run `make crd`"
+    assert load(os.path.join(CHART, "rbac-rules-cluster-read.yaml"))[0] == cluster, "run `make crd`"
+    overlay = [d for d in load(os.path.join(ROOT, "manifests", "namespaced", "rbac.yaml")) if d]
+    assert next(d for d in overlay if d["kind"] == "Role")["rules"] == namespaced
+    assert next(d for d in overlay if d["kind"] == "ClusterRole")["rules"] == cluster
+    assert {r for rule in namespaced for r in rule["resources"]} == {
+        "distributedtrainings", "distributedtrainings/status", "pods", "services", "networkpolicies", "events",
+        "kopfpeerings"}
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster)

@@ -46,8 +46,9 @@ def test_a_pod_just_created_is_neither_created_again_nor_replaced_as_outdated():
 
     from .test_plan import NOW, POLICY, pod, state
 
-    j, r, _ = load_job({"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-                        "metadata": {"name": "demo", "namespace": "team-a"}, "spec": {"nodes": 2}})
+    from .helpers import job as job_doc
+
+    j, r, _ = load_job(job_doc(nodes=2))
     fresh = render_pod(j, r, 1)["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
     mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() + 30, fresh)})
     pods, _ = _own_pods([pod(0, nodes=2)], None, mem)  # type: ignore[arg-type]

@@ -34,13 +34,62 @@ def walk(node: dict, path: str):
 
 
 def test_every_field_is_documented_and_the_doc_starts_with_its_name():
+    ours = set(schema.field_paths()) | {"spec"}
     for path, node in walk(openapi()["properties"]["spec"], "spec"):
+        if path.replace("[]", "") not in ours:
+            continue  # inside a Kubernetes type: its own documentation (api/k8s.py)
         if path.endswith("[]") and "properties" not in node:
             continue  # plain or pass-through items are described by their list
         assert node.get("description"), f"{path} has no description"
         leaf = path.rsplit(".", 1)[-1]
         if not leaf.endswith("[]") and path != "spec":
             assert node["description"].startswith(f"{leaf}:"), path
+
+
+def walk_all(node: dict, path: str):
+    """Every schema node, maps' value schemas included."""
+    yield from ((p, n) for p, n in walk(node, path))
+    for p, n in list(walk(node, path)):
+        if isinstance(n.get("additionalProperties"), dict):
+            yield from walk_all(n["additionalProperties"], f"{p}{{}}")
+
+
+def test_every_list_string_and_map_is_bounded_and_nothing_is_free_form():
+    for path, node in walk_all(openapi()["properties"]["spec"], "spec"):
+        assert not node.get("x-kubernetes-preserve-unknown-fields"), f"{path} is free-form"
+        kind = node.get("type")
+        if kind == "array":
+            assert "maxItems" in node, f"{path} has no maxItems"
+        elif kind == "string":
+            assert {"maxLength", "enum"} & set(node), f"{path} has no maxLength"
+        elif kind == "object" and "additionalProperties" in node:
+            assert "maxProperties" in node, f"{path} has no maxProperties"
+
+
+def test_the_crd_fits_client_side_apply():
+    """`kubectl apply` (client-side) stores the object's JSON in an annotation, and all
+    annotations of an object must fit in 256 KiB; etcd stores at most about 1.5 MiB."""
+    import json
+
+    size = len(json.dumps(schema.crd(), separators=(",", ":")))
+    assert size < 200 * 1024, f"the CRD is {size} bytes of JSON"
+    assert size > 60 * 1024  # the Kubernetes types are really embedded
+
+
+def test_kubernetes_fields_are_typed_from_the_pinned_openapi():
+    props = openapi()["properties"]["spec"]["properties"]
+    affinity = props["scheduling"]["properties"]["affinity"]
+    term = affinity["properties"]["nodeAffinity"]["properties"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expression = term["properties"]["nodeSelectorTerms"]["items"]["properties"]["matchExpressions"]["items"]
+    assert expression["properties"]["operator"]["enum"] == ["DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn"]
+    assert expression["required"] == ["key", "operator"]
+    tolerations = props["scheduling"]["properties"]["tolerations"]
+    assert tolerations["maxItems"] == 64 and "effect" in tolerations["items"]["properties"]
+    pod = props["podTemplate"]["properties"]["spec"]
+    assert "required" not in pod and pod["properties"]["containers"]["items"]["required"] == ["name"]
+    assert "ephemeralContainers" not in pod["properties"] and "hostPath" in \
+        pod["properties"]["volumes"]["items"]["properties"]
+    assert props["env"]["items"]["properties"]["valueFrom"]["properties"]["secretKeyRef"]["required"] == ["key"]
 
 
 def test_schema_is_structural():
@@ -54,7 +103,11 @@ def test_defaults_in_the_schema_are_the_ones_the_validator_applies():
     assert props["nodes"]["default"] == spec.nodes
     assert props["rendezvous"]["properties"]["port"]["default"] == spec.rendezvous.port
     assert props["checkpoint"]["properties"]["keep"]["default"] == spec.checkpoint.keep
-    assert props["trainer"]["default"] == {"builtin": {}}
+    # No schema default for trainer: the operator sees that none was set and says which
+    # built-in trainer runs (DefaultTrainer); the builtin's own fields have defaults.
+    assert "default" not in props["trainer"]
+    assert props["trainer"]["properties"]["builtin"]["properties"]["steps"]["default"] == \
+        validate_document(job()).job.spec.trainer.builtin.steps
 
 
 def test_bounds_and_enums_come_from_the_types():

@@ -6,6 +6,7 @@ import pytest
 
 from disttrain_operator.api import validate_document
 from disttrain_operator.api.defaults import DDP_SINGLE_DEVICE
+from disttrain_operator.render import render_children
 
 from .helpers import errors_of, job, warnings_of
 
@@ -162,12 +163,50 @@ def test_bad_quantity_is_an_error():
     assert message.startswith("spec.resources.requests.cpu: is not a Kubernetes quantity (got 'two')")
 
 
-@pytest.mark.parametrize("command", [["python", "train.py"], ["python3", "-m", "x"], ["torchrun", "t.py"],
-                                     ["/usr/bin/python3.11", "t.py"]])
-def test_command_starting_with_a_launcher_is_an_error(command):
+@pytest.mark.parametrize("command,runs,dropped", [
+    (["python", "train.py", "--lr", "1"], ["train.py", "--lr", "1"], "python"),
+    (["python3", "-m", "pkg.train", "--x"], ["--module", "pkg.train", "--x"], "python3 -m"),
+    (["/usr/bin/python3.11", "t.py"], ["t.py"], "/usr/bin/python3.11"),
+    (["torchrun", "t.py", "-v"], ["t.py", "-v"], "torchrun"),
+    (["torchrun", "-m", "pkg.train"], ["--module", "pkg.train"], "torchrun"),
+    (["python", "-m", "torch.distributed.run", "t.py"], ["t.py"], "python -m torch.distributed.run"),
+])
+def test_command_starting_with_a_launcher_is_translated_with_a_warning(command, runs, dropped):
+    result = validate_document(job(trainer={"command": command, "args": ["--epochs", "2"]}))
+    assert result.ok, result.errors
+    assert result.job.spec.trainer.command == runs
+    message = {w.reason: w.message for w in result.warnings}["LauncherTranslated"]
+    assert message == (f"starts with {dropped!r}, but the pod already runs torchrun: running "
+                       f"`torchrun {' '.join(runs)}`; write command: {runs!r} to silence this")
+    pod = render_children(result.job, result.resolved)[1]
+    assert pod["spec"]["containers"][0]["command"] == ["torchrun", *runs, "--epochs", "2"]
+
+
+@pytest.mark.parametrize("command,start,fix", [
+    (["torchrun", "--nproc_per_node=4", "t.py"], "spec.trainer.command[1]: passes torchrun flags",
+     "Fix: drop 'torchrun' and its flags ['--nproc_per_node=4']: command: [<your script>, ...]; set spec.nodes"),
+    (["python", "-m", "torch.distributed.run", "--nnodes", "2", "t.py"], "spec.trainer.command[3]: passes torchrun flags",
+     "Fix: drop 'python -m torch.distributed.run' and its flags ['--nnodes']"),
+    (["python", "-u", "t.py"], "spec.trainer.command[1]: starts python with its own options",
+     "Fix: drop the python options (for -u set env PYTHONUNBUFFERED=1)"),
+    (["python"], "spec.trainer.command[0]: starts python without a script", "Fix: name your script"),
+    (["bash", "-c", "python t.py"], "spec.trainer.command[0]: is a shell, but torchrun runs command[0] with python",
+     "Fix: move the shell steps"),
+])
+def test_launcher_flags_stay_an_error_with_the_fix(command, start, fix):
     (message,) = errors_of(job(trainer={"command": command}))
-    assert message.startswith("spec.trainer.command[0]: starts a launcher")
-    assert f"Fix: drop {command[0]!r}" in message
+    assert message.startswith(start) and fix in message, message
+
+
+def test_a_job_without_trainer_says_which_builtin_trainer_runs():
+    doc = job()
+    doc["spec"].pop("trainer", None)
+    result = validate_document(doc)
+    assert result.ok and result.job.spec.trainer.builtin.model == "gpt-nano"
+    assert {w.reason: w.message for w in result.warnings}["DefaultTrainer"] == (
+        "not set: running the built-in trainer (python -m disttrain_trainer): model gpt-nano on dataset text, "
+        "100 steps, batchSize 8; set spec.trainer.builtin or spec.trainer.command to choose")
+    assert "DefaultTrainer" not in {w.reason for w in validate_document(job(trainer={"builtin": {}})).warnings}
 
 
 def test_exactly_one_of_builtin_or_command():
@@ -198,9 +237,19 @@ def test_pod_template_cannot_override_owned_fields():
     assert any("Fix: use spec.trainer.command" in m for m in messages)
 
 
-def test_elastic_jobs_without_shared_checkpoints_warn():
-    assert "split across pods" in warnings_of(job(nodes=2))["EphemeralCheckpoints"]
+def test_jobs_of_several_pods_need_a_shared_claim():
+    (message,) = errors_of(job(nodes=2, shared_claim=False))
+    assert message.startswith("spec.checkpoint.claimName: is required when the job can have more than one pod "
+                              "(maxNodes 2): without a shared volume no checkpoint can be resumed (not set)")
+    assert "Fix: create one (see docs/guide.md, Checkpoints)" in message
+    assert errors_of(job(nodes=1, maxNodes=3, shared_claim=False))[0].startswith("spec.checkpoint.claimName: is required")
+    assert errors_of(job(nodes=2, checkpoint={"claimName": "ckpt"})) == []
     assert "EphemeralCheckpoints" not in warnings_of(job(nodes=2, checkpoint={"claimName": "ckpt"}))
+
+
+def test_a_single_pod_keeps_its_emptydir_with_a_warning():
+    assert errors_of(job(nodes=1)) == []
+    assert "lost when the pod is recreated" in warnings_of(job(nodes=1))["EphemeralCheckpoints"]
 
 
 def test_checkpoint_interval_beyond_steps_warns():

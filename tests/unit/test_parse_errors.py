@@ -96,3 +96,32 @@ def test_valid_spec_gets_documented_defaults():
     assert spec.trainer.builtin.model == "gpt-nano" and spec.trainer.builtin.dataset == "text"
     assert spec.clean_pod_policy == "Running" and spec.backoff_limit == 6
     assert spec.metrics.port == 9400
+
+
+@pytest.mark.parametrize("spec,start", [
+    ({"scheduling": {"affinity": {"nodeAfinity": {}}}},
+     "spec.scheduling.affinity.nodeAfinity: is not a known field (got {}); allowed: the Kubernetes v1.37.1 fields "
+     "here. Fix: did you mean 'nodeAffinity'?"),
+    ({"scheduling": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "in"}]}]}}}}},
+     "spec.scheduling.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+     ".matchExpressions[0].operator: is not allowed (got 'in'); allowed: DoesNotExist, Exists, Gt, In, Lt, NotIn. "
+     "Fix: use 'In' (values are case-sensitive)"),
+    ({"scheduling": {"tolerations": [{"key": "gpu", "effect": "NoSchedul"}]}},
+     "spec.scheduling.tolerations[0].effect: is not allowed (got 'NoSchedul')"),
+    ({"scheduling": {"tolerations": [{"tolerationSeconds": "60"}]}},
+     "spec.scheduling.tolerations[0].tolerationSeconds: must be an integer (got '60')"),
+    ({"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]},
+     "spec.env[0].valueFrom.secretKeyRef.key: is required (not set)"),
+    ({"podTemplate": {"spec": {"containers": [{"image": "x"}]}}},
+     "spec.podTemplate.spec.containers[0].name: is required (not set)"),
+    ({"podTemplate": {"spec": {"ephemeralContainers": [{"name": "x"}]}}},
+     "spec.podTemplate.spec.ephemeralContainers: is not a known field"),
+    ({"podTemplate": {"spec": {"volumes": [{"name": "v", "cephfs": {"monitors": ["m"]}}]}}},
+     "spec.podTemplate.spec.volumes[0].cephfs: is not a known field"),
+    ({"podTemplate": {"spec": {"containers": [{"name": "s", "args": ["x"] * 1025}]}}},
+     "spec.podTemplate.spec.containers[0].args: has too many items (got '1025 items'); allowed: at most 1024"),
+])
+def test_kubernetes_fields_are_checked_offline_like_the_api_server(spec, start):
+    messages = errors_of(job(**spec))
+    assert any(m.startswith(start) for m in messages), messages

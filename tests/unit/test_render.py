@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from disttrain_operator.api import load_job
 from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_children, template_hash
 
@@ -192,3 +194,26 @@ def test_rendered_children_are_valid_kubernetes_api_objects():
         model = client.V1Pod.from_dict(pod)
         assert model.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
         assert model.spec.containers[1].name == "sidecar"
+
+
+def test_network_policy_admits_the_job_its_operator_and_prometheus_only():
+    from disttrain_operator.render.network_policy import NetworkPolicySettings, network_policy_from_env, \
+        render_network_policy
+
+    j, _ = load_job(job(nodes=2, metrics={"port": 9500}))[:2]
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policy = render_network_policy(j, NetworkPolicySettings(metrics_from=(prometheus,), operator_namespace="ops"))
+    workers = {"matchLabels": {"disttrain.dev/job": "demo", "disttrain.dev/role": "worker"}}
+    assert policy["metadata"]["name"] == "demo" and policy["metadata"]["namespace"] == "team-a"
+    assert policy["spec"]["podSelector"] == workers and policy["spec"]["policyTypes"] == ["Ingress"]
+    same_job, metrics = policy["spec"]["ingress"]
+    assert same_job == {"from": [{"podSelector": workers}]}
+    assert metrics["ports"] == [{"protocol": "TCP", "port": 9500}]
+    assert metrics["from"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "ops"}}
+    assert metrics["from"][1] == prometheus
+    # Nobody on the metrics port when no one is named: that rule is left out.
+    assert len(render_network_policy(j, NetworkPolicySettings())["spec"]["ingress"]) == 1
+    assert network_policy_from_env({"DISTTRAIN_NETWORK_POLICY": "false"}) is None
+    assert network_policy_from_env({}) == NetworkPolicySettings()
+    with pytest.raises(ValueError, match="give a JSON list of NetworkPolicyPeers"):
+        network_policy_from_env({"DISTTRAIN_NETWORK_POLICY_METRICS_FROM": "{monitoring}"})

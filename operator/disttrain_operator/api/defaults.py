@@ -8,10 +8,12 @@ the guardrails, each of which says what it did instead of what was asked.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from typing import Any
 
 from . import types as t
-from .errors import FieldError, GuardrailWarning
+from .errors import FieldError, GuardrailWarning, unset
 from .meta import fields_of, meta_of
 from .parse import parse_object
 from . import reasons
@@ -40,6 +42,85 @@ def apply_defaults(obj: Any) -> Any:
     return obj
 
 
+PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+SHELLS = ("sh", "bash", "dash", "zsh")
+
+
+def settle_trainer(job: t.Job) -> tuple[t.Job, list[GuardrailWarning], list[FieldError]]:
+    """The trainer as torchrun will run it. No trainer: the built-in one, said out loud.
+    A command that starts a launcher the pod already runs (`python -m X`, `python x.py`,
+    `torchrun x.py`) is translated, with a warning; launcher flags stay an error."""
+    trainer = job.spec.trainer
+    if trainer is None:
+        builtin = apply_defaults(t.BuiltinTrainer())
+        warning = GuardrailWarning(
+            reasons.DEFAULT_TRAINER, "spec.trainer",
+            f"not set: running the built-in trainer (python -m disttrain_trainer): model "
+            f"{builtin.model} on dataset {builtin.dataset}, {builtin.steps} steps, batchSize "
+            f"{builtin.batch_size}; set spec.trainer.builtin or spec.trainer.command to choose")
+        spec = dataclasses.replace(job.spec, trainer=t.TrainerSpec(builtin=builtin))
+        return dataclasses.replace(job, spec=spec), [warning], []
+    if not trainer.command:
+        return job, [], []
+    command, warning, errors = translate_command(trainer.command)
+    if command is None:
+        return job, [], errors
+    if warning is None:
+        return job, [], []
+    spec = dataclasses.replace(job.spec, trainer=dataclasses.replace(trainer, command=command))
+    return dataclasses.replace(job, spec=spec), [warning], []
+
+
+def translate_command(command: list[str]) -> tuple[list[str] | None, GuardrailWarning | None, list[FieldError]]:
+    """(command for `torchrun <command>`, warning if translated, errors)."""
+    head = os.path.basename(command[0])
+    rest = command[1:]
+    path = "spec.trainer.command"
+    if head in SHELLS:
+        return None, None, [FieldError(f"{path}[0]", command[0], "is a shell, but torchrun runs "
+                                       "command[0] with python", "a Python script, or --module NAME",
+                                       "move the shell steps into the image or a Python script")]
+    torchrun_module = PYTHON.fullmatch(head) and rest[:2] in (["-m", "torch.distributed.run"],
+                                                              ["-m", "torch.distributed.launch"])
+    if head == "torchrun" or torchrun_module:
+        launcher = command[:3] if torchrun_module else command[:1]
+        args = command[len(launcher):]
+        if args[:1] in (["-m"], ["--module"]) and len(args) > 1:
+            translated = ["--module", *args[1:]]
+        elif args and not args[0].startswith("-"):
+            translated = args
+        else:
+            flags = [a for a in args if a.startswith("-")][:4]
+            return None, None, [FieldError(
+                f"{path}[{len(launcher)}]", args[0] if args else unset(),
+                "passes torchrun flags, but disttrain sets torchrun's options from the spec",
+                "the script and its arguments, or --module NAME",
+                f"drop {' '.join(launcher)!r} and its flags {flags}: command: [<your script>, ...]; "
+                "set spec.nodes, spec.nprocPerNode, spec.maxRestarts and spec.rendezvous instead")]
+        return translated, _translated(launcher, translated), []
+    if PYTHON.fullmatch(head):
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            translated = ["--module", *rest[1:]]
+        elif rest and not rest[0].startswith("-"):
+            translated = rest
+        else:
+            return None, None, [FieldError(
+                f"{path}[1]" if rest else f"{path}[0]", rest[0] if rest else command[0],
+                "starts python with its own options, but torchrun starts python itself" if rest
+                else "starts python without a script", "your script, or --module NAME",
+                "drop the python options (for -u set env PYTHONUNBUFFERED=1): "
+                "command: [<your script>, ...]" if rest else "name your script: command: [train.py]")]
+        return translated, _translated(command[:1] if translated is rest else command[:2], translated), []
+    return command, None, []
+
+
+def _translated(dropped: list[str], command: list[str]) -> GuardrailWarning:
+    return GuardrailWarning(
+        reasons.LAUNCHER_TRANSLATED, "spec.trainer.command",
+        f"starts with {' '.join(dropped)!r}, but the pod already runs torchrun: running "
+        f"`torchrun {' '.join(command)}`; write command: {command!r} to silence this")
+
+
 def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[GuardrailWarning], list[FieldError]]:
     """Resolve topology, strategy and precision of a defaulted spec."""
     warnings: list[GuardrailWarning] = []
@@ -54,6 +135,7 @@ def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[Guardrail
     if not errors:  # a mesh error on top of a bad nprocPerNode would only repeat it
         errors += check_mesh(spec, world, nproc, min_nodes, max_nodes, warnings)
     precision = resolve_precision(spec, strategy, warnings)
+    errors += checkpoint_errors(spec, max_nodes)
     warnings += checkpoint_warnings(spec, max_nodes)
     warnings += image_warnings(spec)
     resolved = t.Resolved(strategy=strategy, nodes=nodes, min_nodes=min_nodes,
@@ -69,9 +151,11 @@ def resolve_nproc(spec: t.DistributedTrainingSpec, warnings: list, errors: list)
             errors.append(FieldError("spec.nprocPerNode", asked, "is not allowed",
                                      "an integer >= 1 or auto", "write auto or a number"))
         return gpus if gpus > 0 else 1
-    if asked < 1:
+    if asked < 1 or asked > t.MAX_NPROC_PER_NODE:
         errors.append(FieldError("spec.nprocPerNode", asked, "is out of range",
-                                 "an integer >= 1 or auto", "use auto"))
+                                 f"an integer from 1 to {t.MAX_NPROC_PER_NODE} (one process per "
+                                 "GPU or per group of CPU cores; no node has more), or auto",
+                                 "use auto"))
         return 1
     if gpus > 0 and asked > gpus:
         if spec.mesh is not None:
@@ -155,20 +239,27 @@ def resolve_precision(spec: t.DistributedTrainingSpec, strategy: str, warnings: 
     return asked
 
 
+def checkpoint_errors(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[FieldError]:
+    """Several pods without a shared claim cannot resume: each pod's emptyDir holds only its
+    own shards, rank 0 alone writes the checkpoint's metadata and purges old steps, so a
+    resume fails on every rank and the other pods' partial steps are never cleaned up."""
+    if spec.checkpoint.claim_name is not None or max_nodes <= 1:
+        return []
+    return [FieldError(
+        "spec.checkpoint.claimName", unset(), f"is required when the job can have more than one "
+        f"pod (maxNodes {max_nodes}): without a shared volume no checkpoint can be resumed",
+        "a ReadWriteMany PersistentVolumeClaim in the job's namespace",
+        "create one (see docs/guide.md, Checkpoints) and set spec.checkpoint.claimName: <its name>; "
+        "`disttrain run --local` keeps checkpoints in --workdir whatever the claim")]
+
+
 def checkpoint_warnings(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[GuardrailWarning]:
     ckpt, out = spec.checkpoint, []
-    if ckpt.claim_name is None:
-        if max_nodes > 1:
-            message = ("not set: each pod writes its shards to its own "
-                       "emptyDir, so a checkpoint is split across pods and lost when a pod "
-                       "is recreated; set checkpoint.claimName to a ReadWriteMany "
-                       "PersistentVolumeClaim")
-        else:
-            message = ("not set: checkpoints live in the pod's emptyDir and "
-                       "are lost when the pod is recreated; set checkpoint.claimName to a "
-                       "PersistentVolumeClaim")
-        out.append(GuardrailWarning(reasons.EPHEMERAL_CHECKPOINTS, "spec.checkpoint.claimName",
-                                    message))
+    if ckpt.claim_name is None and max_nodes <= 1:
+        out.append(GuardrailWarning(
+            reasons.EPHEMERAL_CHECKPOINTS, "spec.checkpoint.claimName",
+            "not set: checkpoints live in the pod's emptyDir and are lost when the pod is "
+            "recreated; set checkpoint.claimName to a PersistentVolumeClaim"))
     builtin = spec.trainer.builtin
     if builtin is not None and ckpt.interval_steps > builtin.steps:
         out.append(GuardrailWarning(

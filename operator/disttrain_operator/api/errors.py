@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -65,6 +66,21 @@ def did_you_mean(value: Any, choices: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
+class _BoundedRepr(reprlib.Repr):
+    """repr() that stays short and cheap whatever the value: no walk of a whole alias
+    bomb, no ValueError for integers of thousands of digits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxdict, self.maxlist, self.maxstring, self.maxother = 3, 4, 4, 70, 70
+
+    def repr_int(self, x: int, level: int) -> str:
+        return repr(x) if abs(x) < 10**30 else f"<an integer of {x.bit_length()} bits>"
+
+
+_REPR = _BoundedRepr()
+
+
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -22,6 +22,8 @@ class FieldMeta:
     default: Any = None
     minimum: int | float | None = None
     maximum: int | float | None = None
+    # Why the maximum is what it is; shown with the bound in errors and the API reference.
+    maximum_reason: str | None = None
     exclusive_minimum: bool = False
     max_length: int | None = None
     max_items: int | None = None
@@ -30,6 +32,12 @@ class FieldMeta:
     json_name: str | None = None
     # A Kubernetes-shaped value we pass through (affinity, tolerations, pod spec).
     free_form: bool = False
+    # Its core/v1 definition (api/k8s.py): typed and bounded in the CRD and offline.
+    k8s: str | None = None
+    # Only for k8s: a partial object (merged into ours), no top-level required fields.
+    k8s_partial: bool = False
+    # Only for k8s: keep its descriptions this many levels down (the CRD's size).
+    k8s_description_depth: int | None = None
     # list-type map: entries are unique by these keys (e.g. env by name).
     list_map_keys: tuple[str, ...] = ()
     # Fields that cannot change while pods run: suspend the job to change them.
@@ -38,6 +46,9 @@ class FieldMeta:
 
 
 META_KEY = "disttrain"
+# A string value in a map field (labels, annotations, nodeSelector, resources): Kubernetes
+# bounds labels at 63 and all annotations together at 256 KiB; one value stays below that.
+MAP_VALUE_MAX_LENGTH = 65536
 
 
 def spec_field(doc: str, **meta: Any) -> Any:

@@ -17,6 +17,13 @@ INDEX_LABEL = f"{GROUP}/worker-index"
 ROLE_LABEL = f"{GROUP}/role"
 FINALIZER = f"{GROUP}/finalizer"
 CONTAINER_NAME = "trainer"
+# Directories every worker pod mounts besides the checkpoint volume (render/pod.py):
+# NCCL and DataLoader workers share tensors through a memory-backed /dev/shm, and the
+# read-only root filesystem needs a writable /tmp.
+SHM_MOUNT = "/dev/shm"
+TMP_MOUNT = "/tmp"
+# Kernel filesystems the container runtime mounts: a volume may not be, hold or cover them.
+SYSTEM_DIRECTORIES = ("/dev", "/proc", "/sys")
 
 
 def worker_name(job: str, index: int) -> str:

@@ -4,11 +4,14 @@ metadata. Never raises: every problem becomes a FieldError."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
+from . import k8s
 from . import types as t
+from .bounds import key_path
 from .errors import FieldError, did_you_mean, unset
-from .meta import DNS1123_LABEL, FieldMeta, Shape, fields_of, json_name, matches, meta_of
+from .meta import DNS1035_LABEL, DNS1123_LABEL, MAP_VALUE_MAX_LENGTH, FieldMeta, Shape, fields_of, json_name, matches, meta_of
 from .names import MAX_JOB_NAME_LENGTH
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
@@ -63,14 +66,19 @@ def parse_job(doc: Any) -> tuple[t.Job | None, list[FieldError]]:
 
 
 def check_job_name(name: Any) -> list[FieldError]:
-    if not isinstance(name, str) or not name:
-        return [FieldError("metadata.name", name if name is not None else unset(),
-                           "is required", "a DNS label", "set metadata.name: my-job")]
+    if name is None or name == "":
+        return [FieldError("metadata.name", unset() if name is None else name, "is required",
+                           "a DNS label", "set metadata.name: my-job")]
+    if not isinstance(name, str):
+        shown = _plain_name(name)
+        return [FieldError("metadata.name", name, "must be a string", "a DNS label",
+                           f"quote it: name: \"{shown}\"" if matches(DNS1035_LABEL, shown)
+                           else f"rename it, e.g. {_suggest_name(shown)!r}")]
     if len(name) > MAX_JOB_NAME_LENGTH:
         return [FieldError("metadata.name", name, f"is {len(name)} characters long",
                            f"at most {MAX_JOB_NAME_LENGTH} so that pod names <name>-worker-<i> "
-                           "stay DNS labels (63)", "choose a shorter name")]
-    if not matches(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name):
+                           "stay DNS labels (63)", f"choose a shorter name, e.g. {_suggest_name(name)!r}")]
+    if not matches(DNS1035_LABEL, name):
         return [FieldError("metadata.name", name, "is not a valid DNS-1035 label",
                            "lowercase letters, digits and '-', starting with a letter and "
                            "ending with a letter or digit (it names a Service)",
@@ -78,18 +86,27 @@ def check_job_name(name: Any) -> list[FieldError]:
     return []
 
 
+def _plain_name(name: Any) -> str:
+    if isinstance(name, bool):
+        return str(name).lower()
+    if isinstance(name, (int, float)) and not (isinstance(name, int) and abs(name) >= 10**30):
+        return str(name)
+    return "my-job"
+
+
 def _suggest_name(name: str) -> str:
-    cleaned = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-    if not cleaned or not cleaned[0].isalpha():
-        cleaned = "job-" + cleaned
+    """A valid DNS-1035 label close to `name`: ASCII lowercase letters and digits kept,
+    everything else one '-', a letter in front when needed, cut to the length limit."""
+    out: list[str] = []
+    for c in name[:4 * MAX_JOB_NAME_LENGTH].lower():
+        if c.isascii() and c.isalnum():
+            out.append(c)
+        elif out and out[-1] != "-":
+            out.append("-")
+    cleaned = "".join(out).strip("-")
+    if not cleaned[:1].isalpha():
+        cleaned = ("job-" + cleaned).rstrip("-")
     return cleaned[:MAX_JOB_NAME_LENGTH].rstrip("-")
-
-
-def key_path(prefix: str, key: Any) -> str:
-    """`spec.key`, or `spec[42]` / `spec['']` for keys that are not plain names."""
-    if isinstance(key, str) and key and key.isprintable() and "." not in key:
-        return f"{prefix}.{key}" if prefix else key
-    return f"{prefix or '(document)'}[{key!r}]"
 
 
 def parse_object(cls: type, raw: Any, path: str) -> tuple[Any, list[FieldError]]:
@@ -138,7 +155,7 @@ def _has_type(kind: str, raw: Any, free_form: bool) -> bool:
     if kind == "int":
         return isinstance(raw, int) and not isinstance(raw, bool)
     if kind == "float":
-        return isinstance(raw, (int, float)) and not isinstance(raw, bool)
+        return isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw)
     if kind == "bool":
         return isinstance(raw, bool)
     if kind in ("str", "enum"):
@@ -160,6 +177,9 @@ def _type_error(kind: str, raw: Any, path: str, meta: FieldMeta) -> FieldError:
         hint = f"drop the quotes: {raw.strip()}"
     elif kind == "bool" and isinstance(raw, str):
         hint = "write true or false without quotes"
+    if kind == "float" and isinstance(raw, float) and not math.isfinite(raw):
+        return FieldError(path, raw, "is not a finite number", "a finite number",
+                          "write a number such as 0.001")
     return FieldError(path, raw, f"must be {_TYPE_WORDS[kind]}", "", hint)
 
 
@@ -171,6 +191,8 @@ def _check_bounds(meta: FieldMeta, raw: Any, path: str) -> list[FieldError]:
         if too_low or (high is not None and raw > high):
             lower = "" if low is None else (f"> {low}" if meta.exclusive_minimum else f">= {low}")
             upper = "" if high is None else f"<= {high}"
+            if high is not None and raw > high and meta.maximum_reason:
+                upper += f" ({meta.maximum_reason})"
             errors.append(FieldError(path, raw, "is out of range",
                                      " and ".join(x for x in (lower, upper) if x),
                                      "choose a value in that range"))
@@ -194,6 +216,8 @@ def _parse_list(shape: Shape, meta: FieldMeta, raw: list, path: str) -> tuple[An
     items = []
     for i, item in enumerate(raw):
         if meta.free_form and isinstance(item, dict):
+            if meta.k8s is not None:
+                errors += k8s.check(meta.k8s, item, f"{path}[{i}]")
             items.append(item)
             continue
         value, errs = parse_value(shape.inner, item_meta, item, f"{path}[{i}]")
@@ -211,13 +235,15 @@ def _parse_list(shape: Shape, meta: FieldMeta, raw: list, path: str) -> tuple[An
 
 
 def _parse_map(shape: Shape, meta: FieldMeta, raw: dict, path: str) -> tuple[Any, list[FieldError]]:
+    if meta.k8s is not None:
+        return raw, k8s.check(meta.k8s, raw, path, partial=meta.k8s_partial)
     if meta.free_form or shape.inner.kind == "any":
         return raw, []
     errors = []
     if meta.max_items is not None and len(raw) > meta.max_items:
         errors.append(FieldError(path, f"{len(raw)} entries", "has too many entries",
                                  f"at most {meta.max_items}", "remove some"))
-    value_meta = FieldMeta(doc="")
+    value_meta = FieldMeta(doc="", max_length=MAP_VALUE_MAX_LENGTH)
     out = {}
     for key, value in raw.items():
         if not isinstance(key, str):

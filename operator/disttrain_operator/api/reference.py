@@ -31,7 +31,7 @@ def _bounds(meta: FieldMeta) -> str:
     if meta.minimum is not None:
         parts.append(f"{'>' if meta.exclusive_minimum else '>='} {meta.minimum}")
     if meta.maximum is not None:
-        parts.append(f"<= {meta.maximum}")
+        parts.append(f"<= {meta.maximum}" + (f" ({meta.maximum_reason})" if meta.maximum_reason else ""))
     if meta.max_items is not None:
         parts.append(f"at most {meta.max_items} entries")
     if meta.required:

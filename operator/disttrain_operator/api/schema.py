@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import k8s
 from . import types as t
-from .meta import Shape, fields_of, json_name, meta_of
+from .meta import MAP_VALUE_MAX_LENGTH, Shape, fields_of, json_name, meta_of
 from .names import MAX_JOB_NAME_LENGTH
 
 # Cross-field rules on spec. Messages say what to do, as every error here must.
@@ -29,6 +30,11 @@ SPEC_RULES: list[dict[str, str]] = [
      "message": "mesh needs a fixed world size: remove spec.minNodes/spec.maxNodes or set "
                 "both equal to spec.nodes",
      "fieldPath": ".mesh"},
+    {"rule": "(has(self.maxNodes) ? self.maxNodes : self.nodes) <= 1 || "
+             "(has(self.checkpoint) && has(self.checkpoint.claimName))",
+     "message": "checkpoint.claimName is required when the job can have more than one pod: "
+                "set it to a ReadWriteMany PersistentVolumeClaim, or run one pod",
+     "fieldPath": ".checkpoint"},
 ]
 
 TRAINER_RULES = [
@@ -41,8 +47,8 @@ TRAINER_RULES = [
 ]
 
 NPROC_RULE = {
-    "rule": "type(self) == string ? self == 'auto' : self >= 1",
-    "message": "nprocPerNode must be an integer >= 1 or the string auto",
+    "rule": f"type(self) == string ? self == 'auto' : self >= 1 && self <= {t.MAX_NPROC_PER_NODE}",
+    "message": f"nprocPerNode must be an integer from 1 to {t.MAX_NPROC_PER_NODE} or the string auto",
 }
 
 ROOT_RULES = [
@@ -81,7 +87,7 @@ def schema_for(cls: type) -> dict[str, Any]:
     required = []
     for f, shape in fields_of(cls):
         meta = meta_of(f)
-        prop = _shape_schema(shape, meta.free_form)
+        prop = _shape_schema(shape, meta.free_form, meta)
         prop["description"] = meta.doc
         _add_bounds(prop, shape, meta)
         if meta.default is not None:
@@ -96,7 +102,10 @@ def schema_for(cls: type) -> dict[str, Any]:
     return out
 
 
-def _shape_schema(shape: Shape, free_form: bool) -> dict[str, Any]:
+def _shape_schema(shape: Shape, free_form: bool, meta: Any = None) -> dict[str, Any]:
+    if meta is not None and meta.k8s is not None:
+        typed = k8s.schema(meta.k8s, partial=meta.k8s_partial, description_depth=meta.k8s_description_depth)
+        return {"type": "array", "items": typed} if shape.kind == "list" else typed
     if shape.kind == "object":
         return schema_for(shape.cls)
     if shape.kind == "enum":
@@ -108,7 +117,10 @@ def _shape_schema(shape: Shape, free_form: bool) -> dict[str, Any]:
     if shape.kind == "map":
         if free_form or shape.inner.kind == "any":
             return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        return {"type": "object", "additionalProperties": _shape_schema(shape.inner, False)}
+        values = _shape_schema(shape.inner, False)
+        if shape.inner.kind == "str":
+            values["maxLength"] = MAP_VALUE_MAX_LENGTH
+        return {"type": "object", "additionalProperties": values}
     simple = {"int": {"type": "integer", "format": "int64"}, "float": {"type": "number"},
               "bool": {"type": "boolean"}, "str": {"type": "string"}}
     return dict(simple[shape.kind])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .k8s import AFFINITY, ENV_VAR_SOURCE, POD_SPEC, TOLERATION
 from .meta import DNS1123_SUBDOMAIN, RESOURCE_NAME, spec_field
 
 GROUP = "disttrain.dev"
@@ -24,6 +25,10 @@ SHORT_NAMES = ["dt", "dtrain"]
 DEFAULT_IMAGE = "ghcr.io/disttrain/trainer:0.1.0"
 MAX_NODES = 1024
 MAX_GPUS_PER_NODE = 64
+# Processes per worker pod: one per GPU, or per CPU core group on CPU nodes.
+MAX_NPROC_PER_NODE = 128
+MAX_NODES_REASON = ("each worker is a pod the operator watches and a rendezvous member; "
+                    "1024 nodes is beyond what one c10d store serves well")
 
 Strategy = Literal["auto", "ddp", "fsdp", "fsdp_native"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
@@ -53,11 +58,13 @@ class BuiltinTrainer:
         "Defaults to text for gpt-* and synthetic-regression for mlp.")
     steps: int | None = spec_field(
         "steps: optimizer steps in total; the job succeeds when every rank reaches it.",
-        default=100, minimum=1, maximum=100_000_000)
+        default=100, minimum=1, maximum=100_000_000,
+        maximum_reason="a bound on runaway jobs: 1e8 steps is months of training at 10 steps/s")
     batch_size: int | None = spec_field(
         "batchSize: micro-batch per data-parallel rank. Global batch per optimizer step "
         "= batchSize x data-parallel degree x accumulateGradBatches.",
-        default=8, minimum=1, maximum=65536)
+        default=8, minimum=1, maximum=65536,
+        maximum_reason="a micro-batch is per process and must fit in one device's memory")
     learning_rate: float | None = spec_field(
         "learningRate: peak learning rate of AdamW (cosine schedule with warm-up).",
         default=0.0003, minimum=0, exclusive_minimum=True, maximum=10)
@@ -94,7 +101,7 @@ class EnvVar:
     value: str | None = spec_field("value: the variable's value.", max_length=32768)
     value_from: dict[str, Any] | None = spec_field(
         "valueFrom: a Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, "
-        "resourceFieldRef).", free_form=True)
+        "resourceFieldRef).", free_form=True, k8s=ENV_VAR_SOURCE)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -114,10 +121,12 @@ class Mesh:
 
     fsdp: int | None = spec_field(
         "fsdp: size of the data-parallel (FSDP-sharded) dimension.",
-        required=True, minimum=1, maximum=65536)
+        required=True, minimum=1, maximum=MAX_NODES * MAX_NPROC_PER_NODE,
+        maximum_reason="the largest world size: maxNodes x nprocPerNode")
     tp: int | None = spec_field(
         "tp: size of the tensor-parallel dimension; keep it within one node "
-        "(it should divide nprocPerNode).", required=True, minimum=1, maximum=64)
+        "(it should divide nprocPerNode).", required=True, minimum=1, maximum=MAX_NPROC_PER_NODE,
+        maximum_reason="tensor parallelism stays within one node")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -158,8 +167,9 @@ class Checkpoint:
         "a copy of the state).", default=False, json_name="async")
     claim_name: str | None = spec_field(
         "claimName: a PersistentVolumeClaim (ReadWriteMany for several nodes) mounted at "
-        "path. Without it checkpoints live in a per-pod emptyDir and do not survive a "
-        "pod being recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
+        "path. Required when the job can have more than one pod (maxNodes > 1): only a "
+        "shared volume can be resumed from. A single-pod job without it keeps checkpoints "
+        "in the pod's emptyDir, lost when the pod is recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
         pattern_hint="a PersistentVolumeClaim name (lowercase letters, digits, '-')")
 
 
@@ -176,9 +186,9 @@ class Scheduling:
         "nodeSelector: node labels every worker pod requires.", max_items=64)
     tolerations: list[dict[str, Any]] | None = spec_field(
         "tolerations: Kubernetes tolerations of the worker pods (e.g. for GPU taints).",
-        max_items=64, free_form=True)
+        max_items=64, free_form=True, k8s=TOLERATION)
     affinity: dict[str, Any] | None = spec_field(
-        "affinity: Kubernetes affinity of the worker pods.", free_form=True)
+        "affinity: Kubernetes affinity of the worker pods.", free_form=True, k8s=AFFINITY)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -201,7 +211,10 @@ class PodTemplate:
         "spec: a partial PodSpec merged into each worker pod: maps are merged, the "
         "trainer container (name trainer) is merged by name, other containers, volumes "
         "and lists are appended. Fields disttrain owns (command, PET_* env, restartPolicy, "
-        "hostname, subdomain) cannot be overridden.", free_form=True)
+        "hostname, subdomain) cannot be overridden. Fields that leave the container's "
+        "sandbox are refused unless the operator's pod policy allows them "
+        "(docs/security.md). `kubectl explain pod.spec` documents the fields below this level.",
+        free_form=True, k8s=POD_SPEC, k8s_partial=True, k8s_description_depth=1)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -223,8 +236,9 @@ class DistributedTrainingSpec:
     image_pull_policy: PullPolicy | None = spec_field(
         "imagePullPolicy: Always, IfNotPresent or Never.", default="IfNotPresent")
     trainer: TrainerSpec | None = spec_field(
-        "trainer: builtin (the shipped trainer) or command (your script under torchrun).",
-        default={"builtin": {}}, immutable_while_running=True)
+        "trainer: builtin (the shipped trainer) or command (your script under torchrun). "
+        "Unset runs the built-in trainer with its defaults (gpt-nano on the text corpus, "
+        "100 steps), and the Validated condition says so.", immutable_while_running=True)
     env: list[EnvVar] | None = spec_field(
         "env: environment variables for every worker container.", max_items=256,
         list_map_keys=("name",), immutable_while_running=True)
@@ -243,20 +257,24 @@ class DistributedTrainingSpec:
         "Unset means bf16-mixed on GPUs and 32 on CPU.", immutable_while_running=True)
     accumulate_grad_batches: int | None = spec_field(
         "accumulateGradBatches: micro-batches per optimizer step.", default=1, minimum=1,
-        maximum=4096, immutable_while_running=True)
+        maximum=4096, maximum_reason="more micro-batches per step only slows the step; raise "
+        "batchSize or the world size instead", immutable_while_running=True)
     nodes: int | None = spec_field(
         "nodes: desired number of worker pods (one torchrun agent each). Changing it "
         "(also through kubectl scale) adds or removes workers within minNodes..maxNodes.",
-        default=1, minimum=1, maximum=MAX_NODES)
+        default=1, minimum=1, maximum=MAX_NODES, maximum_reason=MAX_NODES_REASON)
     min_nodes: int | None = spec_field(
         "minNodes: fewest workers training may continue with (torchrun --nnodes=min:max). "
-        "Defaults to nodes.", minimum=1, maximum=MAX_NODES, immutable_while_running=True)
+        "Defaults to nodes.", minimum=1, maximum=MAX_NODES, maximum_reason=MAX_NODES_REASON,
+        immutable_while_running=True)
     max_nodes: int | None = spec_field(
         "maxNodes: most workers the job may grow to. Defaults to nodes.", minimum=1,
-        maximum=MAX_NODES, immutable_while_running=True)
+        maximum=MAX_NODES, maximum_reason=MAX_NODES_REASON, immutable_while_running=True)
     gpus_per_node: int | None = spec_field(
         "gpusPerNode: GPUs requested by each worker pod; 0 trains on CPU with gloo.",
-        default=0, minimum=0, maximum=MAX_GPUS_PER_NODE, immutable_while_running=True)
+        default=0, minimum=0, maximum=MAX_GPUS_PER_NODE,
+        maximum_reason="no machine has more GPUs; the count is per worker pod, not per job",
+        immutable_while_running=True)
     gpu_resource_name: str | None = spec_field(
         "gpuResourceName: the extended resource that counts GPUs.", default="nvidia.com/gpu",
         max_length=253, pattern=RESOURCE_NAME, pattern_hint="e.g. nvidia.com/gpu or amd.com/gpu",

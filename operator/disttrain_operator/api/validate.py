@@ -6,15 +6,17 @@ operator both call it, so `disttrain validate` prints what the operator would sa
 
 from __future__ import annotations
 
-import os
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import types as t
-from .defaults import apply_defaults, resolve
+from .bounds import check_document_bounds
+from .defaults import apply_defaults, resolve, settle_trainer
 from .errors import FieldError, GuardrailWarning, InvalidSpec
-from .names import CONTAINER_NAME
+from .names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from .parse import parse_job
+from .policy import PodPolicy, check_pod_policy
 from .quantity import parse_quantity
 
 RESERVED_ENV_PREFIXES = ("PET_", "DISTTRAIN_", "TORCHELASTIC_")
@@ -26,7 +28,6 @@ RESERVED_ENV_NAMES = frozenset({
 RESERVED_LABEL_PREFIXES = (f"{t.GROUP}/", "app.kubernetes.io/")
 # Pod spec fields that render owns; a podTemplate may not override them.
 OWNED_POD_FIELDS = ("restartPolicy", "hostname", "subdomain", "automountServiceAccountToken")
-LAUNCHERS = ("python", "python3", "torchrun", "python -m", "bash", "sh")
 
 
 @dataclass(slots=True)
@@ -43,20 +44,28 @@ class Validation:
         return not self.errors
 
 
-def validate_document(doc: Any) -> Validation:
+def validate_document(doc: Any, policy: PodPolicy = PodPolicy()) -> Validation:
+    """`policy`: what podTemplate may do beyond the sandbox (the operator's setting; the
+    default refuses, as the operator does unless its platform allows more)."""
+    errors = check_document_bounds(doc)
+    if errors:  # nothing else may walk a value this large or deep
+        return Validation(None, None, errors, [])
     job, errors = parse_job(doc)
     if errors:
         return Validation(None, None, errors, [])
     job = apply_defaults(job)
-    errors = check_spec(job.spec)
+    job, trainer_warnings, errors = settle_trainer(job)
+    errors += check_spec(job.spec)
+    if job.spec.pod_template is not None:
+        errors += check_pod_policy(job.spec.pod_template.spec, job.namespace, policy)
     resolved, warnings, topology_errors = resolve(job.spec)
     errors += topology_errors
-    return Validation(job, None if errors else resolved, errors, warnings)
+    return Validation(job, None if errors else resolved, errors, trainer_warnings + warnings)
 
 
-def load_job(doc: Any) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
+def load_job(doc: Any, policy: PodPolicy = PodPolicy()) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
     """validate_document for callers that want the job or an InvalidSpec exception."""
-    result = validate_document(doc)
+    result = validate_document(doc, policy)
     if not result.ok:
         raise InvalidSpec(result.errors)
     return result.job, result.resolved, result.warnings
@@ -65,7 +74,8 @@ def load_job(doc: Any) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
 def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     """Semantic checks the schema cannot express (or that the offline path must repeat)."""
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
-            *check_resources(spec), *check_ports(spec), *check_pod_template(spec.pod_template)]
+            *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
+            *check_pod_template(spec.pod_template)]
 
 
 def check_node_range(spec: t.DistributedTrainingSpec) -> list[FieldError]:
@@ -94,12 +104,6 @@ def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
         if not trainer.command:
             errors.append(FieldError("spec.trainer.command", [], "is empty", "a script path or --module NAME",
                                      "e.g. command: [\"/workspace/train.py\"]"))
-        elif os.path.basename(trainer.command[0]).split(".")[0] in ("python", "python3", "torchrun"):
-            rest = trainer.command[1:]
-            errors.append(FieldError(
-                "spec.trainer.command[0]", trainer.command[0], "starts a launcher, but the pod "
-                "already runs `torchrun <command>`", "the script, or --module NAME",
-                f"drop {trainer.command[0]!r}: command: {rest!r}" if rest else "name your script"))
     builtin = trainer.builtin
     if builtin is not None:
         is_gpt = builtin.model.startswith("gpt")
@@ -170,6 +174,54 @@ def check_ports(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     return []
 
 
+def check_checkpoint_path(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """The checkpoint volume's mountPath may not collide with the pod's own mounts."""
+    path, field_path = spec.checkpoint.path, "spec.checkpoint.path"
+    normal = posixpath.normpath(path)
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    if normal != path or ".." in path.split("/"):
+        return [FieldError(field_path, path, "is not a plain absolute path",
+                           "an absolute path without '.', '..', '//' or a trailing '/'",
+                           f"write {normal!r}" if ".." not in path.split("/") else
+                           "write the directory without '..'")]
+    fix = "use a directory of its own, e.g. /checkpoints"
+    if normal == "/":
+        return [FieldError(field_path, path, "is the root directory", "a directory below /", fix)]
+    owned = [(SHM_MOUNT, "the pod's memory-backed /dev/shm mount"), (TMP_MOUNT, "the pod's /tmp mount")]
+    for mount, what in owned:
+        # Below /dev/shm a checkpoint would live in memory; below /tmp is a mount of its own.
+        if _within(mount, normal) or (mount == SHM_MOUNT and _within(normal, mount)):
+            return [FieldError(field_path, path, f"is or contains {what}",
+                               f"a directory other than {SHM_MOUNT}, {TMP_MOUNT} and their parents", fix)]
+    for system in SYSTEM_DIRECTORIES:
+        if _within(system, normal) or _within(normal, system):
+            return [FieldError(field_path, path, f"collides with {system}, which the container "
+                               "runtime mounts", f"a directory outside {', '.join(SYSTEM_DIRECTORIES)}", fix)]
+    for i, mount_path in _trainer_mount_paths(spec.pod_template):
+        if isinstance(mount_path, str) and posixpath.normpath(mount_path) == normal:
+            return [FieldError(field_path, path, f"is also the mountPath of "
+                               f"spec.podTemplate.spec.containers[{i}].volumeMounts", "a directory no "
+                               "other volume is mounted at", fix + ", or drop that volumeMount")]
+    return []
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Is `inner` the directory `outer` or below it?"""
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _trainer_mount_paths(template: t.PodTemplate | None) -> list[tuple[int, Any]]:
+    containers = ((template.spec or {}).get("containers") if template else None) or []
+    out = []
+    for i, container in enumerate(containers if isinstance(containers, list) else []):
+        if isinstance(container, dict) and container.get("name") == CONTAINER_NAME:
+            mounts = container.get("volumeMounts")
+            out += [(i, m.get("mountPath")) for m in (mounts if isinstance(mounts, list) else [])
+                    if isinstance(m, dict)]
+    return out
+
+
 def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:
     if template is None:
         return []
@@ -202,4 +254,11 @@ def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:
                                              "", f"use {field_name}"))
             env = container.get("env", [])
             errors += check_env(env if isinstance(env, list) else [], f"{path}.env")
+            context = container.get("securityContext")
+            if isinstance(context, dict) and context.get("privileged") is True \
+                    and context.get("allowPrivilegeEscalation") is not True:
+                errors.append(FieldError(f"{path}.securityContext.privileged", True, "needs "
+                                         "allowPrivilegeEscalation: true, which disttrain sets to false",
+                                         "privileged with allowPrivilegeEscalation: true",
+                                         f"also set {path}.securityContext.allowPrivilegeEscalation: true"))
     return errors

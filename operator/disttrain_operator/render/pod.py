@@ -8,7 +8,8 @@ from dataclasses import asdict
 from typing import Callable
 
 from ..api.meta import fields_of, meta_of
-from ..api.names import CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, service_name, worker_name
+from ..api.names import (CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, SHM_MOUNT, TMP_MOUNT, service_name,
+                         worker_name)
 from ..api import types as t
 from .context import TERMINATION_GRACE_SECONDS, TERMINATION_LOG, RenderContext, common_labels, owner_references
 from .env import apply_env
@@ -71,8 +72,8 @@ def volumes(pod: dict, ctx: RenderContext) -> dict:
     ]
     pod["spec"]["containers"][0]["volumeMounts"] = [
         {"name": "checkpoints", "mountPath": ckpt.path},
-        {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "dshm", "mountPath": SHM_MOUNT},
+        {"name": "tmp", "mountPath": TMP_MOUNT},
     ]
     return pod
 

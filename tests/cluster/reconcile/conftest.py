@@ -1,5 +1,7 @@
 """Fixtures for operator tests: the CRDs and the operator's RBAC installed from
-manifests/, and the operator running with a token of exactly that ServiceAccount."""
+manifests/, and the operator running with a token of exactly that ServiceAccount, in
+each install mode: cluster-wide (manifests/rbac) and namespaced (manifests/namespaced:
+a Role in the test's namespace and read-only cluster rights)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "manifests"
 OPERATOR_NS = "disttrain-system"
 OPERATOR_SA = "disttrain-operator"
+# The namespaced mode's account (its own, so the cluster-wide binding of OPERATOR_SA
+# cannot lend it rights).
+NAMESPACED_SA = "disttrain-operator-namespaced"
+INSTALL_MODES = ("cluster-wide", "namespaced")
 
 # Fast clocks for tests; the defaults are documented in settings.py.
 TEST_ENV = {
@@ -47,6 +53,43 @@ def operator_kubeconfig(cluster) -> str:
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                     "crd/distributedtrainings.disttrain.dev")
     return cluster.kubeconfig_for_service_account(OPERATOR_NS, OPERATOR_SA)
+
+
+def namespaced_rbac(namespace: str) -> list[dict]:
+    """manifests/namespaced/rbac.yaml for NAMESPACED_SA, its Role in `namespace`."""
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "namespaced" / "rbac.yaml").read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["name"] = doc["metadata"]["name"].replace(OPERATOR_SA, NAMESPACED_SA)
+        if "namespace" in doc["metadata"]:
+            doc["metadata"]["namespace"] = namespace
+        if "roleRef" in doc:
+            doc["roleRef"]["name"] = doc["roleRef"]["name"].replace(OPERATOR_SA, NAMESPACED_SA)
+            doc["subjects"] = [{"kind": "ServiceAccount", "name": NAMESPACED_SA, "namespace": OPERATOR_NS}]
+    return docs
+
+
+@pytest.fixture(scope="session")
+def namespaced_operator_kubeconfig(cluster, operator_kubeconfig) -> str:
+    """The namespaced mode's account with its read-only cluster rights; each test's
+    namespace grants it the Role (`install_mode`)."""
+    cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": NAMESPACED_SA, "namespace": OPERATOR_NS}})
+    for doc in namespaced_rbac("unused"):
+        if doc["kind"].startswith("Cluster"):
+            cluster.apply(doc)
+    return cluster.kubeconfig_for_service_account(OPERATOR_NS, NAMESPACED_SA)
+
+
+@pytest.fixture(params=INSTALL_MODES)
+def install_mode(request, cluster, namespace, operator_kubeconfig) -> tuple[str, str]:
+    """(mode, kubeconfig of the operator's account in that mode)."""
+    if request.param == "cluster-wide":
+        return request.param, operator_kubeconfig
+    kubeconfig = request.getfixturevalue("namespaced_operator_kubeconfig")
+    for doc in namespaced_rbac(namespace):
+        if not doc["kind"].startswith("Cluster"):
+            cluster.apply(doc)
+    return request.param, kubeconfig
 
 
 class Operator:
@@ -85,13 +128,21 @@ def env_vars(values: dict[str, str]) -> Iterator[None]:
 
 
 @pytest.fixture
-def operator(cluster, namespace, operator_kubeconfig, request) -> Iterator[Operator]:
+def operator(cluster, namespace, install_mode, request) -> Iterator[Operator]:
     """kopf's KopfRunner with our handlers, watching the test's namespace, as the
-    operator's ServiceAccount (never as admin)."""
+    operator's ServiceAccount (never as admin), once per install mode."""
+    allow = request.node.get_closest_marker("rbac_refusals_expected") is not None
+    with running_operator(cluster, namespace, install_mode[1], allow_forbidden=allow) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def running_operator(cluster, namespace: str, kubeconfig: str, allow_forbidden: bool = False,
+                     **env: str) -> Iterator[Operator]:
     from kopf.testing import KopfRunner
 
     port = free_port()
-    env = {**TEST_ENV, "KUBECONFIG": operator_kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": str(port)}
+    env = {**TEST_ENV, "KUBECONFIG": kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": str(port), **env}
     with env_vars(env):
         with KopfRunner(["run", "--standalone", "-n", namespace, "-m", "disttrain_operator.handlers"],
                         timeout=60) as runner:
@@ -101,7 +152,7 @@ def operator(cluster, namespace, operator_kubeconfig, request) -> Iterator[Opera
     assert runner.exception is None, runner.exception
     assert runner.exit_code == 0, runner.output[-3000:]
     # Least privilege: the operator must never have been refused by RBAC.
-    if request.node.get_closest_marker("rbac_refusals_expected") is None:
+    if not allow_forbidden:
         assert "forbidden" not in runner.output.lower(), _forbidden_lines(runner.output)
 
 
@@ -135,8 +186,31 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 # ---- helpers for tests ----------------------------------------------------------------
 
 
+CHECKPOINT_CLAIM = "shared-checkpoints"
+
+
+@pytest.fixture(autouse=True)
+def checkpoint_claim(cluster, namespace) -> Iterator[str]:
+    """A bound ReadWriteMany claim in the test's namespace: jobs of several pods need one
+    (checkpoint.claimName), and the scheduler places no pod whose claim is missing or
+    unbound. A PersistentVolume pre-bound to it; pods on KWOK never mount it."""
+    volume = f"{namespace}-checkpoints"
+    cluster.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+                   "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                            "storageClassName": "", "persistentVolumeReclaimPolicy": "Delete",
+                            "claimRef": {"namespace": namespace, "name": CHECKPOINT_CLAIM},
+                            "hostPath": {"path": "/nonexistent/disttrain-test"}}})
+    cluster.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CHECKPOINT_CLAIM},
+                   "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                            "resources": {"requests": {"storage": "1Gi"}}}}, namespace=namespace)
+    cluster.wait_for(lambda: (cluster.try_get("pvc", CHECKPOINT_CLAIM, namespace) or {}).get("status", {})
+                     .get("phase") == "Bound", timeout=30, what="checkpoint claim bound")
+    yield CHECKPOINT_CLAIM
+    cluster.kubectl("delete", "pv", volume, "--wait=false", "--ignore-not-found", check=False)
+
+
 def job_manifest(name: str, **spec: Any) -> dict:
-    base = {"nodes": 2, "trainer": {"builtin": {"steps": 10}}}
+    base = {"nodes": 2, "trainer": {"builtin": {"steps": 10}}, "checkpoint": {"claimName": CHECKPOINT_CLAIM}}
     return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": name}, "spec": {**base, **spec}}
 

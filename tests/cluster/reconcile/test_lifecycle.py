@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import (annotate_exit, condition, dump, events_of, get_job, job_manifest, pods_of,
+from .conftest import (CHECKPOINT_CLAIM, annotate_exit, condition, dump, events_of, get_job, job_manifest, pods_of,
                        wait_phase)
 
 pytestmark = pytest.mark.cluster
@@ -38,7 +38,9 @@ def test_job_runs_then_succeeds_and_running_policy_keeps_finished_pods(cluster, 
     assert status["workers"]["active"] == 2 and status["startTime"]
     assert condition(job, "Running")["status"] == "True"
     assert condition(job, "Validated")["status"] == "True"
-    assert any("EphemeralCheckpoints" == e["reason"] for e in events_of(cluster, namespace, "life"))
+    assert not any("EphemeralCheckpoints" == e["reason"] for e in events_of(cluster, namespace, "life"))
+    volumes = {v["name"]: v for v in pods[0]["spec"]["volumes"]}
+    assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": CHECKPOINT_CLAIM}
     assert status["observedGeneration"] == job["metadata"]["generation"]
 
     for pod in pods:

@@ -1,0 +1,107 @@
+"""The platform's pod policy: podTemplate settings that leave the sandbox are refused,
+naming the field, unless the operator's setting allows them for the job's namespace."""
+
+from __future__ import annotations
+
+import pytest
+
+from disttrain_operator.api import validate_document
+from disttrain_operator.api.policy import PodPolicy, pod_policy_from_env
+
+from .helpers import job
+
+ESCAPES = [
+    ({"hostNetwork": True}, "spec.podTemplate.spec.hostNetwork: leaves the container sandbox: the pod would share the node's network (got True)"),
+    ({"hostPID": True}, "spec.podTemplate.spec.hostPID: leaves the container sandbox"),
+    ({"hostIPC": True}, "spec.podTemplate.spec.hostIPC: leaves the container sandbox"),
+    ({"nodeName": "gpu-7"}, "spec.podTemplate.spec.nodeName: leaves the container sandbox: it skips the scheduler"),
+    ({"serviceAccountName": "admin"}, "spec.podTemplate.spec.serviceAccountName: leaves the container sandbox: trainer pods get no Kubernetes API credentials (got 'admin')"),
+    ({"serviceAccount": "admin"}, "spec.podTemplate.spec.serviceAccount: leaves"),
+    ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+     "spec.podTemplate.spec.volumes[0].hostPath: leaves the container sandbox: a hostPath volume"),
+    ({"volumes": [{"name": "t", "projected": {"sources": [{"configMap": {"name": "x"}},
+                                                          {"serviceAccountToken": {"path": "token"}}]}}]},
+     "spec.podTemplate.spec.volumes[0].projected.sources[1].serviceAccountToken: leaves"),
+    ({"containers": [{"name": "side", "image": "x", "securityContext": {"privileged": True}}]},
+     "spec.podTemplate.spec.containers[0].securityContext.privileged: leaves the container sandbox"),
+    ({"containers": [{"name": "side", "image": "x", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE", "SYS_ADMIN"]}}}]},
+     "spec.podTemplate.spec.containers[0].securityContext.capabilities.add[1]: leaves the container sandbox: "
+     "capabilities beyond NET_BIND_SERVICE are refused (got 'SYS_ADMIN')"),
+    ({"initContainers": [{"name": "init", "image": "x", "securityContext": {"allowPrivilegeEscalation": True}}]},
+     "spec.podTemplate.spec.initContainers[0].securityContext.allowPrivilegeEscalation: leaves"),
+    ({"initContainers": [{"name": "dbg", "image": "x", "securityContext": {"procMount": "Unmasked"}}]},
+     "spec.podTemplate.spec.initContainers[0].securityContext.procMount: leaves"),
+    ({"containers": [{"name": "trainer", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+     "spec.podTemplate.spec.containers[0].ports[0].hostPort: leaves"),
+    ({"securityContext": {"runAsUser": 0}}, "spec.podTemplate.spec.securityContext.runAsUser: leaves"),
+    ({"securityContext": {"runAsNonRoot": False}}, "spec.podTemplate.spec.securityContext.runAsNonRoot: leaves"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "spec.podTemplate.spec.securityContext.seccompProfile.type: leaves"),
+    ({"securityContext": {"sysctls": [{"name": "kernel.panic", "value": "1"}]}},
+     "spec.podTemplate.spec.securityContext.sysctls[0].name: leaves"),
+    ({"securityContext": {"windowsOptions": {"hostProcess": True}}},
+     "spec.podTemplate.spec.securityContext.windowsOptions.hostProcess: leaves"),
+    ({"containers": [{"name": "trainer", "securityContext": {"seLinuxOptions": {"type": "spc_t"}}}]},
+     "spec.podTemplate.spec.containers[0].securityContext.seLinuxOptions.type: leaves"),
+]
+
+
+def errors(pod_spec: dict, policy: PodPolicy = PodPolicy(), namespace: str = "team-a") -> list[str]:
+    doc = job(podTemplate={"spec": pod_spec})
+    doc["metadata"]["namespace"] = namespace
+    return [str(e) for e in validate_document(doc, policy).errors]
+
+
+@pytest.mark.parametrize("pod_spec,expected", ESCAPES, ids=[e[1].split(":")[0] for e in ESCAPES])
+def test_each_escape_is_refused_by_default_naming_the_field(pod_spec, expected):
+    messages = errors(pod_spec)
+    assert len(messages) == 1 and messages[0].startswith(expected), messages
+    assert "Fix: remove it; if this namespace needs it, the platform team allows it" in messages[0]
+
+
+@pytest.mark.parametrize("pod_spec,expected", ESCAPES, ids=[e[1].split(":")[0] for e in ESCAPES])
+def test_each_escape_is_allowed_where_the_platform_allows_it(pod_spec, expected):
+    assert errors(pod_spec, PodPolicy(allow_all=True)) == []
+    assert errors(pod_spec, PodPolicy(allowed_namespaces=frozenset({"team-a"}))) == []
+    assert errors(pod_spec, PodPolicy(allowed_namespaces=frozenset({"team-b"}))) != []
+
+
+def test_settings_inside_the_sandbox_pass():
+    safe = {"nodeSelector": {"gpu": "a100"}, "priorityClassName": "high",
+            "securityContext": {"runAsUser": 2000, "sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}]},
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                        {"name": "cm", "projected": {"sources": [{"configMap": {"name": "c"}}]}}],
+            "containers": [{"name": "trainer", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]},
+                                                                   "allowPrivilegeEscalation": False}}]}
+    assert errors(safe) == []
+
+
+def test_a_privileged_trainer_needs_privilege_escalation_too():
+    allowed = PodPolicy(allow_all=True)
+    (message,) = errors({"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]}, allowed)
+    assert message.startswith("spec.podTemplate.spec.containers[0].securityContext.privileged: needs "
+                              "allowPrivilegeEscalation: true, which disttrain sets to false")
+    assert errors({"containers": [{"name": "trainer", "securityContext": {
+        "privileged": True, "allowPrivilegeEscalation": True}}]}, allowed) == []
+
+
+def test_automount_token_stays_owned_by_disttrain_whatever_the_policy():
+    for policy in (PodPolicy(), PodPolicy(allow_all=True)):
+        (message,) = errors({"automountServiceAccountToken": True}, policy)
+        assert message.startswith("spec.podTemplate.spec.automountServiceAccountToken: is set by disttrain")
+
+
+def test_policy_from_env():
+    assert pod_policy_from_env({}) == PodPolicy()
+    assert pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_ALL": "True"}) == PodPolicy(allow_all=True)
+    assert pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES": " a, b ,,"}) == \
+        PodPolicy(allowed_namespaces=frozenset({"a", "b"}))
+    with pytest.raises(ValueError, match="DISTTRAIN_POD_POLICY_ALLOW_ALL='yes': set it to true or false"):
+        pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_ALL": "yes"})
+
+
+def test_wrong_shapes_in_the_template_do_not_crash_the_policy():
+    for junk in ({"volumes": "x"}, {"volumes": [1, None, {"projected": "x"}]}, {"containers": {"a": 1}},
+                 {"securityContext": {"capabilities": "ALL"}}, {"initContainers": [{"securityContext": {
+                     "capabilities": {"add": [1, None]}}}]}):
+        validate_document(job(podTemplate={"spec": junk}))  # errors or not, never an exception

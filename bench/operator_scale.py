@@ -186,6 +186,7 @@ class Bench:
             writes = after[0] - before[0] - jobs  # minus our own job creations
             conflicts, throttled = after[1] - before[1], after[2] - before[2]
             rss_kib = peak_rss_kib(operator.pid)
+            requests = operator_requests(port)
             cpu = (cpu_seconds(operator.pid) - cpu_before[0],
                    (cpu_seconds(apiserver) - cpu_before[1]) if apiserver else float("nan"))
             # Delete the jobs while the operator runs, so its finalizers come off and the
@@ -210,7 +211,7 @@ class Bench:
                     lag.append(running[name] - max(ran))
         self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
         return {"variant": variant, "run": attempt, "jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
-                "conflicts": conflicts, "throttled": throttled, "cpu_operator": cpu[0], "cpu_apiserver": cpu[1],
+                "conflicts": conflicts, "throttled": throttled, "requests": requests, "cpu_operator": cpu[0], "cpu_apiserver": cpu[1],
                 "pods_p50": statistics.median(to_pods) if to_pods else float("nan"),
                 "pods_p99": percentile(to_pods, 0.99) if to_pods else float("nan"),
                 "running_p50": statistics.median(to_running) if to_running else float("nan"),
@@ -279,6 +280,22 @@ def wait_http(port: int, timeout: float = 60) -> None:
         except OSError:
             time.sleep(0.3)
     raise SystemExit("the operator did not start (see its log in the temp directory)")
+
+
+def operator_requests(port: int) -> dict[str, float]:
+    """The operator's own count of its API requests by verb and answer, if it keeps one."""
+    import urllib.request
+
+    out: dict[str, float] = {}
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if line.startswith("disttrain_operator_api_requests_total{"):
+            labels = dict(p.split("=", 1) for p in line[line.index("{") + 1: line.rindex("}")].split(","))
+            out[f"{labels['verb'].strip(chr(34))} {labels['code'].strip(chr(34))}"] = float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -351,6 +368,10 @@ def main() -> int:
               f"{r['running_p50']:>7.2f}s {r['running_p99']:>7.2f}s {r['lag_p50']:>7.2f}s {r['lag_p99']:>7.2f}s "
               f"{r['writes_per_job']:>10.1f} {r['conflicts']:>5} {r['throttled']:>5} {r['cpu_operator']:>7.1f} "
               f"{r['cpu_apiserver']:>7.1f} {r['rss_mib']:>6.0f}Mi")
+    for r in results:
+        if r["requests"]:
+            per_job = ", ".join(f"{k} {v / r['jobs']:.1f}" for k, v in sorted(r["requests"].items()))
+            print(f"{r['label']} N={r['jobs']} run {r['run']}: operator requests per job by verb and answer: {per_job}")
     if len(variants) == 2:
         for jobs in sorted({r["jobs"] for r in results}):
             base = [r for r in results if r["jobs"] == jobs and r["label"] != "this"]

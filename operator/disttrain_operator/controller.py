@@ -49,6 +49,11 @@ EXPECTATION_SECONDS = 30.0
 COALESCE_SECONDS = 0.05
 # Retry a failed pass soon and forever; a pod or job event retries at once anyway.
 ERROR_BACKOFF = (0.5, 1, 2, 4, 8, 10)
+# Status fields whose change alone may wait for the next write (see _write_status): the
+# counters move with every pod event, and a job of 8 pods starting over half a minute
+# would otherwise write its status a dozen times.
+DEFERRABLE_STATUS = frozenset({"workers"})
+COUNTERS_DELAY_SECONDS = 30.0
 # A name held by someone else's object is looked at again this often.
 CONFLICT_RECHECK_SECONDS = 5.0
 # A pod creation the API refused (admission, quota) is retried after these seconds.
@@ -65,6 +70,7 @@ class JobMemory:
     refusal: Refusal | None = None
     refused_until: float = 0.0  # no creation is retried before this (monotonic clock)
     refusals: int = 0  # in a row: the retry back-off grows with it
+    last_write: float = -1e9  # when status was last written (monotonic clock)
     last_status: dict[str, Any] | None = None
     service_ok: bool = False
     posted: set[tuple[str, str]] = field(default_factory=set)  # (reason, message) Events posted
@@ -167,9 +173,9 @@ async def reconcile(shared: Shared, body: kopf.Body, observed: list[PodInfo]) ->
     plan = decide(job, pods, moment, shared.policy, report=shared.reports.get((namespace, name)),
                   conflicts=conflicts, refusal=mem.refusal)
     await carry_out(shared, plan, job, body, pods, mem)
-    await _write_status(shared, namespace, name, base, plan.status, mem)
+    deferred = await _write_status(shared, namespace, name, base, plan.status, mem)
     _observe_metrics(shared, plan, job, body, moment)
-    wakes = [plan.wake_at]
+    wakes = [plan.wake_at, deferred]
     if mem.refusal is not None:  # look again when the refused creation may be retried
         wakes.append(now() + timedelta(seconds=max(0.0, mem.refused_until - time.monotonic())))
     if mem.conflicts:  # squatters send us no events (not our labels): look again soon
@@ -272,13 +278,20 @@ async def _recheck_conflicts(kube: Kube, namespace: str, mem: JobMemory) -> None
 
 
 async def _write_status(shared: Shared, namespace: str, name: str, base: dict, new: dict,
-                        mem: JobMemory) -> None:
+                        mem: JobMemory) -> datetime | None:
+    """Write the changed fields. A change of the worker counters alone (pods starting one
+    by one) waits up to COUNTERS_DELAY_SECONDS to go out with the next change; phase,
+    conditions and everything else go out at once. Returns when a deferred write is due."""
     patch = status_patch(base, new)
     if not patch:
         mem.last_status = new
-        return
+        return None
+    since = time.monotonic() - mem.last_write
+    if set(patch) <= DEFERRABLE_STATUS and since < COUNTERS_DELAY_SECONDS:
+        return now() + timedelta(seconds=COUNTERS_DELAY_SECONDS - since)
     await shared.kube.patch_status(namespace, name, patch)
-    mem.last_status = new
+    mem.last_status, mem.last_write = new, time.monotonic()
+    return None
 
 
 def _observe_metrics(shared: Shared, plan: Plan, job: JobState, body: kopf.Body, moment: datetime) -> None:

@@ -4,7 +4,7 @@ Environment (the Deployment and the chart set these):
   DISTTRAIN_OPERATOR_METRICS_PORT   Prometheus /metrics port (default 8080; 0 turns it off)
   DISTTRAIN_RESTART_BACKOFF_SECONDS first back-off before recreating a failed worker (10)
   DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS  cap of the exponential back-off (300)
-  DISTTRAIN_LOG_FORMAT              plain | json (default plain)
+  DISTTRAIN_LOG_FORMAT              plain | json (default plain; read by __main__, see logformat.py)
 Timer intervals (DISTTRAIN_RESYNC_SECONDS, DISTTRAIN_PROGRESS_SECONDS) are read by
 handlers.py when the handlers are registered.
 """
@@ -51,10 +51,6 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     # status patch, it leaves the object alone until the object changes again.
     settings.networking.error_backoffs = [1, 2, 3, 5, 8, 13, 21, 34, 55]
     settings.execution.max_workers = 16
-    if os.environ.get("DISTTRAIN_LOG_FORMAT", "plain") == "json":
-        settings.posting.enabled = True
-        for handler in logging.getLogger().handlers:
-            handler.setFormatter(kopf.JsonFormatter())
 
     memo.kube = Kube(_api_client())
     memo.policy = Policy(

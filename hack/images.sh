@@ -22,8 +22,9 @@
 #
 # Everything lives under ${DISTTRAIN_CACHE:-~/.cache/disttrain}/images/:
 # buildah's storage (storage/, so dependency layers are reused across builds)
-# and the keys of what was built (built-*). Keys hash this script and, for our
-# two images, the Dockerfile, constraints.txt, pyproject.toml, README.md and
+# and the keys of what was built (built-*). Keys hash the step that builds
+# (the base: its function, suite and mirror) and, for our two images, the base
+# key, the build step, the Dockerfile, constraints.txt, pyproject.toml, README.md and
 # every file under operator/ and trainer/ that git tracks.
 set -euo pipefail
 
@@ -44,11 +45,13 @@ die() { log "ERROR: $*"; exit 1; }
 
 bah() { buildah --root "$DIR/storage" --runroot "$DIR/run" --storage-driver overlay "$@"; }
 
-base_key() { { cat "$HACK/images.sh"; echo "$SUITE $MIRROR"; } | sha256sum | cut -c1-12; }
+# Keys hash what each step does (its function's text), not the whole script.
+base_key() { { declare -f build_base; echo "$SUITE $MIRROR $BASE_IMAGE"; } | sha256sum | cut -c1-12; }
 
 source_key() {
   {
     base_key
+    declare -f build_image
     cd "$ROOT"
     git ls-files -z -co --exclude-standard -- Dockerfile .dockerignore constraints.txt pyproject.toml README.md operator trainer \
       | sort -z | xargs -0 sha256sum

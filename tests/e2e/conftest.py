@@ -74,6 +74,10 @@ def ns(node_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
         lambda: node_cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
         timeout=30, what=f"ServiceAccount {name}/default")
     yield name
+    # Trainer pods have a long grace period (an emergency checkpoint): end them at once so
+    # the next test gets the node's CPUs.
+    node_cluster.kubectl("delete", "dt", "--all", "-n", name, "--wait=false", check=False)
+    node_cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", check=False)
     node_cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--timeout=180s", check=False,
                          timeout=200)
 

@@ -165,7 +165,7 @@ cmd_import() {
     mkfifo "$fifo"
     bah push --quiet "$name" "docker-archive:$fifo:$name" &
     pusher=$!
-    if ! "$ctr_bin" --address "$socket" -n k8s.io images import --discard-unpacked-layers "$fifo" >"$DIR/import.log" 2>&1; then
+    if ! "$ctr_bin" --address "$socket" -n k8s.io images import --local --discard-unpacked-layers "$fifo" >"$DIR/import.log" 2>&1; then
       kill "$pusher" 2>/dev/null || true
       rm -f "$fifo"
       die "ctr import of $name failed: $(tail -n 5 "$DIR/import.log")"

@@ -19,16 +19,21 @@ RUN useradd --uid 1000 --create-home --home-dir /home/disttrain disttrain
 WORKDIR /src
 COPY pyproject.toml constraints.txt ./
 
-FROM base AS operator
-RUN --mount=type=secret,id=pip-ca \
-    if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; \
-    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["operator"]))' > /tmp/requirements.txt && pip install -c constraints.txt -r /tmp/requirements.txt
+# Our package as a wheel, built once for both images (pip fetches the build backend).
+FROM base AS wheel
 COPY README.md ./
 COPY operator ./operator
 COPY trainer ./trainer
 RUN --mount=type=secret,id=pip-ca \
     if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; \
-    pip install --no-deps . && rm -rf /src /tmp/requirements.txt
+    pip wheel --no-deps --wheel-dir /wheels .
+
+FROM base AS operator
+RUN --mount=type=secret,id=pip-ca \
+    if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; \
+    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["operator"]))' > /tmp/requirements.txt && pip install -c constraints.txt -r /tmp/requirements.txt
+COPY --from=wheel /wheels /tmp/wheels
+RUN pip install --no-deps /tmp/wheels/*.whl && rm -rf /src /tmp/wheels /tmp/requirements.txt
 USER 1000
 ENTRYPOINT ["disttrain-operator"]
 CMD ["--all-namespaces"]
@@ -39,12 +44,8 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; \
     python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["trainer"]))' > /tmp/requirements.txt && \
     pip install ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} -c constraints.txt -r /tmp/requirements.txt
-COPY README.md ./
-COPY operator ./operator
-COPY trainer ./trainer
-RUN --mount=type=secret,id=pip-ca \
-    if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; \
-    pip install --no-deps . && rm -rf /src /tmp/requirements.txt
+COPY --from=wheel /wheels /tmp/wheels
+RUN pip install --no-deps /tmp/wheels/*.whl && rm -rf /src /tmp/wheels /tmp/requirements.txt
 USER 1000
 WORKDIR /workspace
 ENV HOME=/tmp

@@ -40,56 +40,23 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 log() { printf '[cluster %s] %s\n' "$NAME" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# running PID: alive and not a zombie (PID 1 may not reap our orphans)
-running() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
-any_running() { local p; for p in "$@"; do running "$p" && return 0; done; return 1; }
-alive() { local pid; pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && running "$pid"; }
+# shellcheck source=hack/lib/procs.sh
+source "$HACK/lib/procs.sh"
+WATCH=("${COMPONENTS[@]}")
 
-# Kill each component's process group (each runs under setsid): TERM in
-# reverse start order, KILL whatever is left after 3 s. `down` removes the
-# state anyway, so there is nothing to shut down gracefully for.
-# Processes in process group $1 (alive, not zombies).
-group_members() {
-  local f stat pid state pgrp
-  for f in /proc/[0-9]*/stat; do
-    stat=$(cat "$f" 2>/dev/null) || continue
-    pid=${stat%% *}
-    stat=${stat##*) }
-    read -r state _ pgrp _ <<<"$stat"
-    [[ $pgrp == "$1" && $state != Z ]] && echo "$pid"
-  done
-  return 0
-}
-any_member() { local g; for g in "$@"; do [[ -n $(group_members "$g") ]] && return 0; done; return 1; }
-
+# Stop the real node (if any), then each component's process group: TERM in
+# reverse start order, KILL whatever is left after 3 s, and return only once
+# every process is gone (etcd's port, its data dir). `down` removes the state
+# anyway, so there is nothing to shut down gracefully for.
 stop_all() {
   [[ -d "$STATE/node" ]] && bash "$HACK/node.sh" down "$STATE"
-  local i name pid pids=()
+  local name pid pids=()
   local order=(reaper kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
   for name in "${order[@]}"; do
     pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || continue
-    [[ "$pid" =~ ^[0-9]+$ ]] || continue
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    pids+=("$pid")
+    [[ "$pid" =~ ^[0-9]+$ ]] && pids+=("$pid")
   done
-  for ((i = 0; i < 30; i++)); do
-    any_running "${pids[@]}" || any_member "${pids[@]}" || break
-    sleep 0.1
-  done
-  for pid in "${pids[@]}"; do
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  done
-  # Return only once every process is gone (etcd's port, its data dir).
-  for ((i = 0; i < 100; i++)); do
-    any_running "${pids[@]}" || any_member "${pids[@]}" || return 0
-    sleep 0.1
-  done
-  log "still running after SIGKILL: $(for pid in "${pids[@]}"; do group_members "$pid"; done | tr '\n' ' ')"
+  kill_groups 3 "${pids[@]}"
 }
 
 cmd_down() {
@@ -112,14 +79,6 @@ cmd_status() {
 }
 
 cmd_env() { echo "export KUBECONFIG=$STATE/kubeconfig"; }
-
-# start NAME BINARY ARGS...: run in its own session (process group), log to file
-start() {
-  local name=$1
-  shift
-  setsid "$@" </dev/null >"$STATE/logs/$name.log" 2>&1 &
-  echo $! >"$STATE/pids/$name.pid"
-}
 
 # free_ports N: N distinct free loopback TCP ports
 free_ports() {
@@ -313,17 +272,9 @@ cmd_up() {
   local deadline=$((SECONDS + timeout))
   # wait_for WHAT COMMAND...: poll until COMMAND succeeds or the deadline
   wait_for() {
-    local what=$1 name
+    local what=$1
     shift
-    until "$@" >/dev/null 2>&1; do
-      for name in "${COMPONENTS[@]}"; do
-        [[ -f "$STATE/pids/$name.pid" ]] || continue # not started yet
-        alive "$name" || die "$name exited while waiting for $what; tail of its log:
-$(tail -n 30 "$STATE/logs/$name.log")"
-      done
-      ((SECONDS < deadline)) || die "timed out after ${timeout}s waiting for $what (logs: $STATE/logs)"
-      sleep 0.25
-    done
+    poll_until "$deadline" "$what" "$@"
     log "$what ($((SECONDS - start_s))s)"
   }
   # The others need the RBAC bootstrap policy: start them once it is ready.

@@ -46,46 +46,8 @@ NODE_NAME=disttrain-node
 log() { printf '[node] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-running() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
-
-# Processes whose process group is PGID (each component runs under setsid).
-group_members() {
-  local f stat pid
-  for f in /proc/[0-9]*/stat; do
-    stat=$(cat "$f" 2>/dev/null) || continue
-    pid=${stat%% *}
-    stat=${stat##*) }
-    read -r state _ pgrp _ <<<"$stat"
-    [[ $pgrp == "$1" && $state != Z ]] && echo "$pid"
-  done
-  return 0
-}
-
-# kill_groups SECONDS PGID...: TERM each group, KILL what is left after
-# SECONDS, and return only when no member of any group is alive.
-kill_groups() {
-  local grace=$1 i g left
-  shift
-  (($#)) || return 0
-  for g in "$@"; do kill -TERM -- "-$g" 2>/dev/null || true; done
-  for ((i = 0; i < grace * 10; i++)); do
-    left=$(for g in "$@"; do group_members "$g"; done)
-    [[ -z $left ]] && return 0
-    sleep 0.1
-  done
-  for g in "$@"; do kill -KILL -- "-$g" 2>/dev/null || true; done
-  for ((i = 0; i < 100; i++)); do
-    left=$(for g in "$@"; do group_members "$g"; done)
-    [[ -z $left ]] && return 0
-    sleep 0.1
-  done
-  log "still alive after SIGKILL: $left"
-}
+# shellcheck source=hack/lib/procs.sh
+source "$HACK/lib/procs.sh"
 
 # --- names derived from the cluster ------------------------------------------
 
@@ -400,29 +362,13 @@ subjects:
 
 # --- processes ------------------------------------------------------------------
 
-start() { # NAME COMMAND...
-  local name=$1
-  shift
-  setsid "$@" </dev/null >"$STATE/logs/$name.log" 2>&1 &
-  echo $! >"$STATE/pids/$name.pid"
-}
-
 NODE_COMPONENTS=(node-containerd node-coredns node-kubelet)
-
-alive() { local pid; pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && running "$pid"; }
+WATCH=("${NODE_COMPONENTS[@]}")
 
 wait_until() { # WHAT TIMEOUT COMMAND...
-  local what=$1 deadline=$((SECONDS + $2)) name
+  local what=$1 timeout=$2
   shift 2
-  until "$@" >/dev/null 2>&1; do
-    for name in "${NODE_COMPONENTS[@]}"; do
-      [[ -f $STATE/pids/$name.pid ]] || continue
-      alive "$name" || die "$name exited while waiting for $what; tail of its log:
-$(tail -n 30 "$STATE/logs/$name.log")"
-    done
-    ((SECONDS < deadline)) || die "timed out waiting for $what (logs: $STATE/logs)"
-    sleep 0.25
-  done
+  poll_until $((SECONDS + timeout)) "$what" "$@"
 }
 
 ctr_() { "$BIN/ctr" --address "$SOCK" -n k8s.io "$@"; }

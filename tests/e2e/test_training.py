@@ -77,7 +77,7 @@ def wait_checkpoint(cluster, namespace: str, name: str, at_least: int) -> dict:
 
 
 def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
-    done = wait_job(cluster, namespace, name, "finished", lambda o: phase(o) in ("Succeeded", "Failed"), timeout=900)
+    done = wait_job(cluster, namespace, name, "finished", lambda o: phase(o) in ("Succeeded", "Failed"), timeout=360)
     assert phase(done) == "Succeeded", json.dumps(done["status"], indent=1)
     assert done["status"]["progress"]["step"] == steps, done["status"]["progress"]
     return done
@@ -92,7 +92,7 @@ def test_graceful_delete_of_a_worker_is_a_disruption_not_a_success(node_cluster,
                   if p["metadata"]["name"] == "drained-worker-1")
     node_cluster.kubectl("delete", "pod", "-n", ns, "drained-worker-1", "--wait=false")
     # Until the end the job is never Succeeded short of its steps.
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 360
     while time.monotonic() < deadline:
         obj = job(node_cluster, ns, "drained")
         if phase(obj) == "Succeeded":

@@ -122,7 +122,13 @@ drop_chain() {
 # kubelet's chains exist once per host, not per node: drop them only when no
 # other kubelet runs.
 drop_kubelet_chains() {
-  pgrep -x kubelet >/dev/null && return 0
+  local pid
+  # (a kubelet we just killed may linger as a zombie: PID 1 here may not reap it)
+  for pid in $(pgrep -x kubelet); do
+    running "$pid" || continue
+    log "another kubelet runs (pid $pid): its chains stay"
+    return 0
+  done
   local cmd table
   for cmd in iptables ip6tables; do
     command -v "$cmd" >/dev/null || continue

@@ -75,15 +75,18 @@ def test_down_undoes_everything_and_a_second_up_starts_clean(node_cluster):
 
     down = subprocess.run(["bash", str(HACK / "cluster.sh"), "down", node_cluster.name], env=env,
                           capture_output=True, text=True, timeout=300)
-    assert down.returncode == 0, down.stderr
-    # `down` returned: every process it started has exited already
-    assert alive_in_groups(groups) == [] and shims() == []
-    after = host_state(state)
-    assert after == {"mounts": set(), "cgroups": set(), "bridges": set(), "chains": set()}, after
-    assert not state.exists()
-
-    up = subprocess.run(["bash", str(HACK / "cluster.sh"), "up", node_cluster.name], env=env,
-                        capture_output=True, text=True, timeout=900)
+    try:
+        assert down.returncode == 0, down.stderr
+        # `down` returned: every process it started has exited already
+        assert alive_in_groups(groups) == [] and shims() == []
+        after = host_state(state)
+        assert after == {"mounts": set(), "cgroups": set(), "bridges": set(), "chains": set()}, \
+            (after, down.stderr[-3000:])
+        assert not state.exists()
+    finally:
+        # the next tests need the cluster back, whatever happened above
+        up = subprocess.run(["bash", str(HACK / "cluster.sh"), "up", node_cluster.name], env=env,
+                            capture_output=True, text=True, timeout=900)
     assert up.returncode == 0, up.stderr[-4000:]
     nodes = node_cluster.kubectl("get", "nodes", "-o", "name").stdout.split()
     assert nodes == [f"node/{NODE}"]

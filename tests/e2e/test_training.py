@@ -84,7 +84,7 @@ def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
 
 
 def test_graceful_delete_of_a_worker_is_a_disruption_not_a_success(node_cluster, chart_operator, ns):
-    steps = 50
+    steps = 300
     long_job(node_cluster, ns, "drained", steps)
     running_workers(node_cluster, ns, "drained", 2)
     wait_checkpoint(node_cluster, ns, "drained", 10)
@@ -110,7 +110,7 @@ def test_graceful_delete_of_a_worker_is_a_disruption_not_a_success(node_cluster,
 
 
 def test_force_killed_rendezvous_host_still_finishes_exactly(node_cluster, chart_operator, ns):
-    steps = 50
+    steps = 300
     long_job(node_cluster, ns, "host-killed", steps)
     running_workers(node_cluster, ns, "host-killed", 2)
     wait_checkpoint(node_cluster, ns, "host-killed", 10)
@@ -119,7 +119,7 @@ def test_force_killed_rendezvous_host_still_finishes_exactly(node_cluster, chart
 
 
 def test_suspend_resume_from_checkpoint_then_delete_cascades(node_cluster, chart_operator, ns):
-    steps = 60
+    steps = 300
     long_job(node_cluster, ns, "paused", steps)
     running_workers(node_cluster, ns, "paused", 2)
     saved = wait_checkpoint(node_cluster, ns, "paused", 10)["status"]["checkpoint"]["step"]

@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd openapi lint
+.PHONY: help venv tools images test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi lint
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -15,11 +15,15 @@ help:  ## list targets
 venv:  ## create/reuse the virtualenv (outside the checkout, keyed on constraints.txt)
 	@echo "venv: $(VENV)"
 
-tools:  ## build kube-apiserver, etcd, kwok, kubectl, helm, kubeconform into the cache (once per pin set); promtool
+tools:  ## build the control plane, kubelet, containerd, CoreDNS, kwok, helm, kubeconform into the cache (once per pin set); promtool; the real node's Debian packages
 	@bash hack/build-tools.sh
 	@bash hack/ensure-promtool.sh
+	@bash hack/node/host-packages.sh
 
-test: venv tools  ## everything: unit, trainer (gloo), cluster (real control plane)
+images: tools  ## build the operator and trainer images from the Dockerfile with buildah (cached on their inputs)
+	@bash hack/images.sh build
+
+test: venv tools images  ## everything: unit, trainer (gloo), cluster (real control plane), e2e (real node)
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests
 
 test-unit: venv  ## pure core, offline, seconds
@@ -29,12 +33,18 @@ test-trainer: venv  ## real torch.distributed on CPU
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests/trainer
 
 test-cluster: venv tools  ## operator and CRD against the real control plane + KWOK
-	$(RUN) python -m pytest $(PYTEST_ARGS) tests/cluster tests/e2e
+	$(RUN) python -m pytest $(PYTEST_ARGS) tests/cluster
+
+e2e: venv tools images  ## the real node: our images, helm/kustomize installs, training scenarios (root)
+	$(RUN) python -m pytest $(PYTEST_ARGS) tests/e2e
 
 demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents
 	$(RUN) disttrain validate manifests/examples/*.yaml
 	@rm -rf .disttrain/demo  # a fresh run each time (a plain re-run would resume, finished)
 	$(RUN) disttrain run --local --workdir .disttrain/demo manifests/examples/cpu-ddp-2x1.yaml
+
+demo-cluster: venv tools images  ## the CPU example through the operator on a real node (root); prints the run --local summary
+	$(RUN) python hack/demo_cluster.py
 
 cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the KUBECONFIG to export
 	@bash hack/cluster.sh up

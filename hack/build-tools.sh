@@ -5,8 +5,10 @@
 #   ${DISTTRAIN_CACHE:-~/.cache/disttrain}/tools-<key>/bin
 #     kube-apiserver kube-controller-manager kube-scheduler kubectl
 #     etcd kwok kwokctl helm kubeconform
+#     the real node (hack/node.sh): kubelet, containerd, containerd-shim-runc-v2,
+#     ctr, coredns (cluster zone only), pause
 #
-# <key> hashes this script, every hack/tools/*/go.{mod,sum} and the Go version,
+# <key> hashes this script, every hack/tools/*/go.{mod,sum} and *.go and the Go version,
 # so changing a pin builds a fresh directory and a second run is a no-op.
 # The module cache and build cache live under the same cache root
 # (gopath/, gocache/), so CI clones and pin bumps reuse compiled packages.
@@ -27,7 +29,7 @@ CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
 tools_key() {
   {
     cat "$HACK/build-tools.sh"
-    for f in "$TOOLS"/*/go.mod "$TOOLS"/*/go.sum; do
+    for f in "$TOOLS"/*/go.mod "$TOOLS"/*/go.sum "$TOOLS"/*/*.go; do
       printf '%s\n' "${f#"$HACK"/}"
       cat "$f"
     done
@@ -103,7 +105,7 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   kube_ldflags+=" -X '$pkg.gitMinor=$kube_minor' -X '$pkg.gitTreeState=archive' -X '$pkg.gitCommit='"
   kube_ldflags+=" -X '$pkg.buildDate=$KUBE_DATE'"
 done
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
   build kubernetes "$cmd" "k8s.io/kubernetes/cmd/$cmd" \
     -tags selinux,notest,grpcnotrace -ldflags "all=$kube_ldflags"
 done
@@ -121,6 +123,20 @@ build kubeconform kubeconform github.com/yannh/kubeconform/cmd/kubeconform \
 build helm helm helm.sh/helm/v4/cmd/helm \
   -ldflags "-s -w -X 'helm.sh/helm/v4/internal/version.version=$(modver helm helm.sh/helm/v4)' \
     -X 'helm.sh/helm/v4/internal/version.gitTreeState=clean'"
+
+# The real node's runtime: containerd 2 from its Go module (upstream's version
+# ldflags; no btrfs/devmapper/zfs snapshotters, so no cgo), CoreDNS with only
+# the plugins the cluster zone needs (hack/tools/coredns/main.go), and the pod
+# sandbox binary for the locally built pause image.
+CONTAINERD_VERSION=$(modver containerd github.com/containerd/containerd/v2)
+for cmd in containerd containerd-shim-runc-v2 ctr; do
+  build containerd "$cmd" "github.com/containerd/containerd/v2/cmd/$cmd" \
+    -tags no_btrfs,no_devmapper,no_zfs -ldflags "-s -w \
+    -X 'github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION' \
+    -X 'github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2'"
+done
+build coredns coredns . -ldflags "-s -w"
+build pause pause . -ldflags "-s -w"
 
 touch "$BIN/.complete"
 # Drop tool sets of other pins not rebuilt for a week (each is ~0.5 GB).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A local Kubernetes control plane with fake GPU nodes, from plain processes:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a KWOK
-# controller, all built by hack/build-tools.sh. No Docker, no kubelet.
+# controller, all built by hack/build-tools.sh. No Docker. With
+# DISTTRAIN_REAL_NODE=1 a real node joins too (hack/node.sh: kubelet,
+# containerd, CNI bridge, CoreDNS, our images; root only).
 #
 #   hack/cluster.sh up     [NAME]  start (or report) cluster NAME; prints
 #                                  `export KUBECONFIG=...` on stdout
@@ -17,7 +19,9 @@
 # Knobs: DISTTRAIN_FAKE_GPU_NODES (4), DISTTRAIN_FAKE_GPUS_PER_NODE (8),
 # DISTTRAIN_FAKE_CPU_NODES (2), DISTTRAIN_CLUSTER_TIMEOUT (90 s to ready),
 # DISTTRAIN_CLUSTER_OWNER_PID (when set, a reaper runs `down` as soon as that
-# process exits, so a killed test run leaves nothing behind).
+# process exits, so a killed test run leaves nothing behind),
+# DISTTRAIN_REAL_NODE (1: add the real node; 0 fake nodes of a kind skip them).
+# `down` returns only when every process it started has exited.
 #
 # Pod behaviour on the fake nodes (hack/cluster/kwok-stages.yaml): pods become
 # Running; annotation disttrain.dev/test-exit-code: "N" terminates them with
@@ -36,35 +40,23 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 log() { printf '[cluster %s] %s\n' "$NAME" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# running PID: alive and not a zombie (PID 1 may not reap our orphans)
-running() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
-any_running() { local p; for p in "$@"; do running "$p" && return 0; done; return 1; }
-alive() { local pid; pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && running "$pid"; }
+# shellcheck source=hack/lib/procs.sh
+source "$HACK/lib/procs.sh"
+WATCH=("${COMPONENTS[@]}")
 
-# Kill each component's process group (each runs under setsid): TERM in
-# reverse start order, KILL whatever is left after 3 s. `down` removes the
-# state anyway, so there is nothing to shut down gracefully for.
+# Stop the real node (if any), then each component's process group: TERM in
+# reverse start order, KILL whatever is left after 3 s, and return only once
+# every process is gone (etcd's port, its data dir). `down` removes the state
+# anyway, so there is nothing to shut down gracefully for.
 stop_all() {
-  local i name pid pids=()
+  [[ -d "$STATE/node" ]] && bash "$HACK/node.sh" down "$STATE"
+  local name pid pids=()
   local order=(reaper kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
   for name in "${order[@]}"; do
     pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || continue
-    [[ "$pid" =~ ^[0-9]+$ ]] || continue
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    pids+=("$pid")
+    [[ "$pid" =~ ^[0-9]+$ ]] && pids+=("$pid")
   done
-  for ((i = 0; i < 30; i++)); do
-    any_running "${pids[@]}" || break
-    sleep 0.1
-  done
-  for pid in "${pids[@]}"; do
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  done
+  kill_groups 3 "${pids[@]}"
 }
 
 cmd_down() {
@@ -82,18 +74,11 @@ cmd_status() {
   for name in "${COMPONENTS[@]}"; do
     if alive "$name"; then log "$name: running"; else log "$name: NOT running"; ok=1; fi
   done
+  if [[ -d "$STATE/node" ]]; then bash "$HACK/node.sh" status "$STATE" || ok=1; fi
   return $ok
 }
 
 cmd_env() { echo "export KUBECONFIG=$STATE/kubeconfig"; }
-
-# start NAME BINARY ARGS...: run in its own session (process group), log to file
-start() {
-  local name=$1
-  shift
-  setsid "$@" </dev/null >"$STATE/logs/$name.log" 2>&1 &
-  echo $! >"$STATE/pids/$name.pid"
-}
 
 # free_ports N: N distinct free loopback TCP ports
 free_ports() {
@@ -158,6 +143,7 @@ make_pki() {
     local client="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
+    sign apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" "$client"
     sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
@@ -277,23 +263,18 @@ cmd_up() {
     --service-cluster-ip-range 10.96.0.0/16 \
     --allow-privileged=true --profiling=false \
     --enable-priority-and-fairness=false \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
     --v=1
 
   export KUBECONFIG=$STATE/kubeconfig
   local deadline=$((SECONDS + timeout))
   # wait_for WHAT COMMAND...: poll until COMMAND succeeds or the deadline
   wait_for() {
-    local what=$1 name
+    local what=$1
     shift
-    until "$@" >/dev/null 2>&1; do
-      for name in "${COMPONENTS[@]}"; do
-        [[ -f "$STATE/pids/$name.pid" ]] || continue # not started yet
-        alive "$name" || die "$name exited while waiting for $what; tail of its log:
-$(tail -n 30 "$STATE/logs/$name.log")"
-      done
-      ((SECONDS < deadline)) || die "timed out after ${timeout}s waiting for $what (logs: $STATE/logs)"
-      sleep 0.25
-    done
+    poll_until "$deadline" "$what" "$@"
     log "$what ($((SECONDS - start_s))s)"
   }
   # The others need the RBAC bootstrap policy: start them once it is ready.
@@ -334,13 +315,24 @@ $(tail -n 30 "$STATE/logs/$name.log")"
     echo $! >"$STATE/pids/reaper.pid"
   fi
 
-  kubectl apply -f - >/dev/null <<<"$(fake_nodes)" || die "creating fake nodes failed"
+  local fakes
+  fakes=$(fake_nodes)
+  if [[ -n $fakes ]]; then
+    kubectl apply -f - >/dev/null <<<"$fakes" || die "creating fake nodes failed"
+  fi
   wait_for "scheduler healthy" curl -ksf "https://127.0.0.1:$SCHED_PORT/healthz"
   wait_for "controller-manager healthy" curl -ksf "https://127.0.0.1:$KCM_PORT/healthz"
-  wait_for "fake nodes Ready" kubectl wait --for=condition=Ready node -l type=kwok --timeout=1s
+  if [[ -n $fakes ]]; then
+    wait_for "fake nodes Ready" kubectl wait --for=condition=Ready node -l type=kwok --timeout=1s
+  fi
   wait_for "default service account" kubectl get serviceaccount default -n default
+  if [[ ${DISTTRAIN_REAL_NODE:-0} == 1 ]]; then
+    bash "$HACK/node.sh" sweep
+    bash "$HACK/node.sh" up "$STATE" || die "real node failed to start"
+  fi
   trap - EXIT
-  log "up in $((SECONDS - start_s))s: $(kubectl get nodes -l type=kwok --no-headers | wc -l) fake nodes"
+  log "up in $((SECONDS - start_s))s: $(kubectl get nodes -l type=kwok --no-headers 2>/dev/null | wc -l) fake nodes$(
+    [[ -d $STATE/node ]] && echo ", real node disttrain-node")"
   cmd_env
 }
 

@@ -3,8 +3,10 @@
 # pod stages as hack/cluster.sh (see docs/local-cluster.md).
 #
 #   hack/kind-up.sh [up]   create kind cluster $DISTTRAIN_KIND_NAME (disttrain),
-#                          start KWOK on the host, add the fake nodes; prints
-#                          `export KUBECONFIG=...`
+#                          start KWOK on the host, add the fake nodes, build our
+#                          two images from the Dockerfile, load them into kind and
+#                          `helm install` the chart; prints `export KUBECONFIG=...`
+#                          (the same scenario the real-node e2e tests run)
 #   hack/kind-up.sh down   stop KWOK and delete the kind cluster
 set -euo pipefail
 
@@ -38,6 +40,13 @@ case "${1:-up}" in
     fi
     bash "$HACK/cluster.sh" _nodes | "$BIN/kubectl" apply -f - >&2
     "$BIN/kubectl" wait --for=condition=Ready node -l type=kwok --timeout=60s >&2
+    version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$HACK/../pyproject.toml")
+    for target in operator trainer; do
+      docker build --target "$target" -t "ghcr.io/disttrain/$target:$version" "$HACK/.." >&2
+      kind load docker-image --name "$NAME" "ghcr.io/disttrain/$target:$version" >&2
+    done
+    "$BIN/helm" upgrade --install disttrain "$HACK/../charts/disttrain" -n disttrain-system \
+      --create-namespace --set-string "nodeSelector.kubernetes\\.io/hostname=$NAME-control-plane" --wait >&2
     log "up; KWOK log: $DIR/kwok.log"
     echo "export KUBECONFIG=$KUBECONFIG"
     ;;

@@ -240,6 +240,15 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     points at it (so in-process clients such as kopf's KopfRunner use it,
     never ~/.kube/config) and the tools directory is first on ``PATH``.
     """
+    yield from start_cluster(request, f"pytest-{os.getpid()}", {},
+                             external=os.environ.get("DISTTRAIN_TEST_KUBECONFIG"))
+
+
+def start_cluster(request: pytest.FixtureRequest, name: str, extra_env: dict[str, str], *,
+                  external: str | None = None, timeout: float = 1800) -> Iterator[Cluster]:
+    """``hack/cluster.sh up NAME`` with ``extra_env`` (or an ``external`` kubeconfig); yields
+    its handle with KUBECONFIG and PATH set, and takes it down at the end of the session.
+    """
     try:
         bin_dir = tools_bin()
     except subprocess.CalledProcessError as e:
@@ -254,27 +263,26 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             else:
                 os.environ[key] = value
 
-    external = os.environ.get("DISTTRAIN_TEST_KUBECONFIG")
     if external:
         handle = Cluster(name="", kubeconfig=external, state_dir=None, bin_dir=bin_dir)
     else:
-        name = f"pytest-{os.getpid()}"
         cache = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
         state_dir = cache / "clusters" / name
         env = {
             **os.environ,
+            **extra_env,
             "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid()),
             "DISTTRAIN_CLUSTER_DIR": str(state_dir),
         }
 
         def down() -> None:
             subprocess.run(["bash", str(HACK / "cluster.sh"), "down", name], env=env,
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=300)
 
         request.addfinalizer(down)
         try:
             proc = subprocess.run(["bash", str(HACK / "cluster.sh"), "up", name], env=env,
-                                  capture_output=True, text=True, timeout=1800)
+                                  capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"hack/cluster.sh up timed out:\n{e.stderr}", pytrace=False)
         if proc.returncode != 0:

@@ -14,6 +14,7 @@ import os
 import sys
 
 from .api.bounds import RECURSION_LIMIT
+from .logformat import kopf_log_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     from kopf.cli import main as kopf_main  # imported late: `--help` works without a cluster
 
-    kopf_args = ["run", "-m", "disttrain_operator.handlers"]
+    kopf_args = ["run", "-m", "disttrain_operator.handlers", *kopf_log_args(os.environ)]
     kopf_args += ["--all-namespaces"] if args.all_namespaces else [f"--namespace={n}" for n in namespaces]
     kopf_args += [f"--peering={args.peering}", f"--priority={args.priority}"] if args.peering else ["--standalone"]
     if args.liveness:

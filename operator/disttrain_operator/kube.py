@@ -243,7 +243,11 @@ async def _json(resp: aiohttp.ClientResponse) -> dict[str, Any]:
 def login() -> kopf.ConnectionInfo:
     """In-cluster service-account credentials when running as a pod, else the kubeconfig."""
     settings = kopf.OperatorSettings()
-    info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(settings=settings)
+    try:
+        info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(settings=settings)
+    except OSError as exc:
+        raise kopf.LoginError(f"no credentials: the kube-config cannot be read ({exc}); set KUBECONFIG to a "
+                              "readable file, or run in a pod with a service-account token") from None
     if info is None:
         raise kopf.LoginError("no credentials: neither a service-account token nor KUBECONFIG/~/.kube/config")
     return info

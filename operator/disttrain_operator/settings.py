@@ -1,7 +1,8 @@
 """Operator settings: one documented dataclass, read once from the environment at start-up
 (the Deployment and the chart set these variables), and kopf's own settings beside it.
 
-The platform's policies have their own parsers beside the code they configure:
+DISTTRAIN_LOG_FORMAT (plain | json) is read by __main__ and handed to kopf's own
+--log-format (logformat.py). The platform's policies have their own parsers beside the code they configure:
   DISTTRAIN_POD_POLICY_ALLOW_ALL, DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES
       podTemplate settings that leave the sandbox (api/policy.py)
   DISTTRAIN_NETWORK_POLICY, DISTTRAIN_NETWORK_POLICY_METRICS_FROM, DISTTRAIN_OPERATOR_NAMESPACE
@@ -42,8 +43,6 @@ class Settings:
     """DISTTRAIN_API_QPS: writes per second to the API server, for the whole operator."""
     api_burst: int = 100
     """DISTTRAIN_API_BURST: writes allowed at once before the QPS pacing applies."""
-    log_format: str = "plain"
-    """DISTTRAIN_LOG_FORMAT: plain | json (one JSON object per line, for log pipelines)."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -60,8 +59,6 @@ class Settings:
             except ValueError:
                 raise SystemExit(f"{name}={raw!r} is not a number: set it like {name}={f.default}") from None
         settings = cls(**values)
-        if settings.log_format not in ("plain", "json"):
-            raise SystemExit(f"DISTTRAIN_LOG_FORMAT={settings.log_format!r}: use plain or json")
         if settings.api_qps <= 0 or settings.api_burst < 1:
             raise SystemExit("DISTTRAIN_API_QPS must be > 0 and DISTTRAIN_API_BURST >= 1")
         return settings
@@ -98,15 +95,3 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     # kopf logs "Handler ... succeeded" for every pod and job event at INFO: at 500 jobs that
     # is most of the log and a good share of the CPU. Our own lines say what was done.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    if ours.log_format == "json":
-        use_json_logs()
-
-
-def use_json_logs() -> None:
-    """One JSON object per log line (python-json-logger, a kopf dependency)."""
-    from pythonjsonlogger.json import JsonFormatter
-
-    formatter = JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
-                              rename_fields={"levelname": "level", "asctime": "time"})
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(formatter)

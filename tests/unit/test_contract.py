@@ -242,13 +242,13 @@ def test_checkpoint_stale_uses_the_trainers_measured_step_time():
 
 def test_settings_read_once_from_the_environment():
     s = Settings.from_env({"DISTTRAIN_RESYNC_SECONDS": "2", "DISTTRAIN_API_BURST": "7",
-                           "DISTTRAIN_OPERATOR_METRICS_PORT": "0", "DISTTRAIN_LOG_FORMAT": "json"})
-    assert (s.resync_seconds, s.api_burst, s.metrics_port, s.log_format) == (2.0, 7, 0, "json")
+                           "DISTTRAIN_OPERATOR_METRICS_PORT": "0"})
+    assert (s.resync_seconds, s.api_burst, s.metrics_port) == (2.0, 7, 0)
     assert Settings.from_env({}) == Settings()
 
 
 @pytest.mark.parametrize("env, says", [({"DISTTRAIN_API_QPS": "fast"}, "DISTTRAIN_API_QPS='fast'"),
-                                       ({"DISTTRAIN_LOG_FORMAT": "xml"}, "use plain or json")])
+                                       ({"DISTTRAIN_API_BURST": "0"}, "DISTTRAIN_API_BURST >= 1")])
 def test_bad_settings_stop_with_the_variable_named(env, says):
     with pytest.raises(SystemExit, match=says):
         Settings.from_env(env)

@@ -51,3 +51,21 @@ def test_crd_file_is_a_kubernetes_object():
     crd = yaml.safe_load(open(path))
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1" and crd["kind"] == "CustomResourceDefinition"
     assert crd["metadata"]["name"] == "distributedtrainings.disttrain.dev"
+
+
+def test_cpu_example_and_operator_fit_a_two_cpu_node():
+    """`kubectl apply -f cpu-ddp-2x1.yaml` on a 2-core node beside the operator must schedule.
+
+    Both install paths ship the operator's requests: the chart's values and the kustomize
+    Deployment. Two 1-CPU workers plus the operator once left a worker Pending with
+    "Insufficient cpu".
+    """
+    from disttrain_operator.api.quantity import parse_quantity
+
+    job = yaml.safe_load(open(os.path.join(ROOT, "manifests", "examples", "cpu-ddp-2x1.yaml")))
+    workers = job["spec"]["nodes"] * parse_quantity(job["spec"]["resources"]["requests"]["cpu"])
+    chart = yaml.safe_load(open(os.path.join(ROOT, "charts", "disttrain", "values.yaml")))
+    deployment = yaml.safe_load(open(os.path.join(ROOT, "manifests", "operator", "deployment.yaml")))
+    kustomize = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
+    for operator in (chart["resources"], kustomize):
+        assert workers + parse_quantity(operator["requests"]["cpu"]) <= 2

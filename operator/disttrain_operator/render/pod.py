@@ -88,9 +88,11 @@ def ports_and_probes(pod: dict, ctx: RenderContext) -> dict:
     if ctx.builtin is not None:
         # Readiness only: a liveness probe would kill workers stuck in a long collective
         # or checkpoint, which torchrun and the operator already handle.
+        # A CPU-bound step can starve the status thread past the default 1 s timeout
+        # (seen on the real node: workers training but never Ready, so no progress read).
         container["readinessProbe"] = {
             "httpGet": {"path": "/healthz", "port": "metrics"},
-            "periodSeconds": 10, "failureThreshold": 3}
+            "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3}
     return pod
 
 

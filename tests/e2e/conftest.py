@@ -1,0 +1,295 @@
+"""End-to-end tests on a real node: our images, run by a real kubelet and containerd.
+
+``node_cluster`` (session scope) builds the images (``hack/images.sh build``, cached on
+the Dockerfile, constraints and sources) and starts ``hack/cluster.sh up e2e-<pid>`` with
+``DISTTRAIN_REAL_NODE=1`` and no fake nodes: every pod lands on the one real node,
+``disttrain-node``, whose pods live on a bridge subnet that exists only on this machine
+(docs/local-cluster.md, "The real node"). It needs root; if anything cannot start, the
+tests FAIL with the log tail, they never skip.
+
+The operator is installed the way a user installs it (``helm install`` of
+charts/disttrain, or ``kubectl apply -k manifests/``), from our operator image, with
+nothing patched. Every test here carries the markers ``cluster`` and ``e2e``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import HACK, REPO, Cluster, start_cluster
+
+HERE = Path(__file__).resolve().parent
+CHART = REPO / "charts" / "disttrain"
+EXAMPLE = REPO / "manifests" / "examples" / "cpu-ddp-2x1.yaml"
+NODE = "disttrain-node"
+OPERATOR_NS = "disttrain-system"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def images() -> None:
+    """Our operator and trainer images, built from the Dockerfile with buildah (cached)."""
+    start = time.monotonic()
+    proc = subprocess.run(["bash", str(HACK / "images.sh"), "build"], capture_output=True, text=True,
+                          timeout=3600)
+    if proc.returncode != 0:
+        pytest.fail(f"hack/images.sh build failed:\n{proc.stderr[-6000:]}", pytrace=False)
+    print(f"\n[e2e] images ready in {time.monotonic() - start:.0f}s")
+
+
+@pytest.fixture(scope="session")
+def node_cluster(request: pytest.FixtureRequest, images: None) -> Iterator[Cluster]:
+    """A control plane plus the real node (no fake nodes), up for the whole session."""
+    start = time.monotonic()
+    env = {"DISTTRAIN_REAL_NODE": "1", "DISTTRAIN_FAKE_GPU_NODES": "0", "DISTTRAIN_FAKE_CPU_NODES": "0"}
+    for handle in start_cluster(request, f"e2e-{os.getpid()}", env):
+        print(f"\n[e2e] control plane and real node up in {time.monotonic() - start:.0f}s")
+        yield handle
+
+
+@pytest.fixture
+def ns(node_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (and waited for) after it."""
+    name = f"e2e-{request.node.name.removeprefix('test_').replace('_', '-')[:40]}".rstrip("-")
+    node_cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    node_cluster.wait_for(
+        lambda: node_cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        timeout=30, what=f"ServiceAccount {name}/default")
+    yield name
+    # Trainer pods have a long grace period (an emergency checkpoint): end them at once so
+    # the next test gets the node's CPUs.
+    node_cluster.kubectl("delete", "dt", "--all", "-n", name, "--wait=false", check=False)
+    node_cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", check=False)
+    node_cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--timeout=180s", check=False,
+                         timeout=200)
+
+
+def helm(cluster: Cluster, *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run([str(cluster.bin_dir / "helm"), *args], capture_output=True, text=True,
+                          env=cluster.env, timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}", pytrace=False)
+    return proc.stdout
+
+
+def operator_pods(cluster: Cluster, namespace: str = OPERATOR_NS) -> list[dict[str, Any]]:
+    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", "app.kubernetes.io/name=disttrain,"
+                          "app.kubernetes.io/component=operator", "-o", "json").stdout
+    return json.loads(out)["items"]
+
+
+def wait_operator_ready(cluster: Cluster, namespace: str = OPERATOR_NS, timeout: float = 180) -> dict[str, Any]:
+    """The operator pod on the real node, Ready (its probes pass), restarted at most never."""
+    def ready() -> dict[str, Any] | None:
+        for pod in operator_pods(cluster, namespace):
+            conds = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
+            if conds.get("Ready") == "True":
+                return pod
+        return None
+    pod = cluster.wait_for(ready, timeout=timeout, interval=1,
+                           what=f"the operator pod Ready in {namespace}:\n{describe_operator(cluster, namespace)}")
+    assert pod["spec"]["nodeName"] == NODE
+    return pod
+
+
+def describe_operator(cluster: Cluster, namespace: str) -> str:
+    return cluster.kubectl("describe", "pods", "-n", namespace, check=False).stdout[-3000:]
+
+
+def operator_log(cluster: Cluster, namespace: str = OPERATOR_NS) -> str:
+    return cluster.kubectl("logs", "-n", namespace, "-l", "app.kubernetes.io/component=operator",
+                           "--tail=200", check=False).stdout
+
+
+@pytest.fixture(scope="module")
+def chart_operator(node_cluster: Cluster) -> Iterator[str]:
+    """The chart installed with its default values, for the training scenarios of one module."""
+    helm(node_cluster, "install", "disttrain", str(CHART), "-n", OPERATOR_NS, "--create-namespace", "--wait=false")
+    wait_operator_ready(node_cluster)
+    yield OPERATOR_NS
+    helm(node_cluster, "uninstall", "disttrain", "-n", OPERATOR_NS, "--wait", "--timeout=120s")
+    node_cluster.kubectl("delete", "namespace", OPERATOR_NS, "--ignore-not-found", "--timeout=120s",
+                         check=False, timeout=150)
+
+
+# --- jobs -----------------------------------------------------------------------
+
+def example_job(**spec: Any) -> dict[str, Any]:
+    """The shipped CPU example, with ``spec`` fields replaced (checkpoint merged)."""
+    job = yaml.safe_load(EXAMPLE.read_text())
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(job["spec"].get(key), dict):
+            job["spec"][key] = {**job["spec"][key], **value}
+        else:
+            job["spec"][key] = value
+    return job
+
+
+def shared_checkpoints(cluster: Cluster, namespace: str, claim: str = "checkpoints") -> str:
+    """A ReadWriteMany claim bound to a directory on the real node (a hostPath PV, uid 1000)."""
+    path = Path(cluster.state_dir) / "node" / "volumes" / namespace
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, 1000, 1000)
+    cluster.apply([
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                  "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "",
+                  "claimRef": {"namespace": namespace, "name": claim},
+                  "hostPath": {"path": str(path), "type": "Directory"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
+         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{namespace}-{claim}",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+    ])
+    return claim
+
+
+def job(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return cluster.get("dt", name, namespace)
+
+
+def wait_job(cluster: Cluster, namespace: str, name: str, what: str, predicate, timeout: float = 600) -> dict[str, Any]:
+    def check():
+        obj = job(cluster, namespace, name)
+        return obj if predicate(obj) else None
+    try:
+        return cluster.wait_for(check, timeout=timeout, interval=1, what=f"{name}: {what}")
+    except BaseException:
+        print(json.dumps(job(cluster, namespace, name).get("status", {}), indent=1))
+        print(cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout)
+        print(operator_log(cluster)[-4000:])
+        raise
+
+
+def phase(obj: dict[str, Any]) -> str | None:
+    return obj.get("status", {}).get("phase")
+
+
+def step(obj: dict[str, Any]) -> int:
+    return int(obj.get("status", {}).get("progress", {}).get("step") or 0)
+
+
+def worker_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", f"disttrain.dev/job={name}", "-o", "json").stdout
+    return json.loads(out)["items"]
+
+
+# --- Prometheus -----------------------------------------------------------------
+
+class Prometheus:
+    """A real Prometheus on loopback (its API); targets from ``discovered_targets``."""
+
+    def __init__(self, port: int, proc: subprocess.Popen):
+        self.port = port
+        self.proc = proc
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.loads(response.read())["data"]["result"]
+        except OSError:
+            return []
+
+
+def discovered_targets(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
+    """What a ServiceMonitor/PodMonitor would scrape, read from the API server.
+
+    Debian's Prometheus is built without Kubernetes service discovery, so the test does
+    the discovery: the endpoints (EndpointSlices) of every Service labelled
+    ``app.kubernetes.io/component=operator`` on its port ``metrics``, and every running
+    worker pod (``app.kubernetes.io/component=worker``) on its container port ``metrics``.
+    """
+    slices = json.loads(cluster.kubectl("get", "endpointslices", "-A", "-o", "json", check=False).stdout or "{}")
+    services = json.loads(cluster.kubectl("get", "services", "-A", "-l", "app.kubernetes.io/component=operator",
+                                          "-o", "json", check=False).stdout or "{}")
+    operator_services = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in services.get("items", [])}
+    operator = []
+    for item in slices.get("items", []):
+        key = (item["metadata"]["namespace"], item["metadata"].get("labels", {}).get("kubernetes.io/service-name"))
+        ports = [p["port"] for p in item.get("ports") or [] if p.get("name") == "metrics"]
+        if key not in operator_services or not ports:
+            continue
+        for endpoint in item.get("endpoints") or []:
+            if endpoint.get("conditions", {}).get("ready"):
+                operator += [{"targets": [f"{address}:{ports[0]}"],
+                              "labels": {"service": key[1], "service_namespace": key[0]}}
+                             for address in endpoint["addresses"]]
+    pods = json.loads(cluster.kubectl("get", "pods", "-A", "-l", "app.kubernetes.io/component=worker",
+                                      "--field-selector=status.phase=Running", "-o", "json", check=False).stdout
+                      or "{}")
+    trainers = []
+    for pod in pods.get("items", []):
+        for container in pod["spec"]["containers"]:
+            for port in container.get("ports", []):
+                if port.get("name") == "metrics" and pod["status"].get("podIP"):
+                    trainers.append({"targets": [f"{pod['status']['podIP']}:{port['containerPort']}"],
+                                     "labels": {"scraped_pod": pod["metadata"]["name"]}})
+    return {"operator": operator, "trainers": trainers}
+
+
+@pytest.fixture
+def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
+    """A real Prometheus scraping what the chart's Service and the worker pods expose.
+
+    Targets come from ``discovered_targets`` (refreshed every second into file_sd files,
+    which Prometheus watches), under the jobs ``disttrain-operator`` and ``disttrain-trainers``.
+    """
+    import socket
+    import threading
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus missing: hack/ensure-promtool.sh installs Debian's prometheus package"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    files = {name: tmp_path / f"{name}.json" for name in ("operator", "trainers")}
+    for path in files.values():
+        path.write_text("[]")
+    config = {"global": {"scrape_interval": "2s"}, "scrape_configs": [
+        {"job_name": f"disttrain-{name}", "honor_labels": True,
+         "file_sd_configs": [{"files": [str(path)], "refresh_interval": "1s"}]} for name, path in files.items()]}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    stop = threading.Event()
+
+    def discover() -> None:
+        while not stop.is_set():
+            for name, targets in discovered_targets(node_cluster).items():
+                tmp = files[name].with_suffix(".tmp")
+                tmp.write_text(json.dumps(targets))
+                tmp.replace(files[name])
+            stop.wait(1)
+
+    discovery = threading.Thread(target=discover, daemon=True)
+    discovery.start()
+    proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"),
+                            start_new_session=True)
+    try:
+        yield Prometheus(port, proc)
+    finally:
+        stop.set()
+        discovery.join(timeout=30)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

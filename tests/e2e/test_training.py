@@ -1,0 +1,142 @@
+"""Training on the real node through the chart-installed operator: the user's scenarios.
+
+Each test applies a job in its own namespace and asserts what the user sees on the
+DistributedTraining object. The outcomes the issue requires (the final step equals the
+configured steps; a graceful delete is a disruption, never an early success) depend on the
+operator/trainer success contract (docs/pod-contract.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .conftest import (EXAMPLE, NODE, example_job, job, phase, shared_checkpoints, step, wait_job,
+                       worker_pods)
+
+pytestmark = [pytest.mark.slow]
+
+
+def running_workers(cluster, namespace: str, name: str, count: int) -> list[dict]:
+    def all_running():
+        pods = [p for p in worker_pods(cluster, namespace, name) if p["status"].get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")]
+        return pods if len(pods) == count else None
+    return cluster.wait_for(all_running, timeout=300, interval=1, what=f"{count} running workers of {name}")
+
+
+def exec_in(cluster, namespace: str, pod: str, *cmd: str):
+    return cluster.kubectl("exec", "-n", namespace, pod, "-c", "trainer", "--", *cmd, check=False, timeout=60)
+
+
+def test_cpu_example_trains_to_succeeded_as_shipped(node_cluster, chart_operator, ns, prometheus):
+    """kubectl apply -f the example: two pods from our trainer image, rendezvous through the headless
+    Service's DNS names, Succeeded with the final step and checkpoint in status; the pods run as
+    shipped (non-root, read-only root, no token) and Prometheus scrapes their /metrics."""
+    node_cluster.kubectl("apply", "-n", ns, "-f", str(EXAMPLE))
+    pods = running_workers(node_cluster, ns, "cpu-ddp", 2)
+    assert {p["spec"]["nodeName"] for p in pods} == {NODE}
+    pod = pods[0]["metadata"]["name"]
+    assert exec_in(node_cluster, ns, pod, "id", "-u").stdout.strip() == "1000"
+    touch = exec_in(node_cluster, ns, pod, "touch", "/probe")
+    assert touch.returncode != 0 and "Read-only file system" in touch.stderr + touch.stdout
+    token = exec_in(node_cluster, ns, pod, "ls", "/var/run/secrets/kubernetes.io/serviceaccount")
+    assert token.returncode != 0
+    caps = exec_in(node_cluster, ns, pod, "grep", "CapEff", "/proc/self/status").stdout
+    assert caps.split()[-1] == "0000000000000000"
+
+    def trainer_series():
+        return prometheus.query(f'disttrain_train_step{{namespace="{ns}", job="cpu-ddp"}}')
+    series = node_cluster.wait_for(trainer_series, timeout=180, interval=1,
+                                   what="Prometheus to scrape the trainer pods' /metrics")
+    # the labels the dashboards group by
+    assert {"namespace", "job", "pod"} <= set(series[0]["metric"]), series[0]["metric"]
+
+    done = wait_job(node_cluster, ns, "cpu-ddp", "Succeeded", lambda o: phase(o) in ("Succeeded", "Failed"))
+    status = done["status"]
+    assert phase(done) == "Succeeded", json.dumps(status, indent=1)
+    assert status["progress"]["step"] == 60, status["progress"]
+    assert status["checkpoint"]["step"] == 60, status["checkpoint"]
+
+
+def long_job(cluster, namespace: str, name: str, steps: int) -> None:
+    """The example with `steps`, a checkpoint every 10 steps on a shared claim, one thread a rank."""
+    claim = shared_checkpoints(cluster, namespace)
+    cluster.apply({**example_job(trainer={"builtin": {"model": "gpt-nano", "dataset": "text", "steps": steps,
+                                                      "batchSize": 8, "learningRate": 0.001}},
+                                 checkpoint={"claimName": claim, "intervalSteps": 10},
+                                 env=[{"name": "OMP_NUM_THREADS", "value": "1"}]),
+                   "metadata": {"name": name}}, namespace=namespace)
+
+
+def wait_checkpoint(cluster, namespace: str, name: str, at_least: int) -> dict:
+    return wait_job(cluster, namespace, name, f"a checkpoint at step >= {at_least}",
+                    lambda o: (o.get("status", {}).get("checkpoint") or {}).get("step", 0) >= at_least)
+
+
+def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
+    done = wait_job(cluster, namespace, name, "finished", lambda o: phase(o) in ("Succeeded", "Failed"), timeout=360)
+    assert phase(done) == "Succeeded", json.dumps(done["status"], indent=1)
+    assert done["status"]["progress"]["step"] == steps, done["status"]["progress"]
+    return done
+
+
+def test_graceful_delete_of_a_worker_is_a_disruption_not_a_success(node_cluster, chart_operator, ns):
+    steps = 300
+    long_job(node_cluster, ns, "drained", steps)
+    running_workers(node_cluster, ns, "drained", 2)
+    wait_checkpoint(node_cluster, ns, "drained", 10)
+    victim = next(p for p in worker_pods(node_cluster, ns, "drained")
+                  if p["metadata"]["name"] == "drained-worker-1")
+    node_cluster.kubectl("delete", "pod", "-n", ns, "drained-worker-1", "--wait=false")
+    # Until the end the job is never Succeeded short of its steps.
+    deadline = time.monotonic() + 360
+    while time.monotonic() < deadline:
+        obj = job(node_cluster, ns, "drained")
+        if phase(obj) == "Succeeded":
+            assert step(obj) == steps, f"Succeeded at step {step(obj)} of {steps} after a graceful delete"
+            break
+        assert phase(obj) != "Failed", json.dumps(obj["status"], indent=1)
+        time.sleep(1)
+    done = finish_exactly(node_cluster, ns, "drained", steps)
+    assert done["status"].get("restarts", 0) >= 1, done["status"]
+    replaced = next(p for p in worker_pods(node_cluster, ns, "drained")
+                    if p["metadata"]["name"] == "drained-worker-1")
+    assert replaced["metadata"]["uid"] != victim["metadata"]["uid"]
+    log = node_cluster.kubectl("logs", "-n", ns, "drained-worker-1", check=False).stdout
+    assert "resuming at step" in log and "resuming at step 0 " not in log, log[-2000:]
+
+
+def test_force_killed_rendezvous_host_still_finishes_exactly(node_cluster, chart_operator, ns):
+    steps = 300
+    long_job(node_cluster, ns, "host-killed", steps)
+    running_workers(node_cluster, ns, "host-killed", 2)
+    wait_checkpoint(node_cluster, ns, "host-killed", 10)
+    node_cluster.kubectl("delete", "pod", "-n", ns, "host-killed-worker-0", "--grace-period=0", "--force")
+    finish_exactly(node_cluster, ns, "host-killed", steps)
+
+
+def test_suspend_resume_from_checkpoint_then_delete_cascades(node_cluster, chart_operator, ns):
+    steps = 300
+    long_job(node_cluster, ns, "paused", steps)
+    running_workers(node_cluster, ns, "paused", 2)
+    saved = wait_checkpoint(node_cluster, ns, "paused", 10)["status"]["checkpoint"]["step"]
+    node_cluster.kubectl("patch", "dt", "paused", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_job(node_cluster, ns, "paused", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "paused"), timeout=300,
+                          what="the suspended job's pods to go")
+    node_cluster.kubectl("patch", "dt", "paused", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    running_workers(node_cluster, ns, "paused", 2)
+    log = node_cluster.wait_for(
+        lambda: "resuming at step" in (out := node_cluster.kubectl("logs", "-n", ns, "paused-worker-0",
+                                                                    check=False).stdout) and out,
+        timeout=300, interval=2, what="the resumed trainer to load its checkpoint")
+    resumed_at = int(log.split("resuming at step", 1)[1].split()[0])
+    assert resumed_at >= saved, f"resumed at {resumed_at}, newest checkpoint before suspend was {saved}"
+    node_cluster.kubectl("delete", "dt", "paused", "-n", ns, "--timeout=240s", timeout=260)
+    node_cluster.wait_for(
+        lambda: not worker_pods(node_cluster, ns, "paused")
+        and node_cluster.try_get("service", "paused", ns) is None,
+        timeout=240, what="every child of the deleted job to go")

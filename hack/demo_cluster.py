@@ -21,8 +21,8 @@ NAME = "demo"
 JOB = "cpu-ddp"
 
 
-def sh(*cmd: str, env: dict[str, str] | None = None, check: bool = True) -> str:
-    proc = subprocess.run(cmd, env=env, text=True, capture_output=True)
+def sh(*cmd: str, env: dict[str, str] | None = None, check: bool = True, input: str | None = None) -> str:
+    proc = subprocess.run(cmd, env=env, text=True, capture_output=True, input=input)
     if check and proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}")
     return proc.stdout
@@ -44,6 +44,19 @@ def main() -> int:
         sh(f"{bin_dir}/helm", "install", "disttrain", str(REPO / "charts" / "disttrain"), "-n",
            "disttrain-system", "--create-namespace", "--wait", "--timeout=5m", env=env)
     sh(*kubectl, "delete", "dt", JOB, "--ignore-not-found", "--wait=true", env=env)
+    # The example checkpoints to a ReadWriteMany claim; here a hostPath volume on the one real node.
+    volume = Path(kubeconfig).parent / "node" / "volumes" / "demo"
+    volume.mkdir(parents=True, exist_ok=True)
+    os.chown(volume, 1000, 1000)
+    claim = "cpu-ddp-checkpoints"
+    sh(*kubectl, "apply", "-f", "-", env=env, input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"demo-{claim}"},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                  "claimRef": {"namespace": "default", "name": claim},
+                  "hostPath": {"path": str(volume), "type": "Directory"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": "default"},
+         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"demo-{claim}",
+                  "resources": {"requests": {"storage": "1Gi"}}}}]}))
     print(f"demo-cluster: kubectl apply -f manifests/examples/cpu-ddp-2x1.yaml", flush=True)
     sh(*kubectl, "apply", "-f", str(REPO / "manifests" / "examples" / "cpu-ddp-2x1.yaml"), env=env)
     started = time.monotonic()

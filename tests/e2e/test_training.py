@@ -35,6 +35,7 @@ def test_cpu_example_trains_to_succeeded_as_shipped(node_cluster, chart_operator
     """kubectl apply -f the example: two pods from our trainer image, rendezvous through the headless
     Service's DNS names, Succeeded with the final step and checkpoint in status; the pods run as
     shipped (non-root, read-only root, no token) and Prometheus scrapes their /metrics."""
+    shared_checkpoints(node_cluster, ns, claim="cpu-ddp-checkpoints")  # the claim the example names
     node_cluster.kubectl("apply", "-n", ns, "-f", str(EXAMPLE))
     pods = running_workers(node_cluster, ns, "cpu-ddp", 2)
     assert {p["spec"]["nodeName"] for p in pods} == {NODE}

@@ -98,7 +98,7 @@ def test_transition_rules_skip_creation_and_run_on_update():
 optional_count = st.one_of(st.none(), st.integers(1, 6))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(nodes=optional_count, low=optional_count, high=optional_count)
 def test_node_ranges_cel_and_validator_and_arithmetic_agree(nodes, low, high):
     spec = {k: v for k, v in (("nodes", nodes), ("minNodes", low), ("maxNodes", high)) if v is not None}

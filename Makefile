@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint
+.PHONY: help venv tools test test-unit test-trainer test-cluster demo cluster-up cluster-down bench crd lint mutation
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -30,6 +30,9 @@ test-trainer: venv  ## real torch.distributed on CPU
 
 test-cluster: venv tools  ## operator and CRD against the real control plane + KWOK
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests/cluster tests/e2e
+
+mutation: venv  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
+	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
 
 demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents
 	$(RUN) disttrain validate manifests/examples/*.yaml

@@ -1,6 +1,20 @@
 import glob
 import os
 
+from hypothesis import settings
+
+# `make mutation` runs the covering tests once per mutant: fewer, derandomized examples
+# there (hack/mutation.py sets the scale), so a verdict depends on the mutant alone.
+HYPOTHESIS_SCALE = float(os.environ.get("DISTTRAIN_HYPOTHESIS_SCALE", "1"))
+if HYPOTHESIS_SCALE != 1:
+    settings.register_profile("mutation", derandomize=True, database=None)
+    settings.load_profile("mutation")
+
+
+def examples(n: int) -> int:
+    """max_examples for a property, scaled down under mutation testing."""
+    return max(20, int(n * HYPOTHESIS_SCALE))
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "manifests", "examples", "*.yaml")))
 

@@ -211,9 +211,8 @@ BREAKS = ["minNodes above nodes", "maxNodes below nodes", "reserved env", "built
 
 
 @st.composite
-def invalid_jobs(draw) -> tuple[str, dict, str]:
-    """(what was broken, document, the path its error must name)."""
-    kind = draw(st.sampled_from(BREAKS))
+def invalid_jobs(draw, kind: str) -> tuple[dict, str]:
+    """(a valid document with `kind` broken, the path its error must name)."""
     doc, _ = draw(valid_jobs(mesh=True if "mesh" in kind else None,
                              need_multi_node=kind == "maxNodes below nodes"))
-    return (kind, *_break(doc, kind))
+    return _break(doc, kind)

@@ -18,6 +18,7 @@ from disttrain_operator.api import validate_document
 from disttrain_operator.api import types as t
 from disttrain_operator.api.meta import fields_of, json_name, meta_of
 
+from .conftest import examples
 from .crd_cel import evaluate, root_schema, rules_of, violations
 from .helpers import job
 
@@ -98,7 +99,7 @@ def test_transition_rules_skip_creation_and_run_on_update():
 optional_count = st.one_of(st.none(), st.integers(1, 6))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(nodes=optional_count, low=optional_count, high=optional_count)
 def test_node_ranges_cel_and_validator_and_arithmetic_agree(nodes, low, high):
     spec = {k: v for k, v in (("nodes", nodes), ("minNodes", low), ("maxNodes", high)) if v is not None}

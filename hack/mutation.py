@@ -43,7 +43,8 @@ MODULES = [
     "trainer/disttrain_trainer/checkpoint.py",
 ]
 # The tests that may kill a mutant: the fast in-process ones.
-TESTS = ["tests/unit", "tests/trainer/test_config_data.py", "tests/trainer/test_checkpoint_decisions.py"]
+TESTS = ["tests/unit", "tests/trainer/test_config_data.py", "tests/trainer/test_config_contract.py",
+         "tests/trainer/test_checkpoint_decisions.py"]
 # Copied beside the packages because the tests read them.
 DATA = ["tests", "manifests", "charts", "docs", "README.md"]
 SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"}

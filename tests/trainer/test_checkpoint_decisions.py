@@ -4,6 +4,7 @@ which directories count, when to save, what is purged, what a fresh start finds.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -103,9 +104,15 @@ def test_commit_renames_the_save_into_place_and_purges(tmp_path):
     assert manager.latest.step == 3 and manager.latest.save_seconds == 1.5
 
 
-def test_checkpoint_status_is_rfc3339_utc():
-    info = CheckpointInfo(step=4, path="/c/step-00000004", time=0.0)
-    assert info.as_status() == {"step": 4, "time": "1970-01-01T00:00:00Z", "path": "/c/step-00000004"}
+def test_checkpoint_status_is_rfc3339_utc_whatever_the_local_zone(monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        info = CheckpointInfo(step=4, path="/c/step-00000004", time=0.0)
+        assert info.as_status() == {"step": 4, "time": "1970-01-01T00:00:00Z", "path": "/c/step-00000004"}
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 @pytest.mark.parametrize("kwargs", [{"interval_steps": -1}, {"keep": 0}])

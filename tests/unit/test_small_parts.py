@@ -1,0 +1,97 @@
+"""Small pure parts called directly: child names, field paths, the podTemplate merge."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from disttrain_operator.api import schema
+from disttrain_operator.api.names import selector, service_name, worker_index, worker_name
+from disttrain_operator.api.parse import key_path
+from disttrain_operator.render.merge import merge
+
+
+@pytest.mark.parametrize("pod,index", [
+    ("job-worker-0", 0), ("job-worker-17", 17), ("job-worker-1023", 1023),
+    ("job-worker-", None), ("job-worker-01", None), ("job-worker-1a", None), ("job-worker--1", None),
+    ("other-worker-1", None), ("job-worker-x-worker-2", None), ("job", None), ("xjob-worker-1", None),
+])
+def test_worker_index_only_for_names_we_make(pod, index):
+    assert worker_index(pod, "job") == index
+
+
+def test_child_names_round_trip():
+    assert worker_name("job", 3) == "job-worker-3" and worker_index(worker_name("a-b", 12), "a-b") == 12
+    assert service_name("job") == "job" and selector("job") == "disttrain.dev/job=job"
+
+
+def test_field_paths_list_every_documented_field():
+    paths = schema.field_paths()
+    assert paths[0] == "spec.image"
+    assert {"spec.nodes", "spec.trainer.builtin.steps", "spec.env.name", "spec.env.valueFrom",
+            "spec.checkpoint.async", "spec.rendezvous.joinTimeoutSeconds", "spec.podTemplate.metadata.labels"} <= set(paths)
+    assert "spec.scheduling.tolerations.key" not in paths  # free-form items are not walked
+    assert len(paths) == len(set(paths))
+    assert schema.field_paths(prefix="x")[0] == "x.image"
+
+
+@pytest.mark.parametrize("prefix,key,path", [
+    ("spec", "nodes", "spec.nodes"), ("", "spec", "spec"), ("", 3, "(document)[3]"),
+    ("spec", "a.b", "spec['a.b']"), ("spec", "", "spec['']"), ("spec", "a\nb", "spec['a\\nb']"),
+    ("spec", None, "spec[None]"),
+])
+def test_key_paths(prefix, key, path):
+    assert key_path(prefix, key) == path
+
+
+# ---- podTemplate merge ----------------------------------------------------------------
+
+
+def test_maps_merge_key_by_key_and_the_overlay_scalar_wins():
+    assert merge({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 9}, "e": 5}) == {"a": 1, "b": {"c": 9, "d": 3}, "e": 5}
+
+
+@pytest.mark.parametrize("base,overlay", [({"a": 1}, 5), ([1], "x"), ("x", [1]), (5, {"a": 1}), ([1], {"a": 1})])
+def test_a_value_of_another_kind_replaces_the_base(base, overlay):
+    assert merge(base, overlay) == overlay
+
+
+def test_named_lists_merge_by_name_and_append_new_names_once():
+    base = [{"name": "trainer", "image": "a", "env": [{"name": "X", "value": "1"}]}]
+    overlay = [{"name": "trainer", "env": [{"name": "Y", "value": "2"}]},
+               {"name": "sidecar", "image": "s"}, {"name": "sidecar", "args": ["--v"]}]
+    assert merge(base, overlay) == [
+        {"name": "trainer", "image": "a", "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]},
+        {"name": "sidecar", "image": "s", "args": ["--v"]},
+    ]
+
+
+def test_other_lists_are_appended():
+    assert merge([1, 2], [3]) == [1, 2, 3]
+    assert merge(["hostname"], ["rename"]) == ["hostname", "rename"]  # strings holding "name"
+    assert merge([{"key": "a"}], [{"key": "b"}]) == [{"key": "a"}, {"key": "b"}]
+
+
+@pytest.mark.parametrize("base,overlay", [
+    ({}, {"a": {"b": [1]}}),
+    ({"l": [{"name": "x"}]}, {"l": [{"name": "y", "v": {"k": [1]}}]}),
+    ({"l": [1]}, {"l": [{"k": [1]}]}),
+    ({"a": 1}, {"a": {"b": [1]}}),
+])
+def test_the_result_shares_nothing_with_the_template(base, overlay):
+    before = copy.deepcopy(overlay)
+    out = merge(base, overlay)
+
+    def scribble(node):
+        if isinstance(node, dict):
+            for value in node.values():
+                scribble(value)
+            node["scribbled"] = True
+        elif isinstance(node, list):
+            for value in node:
+                scribble(value)
+            node.append("scribbled")
+
+    scribble(out)
+    assert overlay == before, "rendering one pod changed the job's podTemplate"

@@ -117,6 +117,16 @@ def meta_files(work: Path) -> list[Path]:
     return sorted((work / "mutants").rglob("*.py.meta"))
 
 
+def undecided(work: Path, paths: list[str]) -> list[str]:
+    """Mutants of these modules without a verdict (mutmut re-runs every mutant it is
+    given by name, so a partial run names only those), or globs on a first run."""
+    prefixes = tuple(module_glob(p).removesuffix("*") for p in paths)
+    names = [key for meta in meta_files(work)
+             for key, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items()
+             if code is None and key.startswith(prefixes)]
+    return names if meta_files(work) else [module_glob(p) for p in paths]
+
+
 def reset_survivors(work: Path) -> int:
     """The tests changed: survivors and mutants without tests get tested again."""
     count = 0
@@ -238,9 +248,12 @@ def main() -> int:
         stamp = work / ".tests-hash"
         if stamp.exists() and stamp.read_text() != tests_now:
             print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
-        env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.25"}
+        env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
         mutmut = Path(sys.executable).with_name("mutmut")
-        names = [] if args.paths == MODULES else [module_glob(p) for p in args.paths]
+        names = [] if args.paths == MODULES else undecided(work, args.paths)
+        if args.paths != MODULES and not names:
+            print("mutation: every mutant of these modules has a verdict", flush=True)
+            return report(work, args.paths)
         proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs), *names], cwd=work, env=env)
         if proc.returncode != 0:
             print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)

@@ -246,7 +246,7 @@ def main() -> int:
         (work / "pyproject.toml").write_text(pyproject([staged(p) for p in MODULES]))
         tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"])
         stamp = work / ".tests-hash"
-        if stamp.exists() and stamp.read_text() != tests_now:
+        if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):
             print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
         env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
         mutmut = Path(sys.executable).with_name("mutmut")

@@ -140,3 +140,15 @@ def test_one_visible_gpu_is_cuda_and_clamping_says_so():
 def test_a_mesh_off_the_world_size_names_both():
     with pytest.raises(ValueError, match=r"^mesh fsdp=2 x tp=3 = 6 must equal the world size 4$"):
         resolve_parallel(ParallelConfig(mesh_fsdp=2, mesh_tp=3), world_size=4, visible_gpus=0)
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: Config().model.__class__(name="gpt-huge"), r"model='gpt-huge' is not one of gpt-nano, gpt-small, mlp"),
+    (lambda: DataConfig(dataset="imagenet"),
+     r"dataset='imagenet' is not one of text, synthetic-regression, synthetic-classification"),
+    (lambda: ParallelConfig(mesh_fsdp=-1, mesh_tp=2), r"mesh degrees must be >= 0"),
+    (lambda: ParallelConfig(mesh_fsdp=2, mesh_tp=-1), r"mesh degrees must be >= 0"),
+])
+def test_each_choice_names_itself(make, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        make()

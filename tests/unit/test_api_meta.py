@@ -93,3 +93,14 @@ def test_did_you_mean():
     assert did_you_mean("zzz", ["auto", "ddp"]) == ""
     assert did_you_mean(3, ["auto"]) == ""
     assert did_you_mean("autx", iter(["auto"])) == "did you mean 'auto'?"
+
+
+def test_builtin_and_command_together_name_both_in_the_error():
+    from disttrain_operator.api import validate_document
+
+    from .helpers import job
+
+    (error,) = validate_document(job(trainer={"builtin": {}, "command": ["t.py"]})).errors
+    assert error.value == {"builtin": "...", "command": "..."}
+    (error,) = validate_document(job(trainer={})).errors
+    assert error.value == {}

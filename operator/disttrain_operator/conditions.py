@@ -18,6 +18,10 @@ SUSPENDED = "Suspended"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 CHECKPOINT_STALE = "CheckpointStale"
+# Trouble the operator cannot fix alone (DESIGN.md): said on the job, not only in Events.
+NAME_CONFLICT = "NameConflict"                 # a child's name is taken by an object we do not own
+POD_CREATION_FORBIDDEN = "PodCreationForbidden"  # admission, quota or validation refused a pod
+SPEC_INVALID = "SpecInvalid"                   # a running job's spec stopped validating
 
 # Reasons
 VALID = "Valid"
@@ -36,10 +40,15 @@ JOB_RESUMED = "JobResumed"
 JOB_SUCCEEDED = "JobSucceeded"
 SPEC_CHANGED = "SpecChanged"
 SCALED = "Scaled"
-POD_CREATED = "PodCreated"
 CHECKPOINT_TOO_OLD = "CheckpointTooOld"
 CHECKPOINT_FRESH = "CheckpointFresh"
 TTL_EXPIRED = "TTLExpired"
+UNSCHEDULABLE = "Unschedulable"        # the scheduler cannot place a worker (its message follows)
+NAME_TAKEN = "ChildNameTaken"          # NameConflict: which object holds which name
+NAMES_FREE = "ChildNamesFree"
+CREATION_REFUSED = "CreationRefused"   # PodCreationForbidden, when the API gave no reason
+CREATION_ALLOWED = "CreationAllowed"
+WORKER_INTERRUPTED = "WorkerInterrupted"  # ended on a signal before finishing: a disruption
 
 MESSAGE_LIMIT = 1024
 
@@ -64,11 +73,6 @@ def set_condition(conditions: list[dict[str, Any]], type_: str, status: bool, re
 
 def get_condition(conditions: list[dict[str, Any]] | None, type_: str) -> dict[str, Any] | None:
     return next((c for c in conditions or [] if c.get("type") == type_), None)
-
-
-def is_true(conditions: list[dict[str, Any]] | None, type_: str) -> bool:
-    cond = get_condition(conditions, type_)
-    return cond is not None and cond.get("status") == "True"
 
 
 def _condition(type_: str, status: str, reason: str, message: str, generation: int | None,

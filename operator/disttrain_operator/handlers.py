@@ -1,148 +1,82 @@
-"""kopf handlers: glue only. Read what kopf hands us, call the core, carry out the plan.
+"""kopf handlers: glue only. The loop of each job lives in controller.py, the decisions
+in plan.py.
 
-- `reconcile` (create / update / resume / a resync timer) -> plan.decide
-- `refresh_progress` (timer) reads a ready trainer's /status -> status.progress/checkpoint
-- `worker_pods` indexes our pods by (namespace, job), so no handler lists pods.
+- `worker_pods` indexes our pods (server-side label filter) by (namespace, job); kopf
+  fills the index before any daemon starts, so a restarted operator sees every pod.
+- `pod_changed` / `job_changed` wake the job's loop: reactions take milliseconds, not a timer.
+- `run_job` is one loop per job (`controller.run_job`); `watch_progress` reads the trainer's
+  /status on its own loop. Both are kopf daemons: peering pauses them, deletion stops them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from datetime import datetime, timezone
+import logging
 from typing import Any
 
 import kopf
 
-from . import conditions as c
 from .api.names import JOB_LABEL
-from .api.types import GROUP, PLURAL, VERSION, Job
-from .api.validate import validate_document
-from .kube import fetch_trainer_status
+from .api.types import GROUP, PLURAL, VERSION
+from .controller import Shared, poll_progress, run_job
+from .kube import Kube, login
+from .metrics import OperatorMetrics
+from .plan import Policy
 from .pods import summarize_pod
-from .plan import JobState, decide, iso, parse_time, set_cond, status_patch
-from .render import render_pod, render_service
-from .settings import configure, env_float  # noqa: F401  (registers the startup handler)
-from .status import (checkpoint_from_trainer, checkpoint_staleness, global_batch, progress_from_trainer,
-                     status_sources)
+from .settings import Settings, configure_kopf
 
-RESYNC_SECONDS = env_float("DISTTRAIN_RESYNC_SECONDS", 5.0)
-PROGRESS_SECONDS = env_float("DISTTRAIN_PROGRESS_SECONDS", 15.0)
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    ours = Settings.from_env()
+    configure_kopf(settings, ours)
+    metrics = OperatorMetrics()
+    kube = Kube(login(), qps=ours.api_qps, burst=ours.api_burst,
+                on_answer=lambda verb, code: metrics.api_requests.labels(verb=verb, code=str(code)).inc())
+    memo.shared = Shared(
+        settings=ours, kube=kube, metrics=metrics,
+        policy=Policy(backoff_base_seconds=ours.restart_backoff_seconds,
+                      backoff_max_seconds=ours.restart_backoff_max_seconds))
+    if ours.metrics_port:
+        metrics.serve(ours.metrics_port)
+        logger.info(f"metrics on :{ours.metrics_port}/metrics")
+
+
+@kopf.on.cleanup()
+async def close(memo: kopf.Memo, **_: Any) -> None:
+    await memo.shared.kube.close()
+
+
+@kopf.on.login()
+def credentials(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's own minimal login (service account, else kubeconfig): the operator never
+    imports the official client."""
+    return login()
 
 
 @kopf.index("pods", labels={JOB_LABEL: kopf.PRESENT})
-def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
+async def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
     return {(namespace, labels[JOB_LABEL]): summarize_pod(body)}
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, worker_pods: kopf.Index,
-              **_: Any) -> None:
-    started = time.perf_counter()
-    namespace, name = body.metadata.namespace, body.metadata.name
-    with memo.locks[body.metadata.uid]:
-        job = JobState(name=name, namespace=namespace, generation=body.metadata.get("generation"),
-                       status=dict(body.get("status") or {}),
-                       validation=validate_document(_document(body)))
-        stale = memo.staleness.get((namespace, name))
-        plan = decide(job, list(worker_pods.get((namespace, name), [])), _now(), memo.policy)
-        if stale is not None:
-            plan.status = _with_staleness(plan.status, stale, job)
-        carry_out(plan, job, body, memo)
-        for key, value in status_patch(job.status, plan.status).items():
-            patch.status[key] = value
-    memo.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+@kopf.on.event("pods", labels={JOB_LABEL: kopf.PRESENT})
+async def pod_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    memo.shared.wake((namespace, labels[JOB_LABEL]))
 
 
-def carry_out(plan, job: JobState, body: kopf.Body, memo: kopf.Memo) -> None:
-    kube, metrics = memo.kube, memo.metrics
-    for event in plan.events:
-        # kopf.event posts regardless of posting.level (which filters kopf's own log lines).
-        kopf.event(body, type=event.type, reason=event.reason, message=c.cap(event.message))
-    for pod_name, _why in plan.delete:
-        kube.delete_pod(job.namespace, pod_name)
-    if plan.create:
-        owned = _owned(job, body)
-        if plan.create_service:
-            kube.create_if_absent(render_service(owned))
-        for index in plan.create:
-            if kube.create_if_absent(render_pod(owned, job.validation.resolved, index)):
-                metrics.pods_created.inc()
-    if plan.delete_job:
-        kube.delete_job(job.namespace, job.name)
-    for warning in plan.new_warnings:
-        metrics.validation_warnings.labels(reason=warning.reason).inc()
-    if plan.restarted:
-        metrics.job_restarts.inc(plan.restarted)
-    if plan.failed_reason:
-        metrics.job_failures.labels(reason=plan.failed_reason).inc()
-    if plan.became_running:
-        created = parse_time(body.metadata.get("creationTimestamp"))
-        if created is not None:
-            metrics.time_to_running.observe(max(0.0, (_now() - created).total_seconds()))
-    metrics.observe_phase((job.namespace, job.name), plan.status.get("phase"))
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def job_changed(namespace: str, name: str, body: kopf.Body, type: str | None, memo: kopf.Memo,
+                      **_: Any) -> None:
+    memo.shared.job_event((namespace, name), body, type)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=PROGRESS_SECONDS, initial_delay=PROGRESS_SECONDS,
-            field="status.phase", value="Running")
-def refresh_progress(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, worker_pods: kopf.Index,
-                     **_: Any) -> None:
-    namespace, name = body.metadata.namespace, body.metadata.name
-    validation = validate_document(_document(body))
-    if not validation.ok:
-        return
-    spec = validation.job.spec
-    pods = worker_pods.get((namespace, name), [])
-    report = next((r for r in (fetch_trainer_status(p.ip, spec.metrics.port) for p in status_sources(pods)) if r),
-                  None)
-    if report is None:
-        return
-    status = body.get("status") or {}
-    progress = progress_from_trainer(report)
-    checkpoint = checkpoint_from_trainer(report) or status.get("checkpoint")
-    stale, message, age = checkpoint_staleness(progress, checkpoint, spec.checkpoint.interval_steps,
-                                               global_batch(validation.job.spec, validation.resolved),
-                                               status.get("startTime"), _now())
-    memo.staleness[(namespace, name)] = (stale, message)
-    if age is not None and checkpoint:
-        memo.metrics.checkpoint_age.labels(namespace=namespace, job=name).set(age)
-    for key, value in (("progress", progress), ("checkpoint", checkpoint)):
-        if value and status.get(key) != value:
-            patch.status[key] = value
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10)
+async def reconcile(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, worker_pods: kopf.Index,
+                    **_: Any) -> None:
+    await run_job(memo.shared, body, worker_pods, stopped)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
-def forget(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.metrics.forget(body.metadata.namespace, body.metadata.name)
-    memo.staleness.pop((body.metadata.namespace, body.metadata.name), None)
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=5)
+async def watch_progress(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, worker_pods: kopf.Index,
+                         **_: Any) -> None:
+    await poll_progress(memo.shared, body, worker_pods, stopped)
 
-
-# ---- small glue ---------------------------------------------------------------------
-
-
-def _document(body: kopf.Body) -> dict:
-    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
-            "metadata": {"name": body.metadata.name, "namespace": body.metadata.namespace},
-            "spec": dict(body.get("spec") or {})}
-
-
-def _owned(job: JobState, body: kopf.Body) -> Job:
-    """The parsed job with the uid, so render adds owner references."""
-    return dataclasses.replace(job.validation.job, uid=body.metadata.uid)
-
-
-def _with_staleness(status: dict, stale: tuple[bool, str], job: JobState) -> dict:
-    is_stale, message = stale
-    if not is_stale and c.get_condition(status.get("conditions"), c.CHECKPOINT_STALE) is None:
-        return status
-    if status.get("phase") not in ("Running", "Restarting"):
-        return status
-    return set_cond(status, c.CHECKPOINT_STALE, is_stale,
-                    c.CHECKPOINT_TOO_OLD if is_stale else c.CHECKPOINT_FRESH, message, job, iso(_now()))
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)

@@ -1,84 +1,279 @@
-"""Kubernetes writes for the handlers, and the mapping of API errors to kopf's retry model.
+"""The operator's few Kubernetes calls, asynchronous, over aiohttp (kopf's own HTTP stack)
+with the credentials kopf logged in with; the trainer's /status read the same way.
 
-Create-if-absent treats 409 AlreadyExists as done: names are deterministic, so an
-operator restarted half-way creates nothing twice.
+Why not the official client here: its calls block (kopf's thread pool then bounds how
+many jobs move at once) and its generated models cost memory per object. The CLI keeps
+the official client. See docs/dependencies.md.
+
+Writes are paced by one token bucket for the whole operator (QPS and burst are
+settings), so 500 jobs starting at once queue here instead of drawing 429s; a 429 that
+comes anyway is waited out for its Retry-After and sent again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import contextlib
 import json
-import urllib.error
-import urllib.request
+import logging
+import ssl
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import kopf
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from .api.types import GROUP, PLURAL, VERSION
 
-RETRYABLE = {409, 429, 500, 502, 503, 504}
+log = logging.getLogger("disttrain.kube")
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class ApiError(Exception):
+    """An answer the caller has to decide about (4xx other than 404/409 handled inline)."""
+
+    def __init__(self, status: int, reason: str, message: str, doing: str):
+        super().__init__(f"{doing}: {status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+    @property
+    def transient(self) -> bool:
+        return self.status in RETRY_STATUSES or self.status == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """The outcome of create(): created, already there (ours or not), or refused."""
+
+    created: bool
+    existing: dict[str, Any] | None = None  # the object holding the name, on 409
+
+
+class TokenBucket:
+    """At most `rate` acquisitions a second on average, `burst` at once."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, max(1, burst)
+        self.tokens, self.stamp = float(self.burst), time.monotonic()
+        self.lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self.lock:
+            while True:
+                now = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+                self.stamp = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
 class Kube:
-    """The few calls the operator makes, over the official client."""
+    """create / delete / patch-status / get for the handful of objects the operator owns."""
 
-    def __init__(self, api: client.ApiClient):
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+    def __init__(self, info: kopf.ConnectionInfo, *, qps: float, burst: int, timeout: float = 30.0,
+                 on_answer: Callable[[str, int], None] = lambda verb, code: None):
+        self.info = info
+        self.on_answer = on_answer
+        self.server = info.server.rstrip("/")
+        self.writes = TokenBucket(qps, burst)
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl = _ssl_context(info)
 
-    def create_if_absent(self, obj: dict[str, Any]) -> bool:
-        """True when created, False when it already existed."""
-        ns = obj["metadata"]["namespace"]
-        create = {"Pod": self.core.create_namespaced_pod,
-                  "Service": self.core.create_namespaced_service}[obj["kind"]]
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        info = self.info
+        if info.token:
+            headers["Authorization"] = f"{info.scheme or 'Bearer'} {info.token}"
+        elif info.username and info.password:
+            headers["Authorization"] = aiohttp.BasicAuth(info.username, info.password).encode()
+        return headers
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=self.timeout, connector=aiohttp.TCPConnector(ssl=self._ssl, limit=32))
+        return self._session
+
+    async def request(self, method: str, path: str, body: Any = None, *, doing: str,
+                      content_type: str = "application/json", params: dict[str, str] | None = None,
+                      ok_missing: bool = False) -> tuple[int, dict[str, Any]]:
+        """One call; 429/5xx/connection errors are retried a few times here (honouring
+        Retry-After), then raised as a transient ApiError for the reconcile's back-off."""
+        if method != "GET":
+            await self.writes.acquire()
+        headers = {**self._headers(), "Content-Type": content_type}
+        data = json.dumps(body) if body is not None else None
+        delay = 0.5
+        for attempt in range(4):
+            try:
+                async with self._client().request(method, self.server + path, data=data, headers=headers,
+                                                   params=params) as resp:
+                    status = resp.status
+                    payload = await _json(resp)
+                    retry_after = resp.headers.get("Retry-After")
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                status, payload, retry_after = 0, {"message": f"{type(exc).__name__}: {exc}"}, None
+            self.on_answer(method, status)
+            if status < 400 or (status == 404 and ok_missing):
+                return status, payload
+            if status in RETRY_STATUSES or status == 0:
+                if attempt < 3:
+                    await asyncio.sleep(_retry_after(retry_after, delay))
+                    delay *= 2
+                    continue
+            if status == 401 and attempt == 0 and self._relogin():
+                headers = {**self._headers(), "Content-Type": content_type}
+                continue
+            raise ApiError(status, str(payload.get("reason") or ""), str(payload.get("message") or ""), doing)
+        raise AssertionError("unreachable")
+
+    def _relogin(self) -> bool:
+        """A projected service-account token rotates: read it again once on a 401."""
         try:
-            create(ns, obj)
-            return True
-        except ApiException as exc:
+            self.info = login()
+        except (kopf.LoginError, OSError, ValueError, KeyError) as exc:
+            log.warning("re-login after 401 failed: %s", exc)
+            return False
+        return True
+
+    # ---- the calls ---------------------------------------------------------------------
+
+    async def create(self, obj: dict[str, Any]) -> Created:
+        """POST; on 409 the holder of the name is fetched so the caller can check its owner."""
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        path = _core_path(ns, kind)
+        status, payload = await self._create_or_conflict(path, obj, f"creating {kind} {ns}/{name}")
+        if status != 409:
+            return Created(created=True)
+        _, existing = await self.request("GET", f"{path}/{name}", doing=f"reading {kind} {ns}/{name}",
+                                         ok_missing=True)
+        return Created(created=False, existing=existing or None)
+
+    async def _create_or_conflict(self, path: str, obj: dict, doing: str) -> tuple[int, dict]:
+        try:
+            return await self.request("POST", path, obj, doing=doing)
+        except ApiError as exc:
             if exc.status == 409:
-                return False
-            raise as_kopf_error(exc, f"creating {obj['kind']} {ns}/{obj['metadata']['name']}") from None
+                return 409, {}
+            raise
 
-    def delete_pod(self, namespace: str, name: str) -> None:
+    async def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        status, payload = await self.request("GET", f"{_core_path(namespace, kind)}/{name}",
+                                             doing=f"reading {kind} {namespace}/{name}", ok_missing=True)
+        return payload if status != 404 else None
+
+    async def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:
+        """Delete exactly the pod we saw (a uid precondition): never a successor or a squatter."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            self.core.delete_namespaced_pod(name, namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise as_kopf_error(exc, f"deleting pod {namespace}/{name}") from None
+            await self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body,
+                               doing=f"deleting pod {namespace}/{name}", ok_missing=True)
+        except ApiError as exc:
+            if exc.status != 409:  # 409: the uid precondition failed, it is already another pod
+                raise
 
-    def delete_job(self, namespace: str, name: str) -> None:
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        status, payload = await self.request(
+            "PATCH", f"{_job_path(namespace)}/{name}/status", {"status": patch},
+            content_type="application/merge-patch+json", doing=f"writing the status of {namespace}/{name}",
+            ok_missing=True)
+        return payload if status != 404 else {}
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        await self.request("DELETE", f"{_job_path(namespace)}/{name}",
+                           {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+                           doing=f"deleting {namespace}/{name}", ok_missing=True)
+
+    async def trainer_status(self, ip: str, port: int, timeout: float = 2.0) -> dict[str, Any] | None:
+        """GET http://<pod ip>:<port>/status; None when the trainer does not answer (yet)."""
+        host = f"[{ip}]" if ":" in ip else ip
         try:
-            self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise as_kopf_error(exc, f"deleting {namespace}/{name}") from None
+            async with self._client().get(f"http://{host}:{port}/status",
+                                          timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                if resp.status != 200:
+                    return None
+                data = json.loads(await resp.content.read(1 << 20))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
 
-def as_kopf_error(exc: ApiException, doing: str) -> Exception:
-    """Transient API trouble -> TemporaryError (retry with delay); other 4xx -> permanent."""
-    reason = _message(exc)
-    if exc.status in RETRYABLE or exc.status is None or exc.status == 0:
-        return kopf.TemporaryError(f"{doing}: {exc.status} {reason}", delay=5)
-    if 400 <= (exc.status or 0) < 500:
-        return kopf.PermanentError(f"{doing}: {exc.status} {reason}")
-    return exc
+def _core_path(namespace: str, kind: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/{ {'Pod': 'pods', 'Service': 'services'}[kind] }"
 
 
-def _message(exc: ApiException) -> str:
+def _job_path(namespace: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+
+def _retry_after(header: str | None, default: float) -> float:
     try:
-        return json.loads(exc.body or "{}").get("message") or exc.reason or ""
-    except (ValueError, AttributeError):
-        return exc.reason or ""
+        return min(max(float(header), 0.1), 30.0) if header else default
+    except ValueError:
+        return default
 
 
-def fetch_trainer_status(ip: str, port: int, timeout: float = 2.0) -> dict[str, Any] | None:
-    """GET http://<pod ip>:<port>/status; None when the trainer does not answer (yet)."""
-    host = f"[{ip}]" if ":" in ip else ip
+async def _json(resp: aiohttp.ClientResponse) -> dict[str, Any]:
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/status", timeout=timeout) as response:
-            data = json.loads(response.read(1 << 20))
-    except (OSError, ValueError, urllib.error.URLError):
-        return None
-    return data if isinstance(data, dict) else None
+        data = await resp.json(content_type=None)
+    except (ValueError, aiohttp.ContentTypeError):
+        return {"message": (await resp.text())[:500]}
+    return data if isinstance(data, dict) else {}
+
+
+def login() -> kopf.ConnectionInfo:
+    """In-cluster service-account credentials when running as a pod, else the kubeconfig."""
+    settings = kopf.OperatorSettings()
+    info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(settings=settings)
+    if info is None:
+        raise kopf.LoginError("no credentials: neither a service-account token nor KUBECONFIG/~/.kube/config")
+    return info
+
+
+def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
+    if not info.server.startswith("https"):
+        return False
+    if info.insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif info.ca_data:
+        ctx = ssl.create_default_context(cadata=_pem(info.ca_data).decode())
+    else:
+        ctx = ssl.create_default_context(cafile=info.ca_path)  # type: ignore[arg-type]
+    if info.certificate_path or info.certificate_data:
+        # ssl loads client certificates from files only: data goes through a private temp file.
+        with contextlib.ExitStack() as stack:
+            cert = info.certificate_path or stack.enter_context(_temp_pem(info.certificate_data))
+            key = info.private_key_path or (stack.enter_context(_temp_pem(info.private_key_data))
+                                            if info.private_key_data else None)
+            ctx.load_cert_chain(certfile=cert, keyfile=key)  # type: ignore[arg-type]
+    return ctx
+
+
+def _pem(data: str | bytes) -> bytes:
+    """kubeconfig *-data fields are base64 of PEM; accept PEM as it is too."""
+    raw = data.encode() if isinstance(data, str) else data
+    return raw if raw.lstrip().startswith(b"-----") else base64.b64decode(raw)
+
+
+@contextlib.contextmanager
+def _temp_pem(data: str | bytes | None) -> Iterator[str]:
+    with tempfile.NamedTemporaryFile("wb", prefix="disttrain-", suffix=".pem") as out:
+        out.write(_pem(data or b""))
+        out.flush()
+        yield out.name

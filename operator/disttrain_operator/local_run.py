@@ -8,20 +8,25 @@ cluster addresses are swapped for local ones (`localize`):
   PET_RDZV_ID              job UID/name                         -> a fresh uuid
   DISTTRAIN_METRICS_PORT   9400 in every pod                    -> a free port per node
   DISTTRAIN_CHECKPOINT_DIR the pod's volume mount               -> <workdir>/<job>/checkpoints
+  DISTTRAIN_TERMINATION_LOG /dev/termination-log               -> <workdir>/<job>/reports/<pod>.json
   valueFrom.fieldRef       metadata.name / metadata.namespace   -> the pod's name / namespace
   `torchrun`               the image's                          -> the one next to this Python
 
 and OMP_NUM_THREADS (unless set) is the local CPUs split over all local processes, as
-the pods' CPU limits would do. Rank 0's `/status` drives a progress bar; Ctrl-C sends
-SIGTERM to every agent (the trainer writes an emergency checkpoint, as on pod deletion),
-waits for the pods' grace period, and reports. Re-running the same command resumes from
-the newest checkpoint under the workdir.
+the pods' CPU limits would do. Rank 0's `/status` drives a progress bar, and the summary
+is the trainer's own final report (the termination message a pod would leave), read
+through the same parser the operator uses. Ctrl-C (or SIGTERM) sends SIGTERM to every
+agent (the trainer writes an emergency checkpoint, as on pod deletion), waits for the
+pods' grace period, and reports; if the CLI itself is killed, the agents get SIGTERM
+from the kernel (PR_SET_PDEATHSIG) instead of training on unattended. Re-running the
+same command resumes from the newest checkpoint under the workdir.
 
 No torch import here: the trainer runs in the subprocesses.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -37,7 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .api.names import JOB_LABEL
 from .render import render_children
+from .report import INTERRUPTED, TrainerReport, newest, parse_report
 
 DEFAULT_GRACE_SECONDS = 60
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
@@ -52,6 +59,7 @@ class LocalNode:
     env: dict[str, str]
     metrics_port: int
     log: Path
+    report: Path  # the termination message the trainer leaves
 
 
 @dataclass(kw_only=True)
@@ -75,7 +83,7 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
     pods = [c for c in children if c.get("kind") == "Pod"]
     if not pods:
         raise ValueError("the job rendered no worker pods")
-    job = pods[0]["metadata"]["labels"].get("disttrain.dev/job", pods[0]["metadata"]["name"])
+    job = pods[0]["metadata"]["labels"].get(JOB_LABEL, pods[0]["metadata"]["name"])
     root = (workdir / job).resolve()
     ckpt_dir = root / "checkpoints"
     warnings: list[str] = []
@@ -98,6 +106,9 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
         env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{rdzv_port}"
         env["PET_RDZV_ID"] = rdzv_id
         env["DISTTRAIN_METRICS_PORT"] = str(metrics_ports[index])
+        report = root / "reports" / f"{meta['name']}.json"
+        if "DISTTRAIN_TERMINATION_LOG" in env:
+            env["DISTTRAIN_TERMINATION_LOG"] = str(report)
         if env.get("DISTTRAIN_CHECKPOINT_DIR"):
             env["DISTTRAIN_CHECKPOINT_DIR"] = str(ckpt_dir)
         total_procs += int(env.get("PET_NPROC_PER_NODE", "1"))
@@ -105,7 +116,7 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
         if argv and argv[0] == "torchrun":
             argv[0] = torchrun
         nodes.append(LocalNode(pod=meta["name"], argv=argv, env=env, metrics_port=metrics_ports[index],
-                               log=root / "logs" / f"{meta['name']}.log"))
+                               log=root / "logs" / f"{meta['name']}.log", report=report))
     threads = str(max(1, cpus // max(1, total_procs)))
     for node in nodes:
         node.env.setdefault("OMP_NUM_THREADS", threads)
@@ -124,9 +135,30 @@ def newest_checkpoint(root: Path) -> tuple[int, Path] | None:
 def read_status(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=timeout) as r:
-            return json.loads(r.read())
+            data = json.loads(r.read(1 << 20))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def read_report(path: Path) -> TrainerReport | None:
+    """A node's termination message, if its trainer wrote one."""
+    try:
+        return parse_report(path.read_text(errors="replace")[:1 << 16])
+    except OSError:
+        return None
+
+
+def _die_with_parent() -> None:
+    """In the agent, before exec: SIGTERM it when the CLI dies, however it dies (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class _Progress:
@@ -210,11 +242,17 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
     started = time.monotonic()
     agents: list[subprocess.Popen[bytes]] = []
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DISTTRAIN_"))}
+    # Started from a background shell, SIGINT arrives ignored: Ctrl-C (and SIGTERM) must
+    # still stop the run gracefully, so both are bound here whatever we inherited.
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     for node in plan.nodes:
         node.log.parent.mkdir(parents=True, exist_ok=True)
+        node.report.parent.mkdir(parents=True, exist_ok=True)
+        node.report.unlink(missing_ok=True)  # a report from an earlier run would mislead
         with node.log.open("ab") as log:
             agents.append(subprocess.Popen(node.argv, env=base_env | node.env, stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True))
+                                           stderr=subprocess.STDOUT, start_new_session=True,
+                                           preexec_fn=_die_with_parent))
     bar = _Progress(progress, out)
     last: dict[str, Any] = {}
     interrupted = False
@@ -246,10 +284,14 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
                 _kill_tree(a.pid, signal.SIGKILL)
                 a.wait()
         bar.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     codes = [a.returncode for a in agents]
-    newest = newest_checkpoint(plan.checkpoint_dir)
-    ok = not interrupted and all(c == 0 for c in codes)
-    print(_summary(plan, codes, last, newest, time.monotonic() - started, interrupted), file=out, flush=True)
+    final = newest(parse_report(last), *(read_report(n.report) for n in plan.nodes))
+    # The success contract, as the operator applies it: exit 0, and not a stop on a signal.
+    ok = not interrupted and all(c == 0 for c in codes) and not (final and final.outcome == INTERRUPTED)
+    print(_summary(plan, codes, final, newest_checkpoint(plan.checkpoint_dir), time.monotonic() - started,
+                   interrupted, ok), file=out, flush=True)
     if not ok and not interrupted:
         for node, code in zip(plan.nodes, codes, strict=True):
             if code != 0:
@@ -258,18 +300,19 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
     return 0 if ok else (130 if interrupted else 1)
 
 
-def _summary(plan: LocalPlan, codes: list[int], last: dict[str, Any], newest: tuple[int, Path] | None,
-             seconds: float, interrupted: bool) -> str:
-    state = "interrupted" if interrupted else ("succeeded" if all(c == 0 for c in codes) else "failed")
-    loss = last.get("loss")
-    step = max(int(last.get("step") or 0), newest[0] if newest else 0)  # the last poll may lag
+def _summary(plan: LocalPlan, codes: list[int], final: TrainerReport | None, ckpt: tuple[int, Path] | None,
+             seconds: float, interrupted: bool, ok: bool) -> str:
+    state = "interrupted" if interrupted else ("succeeded" if ok else "failed")
+    final = final or TrainerReport()
+    step = max(final.step or 0, ckpt[0] if ckpt else 0)  # a report may lag the last checkpoint
+    world = final.world_size if final.world_size else "?"
     lines = [
         f"disttrain: {plan.job} {state} after {seconds:.1f}s",
-        f"  step        {step}/{last.get('totalSteps', '?')}"
-        + (f"  loss {loss:.4f} (last reported)" if isinstance(loss, (int, float)) else ""),
-        f"  throughput  {last.get('samplesPerSecond', 0):.1f} samples/s, "
-        f"{last.get('tokensPerSecond', 0):.0f} tokens/s, world size {last.get('worldSize', '?')}",
-        f"  checkpoint  " + (f"step {newest[0]} at {newest[1]}" if newest else "none"),
+        f"  step        {step}/{final.total_steps or '?'}"
+        + (f"  loss {final.loss:.4f} (last reported)" if final.loss is not None else ""),
+        f"  throughput  {final.samples_per_second or 0:.1f} samples/s, "
+        f"{final.tokens_per_second or 0:.0f} tokens/s, world size {world}",
+        f"  checkpoint  " + (f"step {ckpt[0]} at {ckpt[1]}" if ckpt else "none"),
         f"  agents      " + ", ".join(f"{n.pod}: exit {c}" for n, c in zip(plan.nodes, codes, strict=True)),
         f"  logs        {plan.nodes[0].log.parent}",
     ]

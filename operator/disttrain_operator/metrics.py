@@ -29,21 +29,34 @@ class OperatorMetrics:
         self.checkpoint_age = Gauge("disttrain_operator_checkpoint_age_seconds",
                                     "Age of the newest complete checkpoint of a running job.",
                                     ["namespace", "job"], registry=r)
+        self.reconcile_errors = Counter(
+            "disttrain_operator_reconcile_errors", "Reconciles that failed and were retried with back-off.",
+            ["reason"], registry=r)
+        self.api_requests = Counter(
+            "disttrain_operator_api_requests", "Requests to the Kubernetes API by verb and answer (0 = no answer).",
+            ["verb", "code"], registry=r)
         self._phases: dict[tuple[str, str], str] = {}
         for phase in PHASES:
             self.jobs.labels(phase=phase).set(0)
 
     def observe_phase(self, key: tuple[str, str], phase: str | None) -> None:
-        """Keep disttrain_operator_jobs{phase} equal to the jobs we currently know."""
-        if phase is None:
-            self._phases.pop(key, None)
-        else:
+        """Keep disttrain_operator_jobs{phase} equal to the jobs we currently know: O(1)
+        per call (only the old and the new phase move). Called from the event loop only."""
+        before = self._phases.pop(key, None) if phase is None else self._phases.get(key)
+        if before == phase:
+            return
+        if phase is not None:
             self._phases[key] = phase
-        for name in PHASES:
-            self.jobs.labels(phase=name).set(sum(1 for p in self._phases.values() if p == name))
+        if before in PHASES:
+            self.jobs.labels(phase=before).dec()
+        if phase in PHASES:
+            self.jobs.labels(phase=phase).inc()
 
     def forget(self, namespace: str, name: str) -> None:
         self.observe_phase((namespace, name), None)
+        self.forget_checkpoint(namespace, name)
+
+    def forget_checkpoint(self, namespace: str, name: str) -> None:
         try:
             self.checkpoint_age.remove(namespace, name)
         except KeyError:

@@ -1,8 +1,10 @@
 """The reconcile decision, as a pure function.
 
-`decide(job, pods, now)` looks at a job (its validation and last status) and its observed
-worker pods and returns what to do: pods to create or delete, the new status, the Events
-to post, and whether the job's TTL has run out. The kopf handlers only carry it out.
+`decide(job, pods, now, ...)` looks at a job (its validation and last status) and what
+the operator observed (its own worker pods, the trainer's newest report, child names
+taken by others, the API's last refusal) and returns what to do: pods to create or
+delete, the new status, the Events to post, when to look again, and whether the job's
+TTL has run out. The shell (controller.py) only carries it out.
 The rules are written down for users in docs/operations.md ("Lifecycle rules").
 """
 
@@ -15,10 +17,13 @@ from typing import Any
 
 from . import conditions as c
 from .api.errors import GuardrailWarning
-from .api.names import selector, worker_name
+from .api.names import selector, service_name, worker_name
 from .api.validate import Validation
 from .pods import PodInfo
 from .render import template_hash
+from .report import TrainerReport, newest
+from .status import checkpoint_staleness, global_batch, seconds_per_step
+from .times import iso, parse_time  # noqa: F401  (re-exported for the shell)
 
 ACTIVE_PHASES = ("Pending", "Running", "Restarting")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -44,6 +49,16 @@ class JobState:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """The API refused to create a pod (403 admission/quota, 422 invalid): its answer."""
+
+    pod: str
+    code: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     type: str  # Normal | Warning
     reason: str
@@ -63,19 +78,8 @@ class Plan:
     restarted: int = 0
     failed_reason: str | None = None
     became_running: bool = False
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
+    wake_at: datetime | None = None
 
 
 def backoff_seconds(restarts: int, policy: Policy) -> float:
@@ -83,15 +87,25 @@ def backoff_seconds(restarts: int, policy: Policy) -> float:
     return min(policy.backoff_base_seconds * 2 ** restarts, policy.backoff_max_seconds)
 
 
-def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy()) -> Plan:
+def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy(), *,
+           report: TrainerReport | None = None, conflicts: dict[str, str] | None = None,
+           refusal: Refusal | None = None) -> Plan:
+    """pods: this job's own workers (owned by its uid); report: the trainer's newest
+    /status; conflicts: child name -> the object that holds it without being ours;
+    refusal: the API's answer to the last refused pod creation (None once one succeeds)."""
     old = job.status or {}
     plan = Plan(status=_carry_over(old))
     stamp = iso(now)
     plan.status["observedGeneration"] = job.generation
     plan.status["selector"] = selector(job.name)
+    report = newest(report, *(p.report for p in pods))
     if not job.validation.ok:
+        if old.get("phase") in ACTIVE_PHASES and any(p.active for p in pods):
+            return _spec_invalid(job, pods, plan, stamp, report)
         return _invalid(job, pods, plan, stamp)
     _validated(job, plan, old, stamp)
+    plan.status = set_cond(plan.status, c.SPEC_INVALID, False, c.VALID, "the spec is valid again", job,
+                           stamp, only_if_present=True)
     spec = job.validation.job.spec
     old_phase = old.get("phase")
     failed_cond = c.get_condition(old.get("conditions"), c.FAILED) or {}
@@ -103,6 +117,7 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
         plan.status = set_cond(plan.status, c.FAILED, False, c.VALID, "the spec was fixed", job, stamp)
     if old_phase in TERMINAL_PHASES:
         return _finished(job, pods, plan, now, old_phase)
+    plan.status = _with_report(plan.status, report, job, now)
     if spec.suspend:
         return _suspend(job, pods, plan, stamp, old_phase)
     if old_phase == "Suspended":
@@ -115,15 +130,18 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     if deadline and start and (now - start).total_seconds() > deadline:
         return _fail(job, pods, plan, now, c.DEADLINE_EXCEEDED,
                      f"ran longer than activeDeadlineSeconds ({deadline}s)")
-    if any(p.succeeded for p in pods):
-        return _success(job, pods, plan, now)
+    if _succeeded(pods):
+        return _success(job, pods, plan, now, report)
 
     crashed, failed_plan = _recover_failures(job, pods, plan, now, policy)
     if failed_plan is not None:
         return failed_plan
     _reshape(job, pods, plan)
-    _create_missing(job, pods, plan, stamp, old_phase)
+    _create_missing(job, pods, plan, stamp, old_phase, conflicts or {})
+    _name_conflicts(job, plan, conflicts or {}, stamp)
+    _creation_refused(job, plan, refusal, stamp)
     _set_phase(job, pods, plan, stamp, old_phase, crashed)
+    plan.wake_at = _next_wake(plan.status, spec, start)
     return plan
 
 
@@ -135,13 +153,15 @@ def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan, now: datet
     """Disruptions are recreated at once; crashes after a back-off, within backoffLimit.
     Returns the crashed pods, and the final plan when the job has failed."""
     spec = job.validation.job.spec
-    failed = [p for p in pods if p.failed and not p.terminating]
+    failed = [p for p in pods if p.ended_early and not p.terminating]
     for pod in failed:
         if pod.disrupted:
             plan.delete.append((pod.name, c.WORKER_DISRUPTED))
+            why = ("stopped on a signal before the last step, after a checkpoint"
+                   if pod.report is not None and not pod.report.finished
+                   else f"{pod.reason or 'disrupted'} by the cluster")
             plan.events.append(Event("Warning", c.WORKER_DISRUPTED,
-                                     f"{pod.name} was {pod.reason or 'disrupted'} by the cluster; "
-                                     "recreating it (does not count against backoffLimit)"))
+                                     f"{pod.name} was {why}; recreating it (does not count against backoffLimit)"))
     crashed = [p for p in failed if not p.disrupted]
     if not crashed:
         plan.status.pop("nextRestartTime", None)
@@ -197,11 +217,15 @@ def _reshape(job: JobState, pods: list[PodInfo], plan: Plan) -> None:
                                  "workers; training resumes from the newest checkpoint"))
 
 
-def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None) -> None:
+def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None,
+                    conflicts: dict[str, str]) -> None:
     """Create every desired worker with no pod at all (a pod being deleted is recreated
-    on a later pass, once it is gone: never twice)."""
-    present = {p.name for p in pods}
+    on a later pass, once it is gone: never twice). A name held by someone else's object
+    is left alone (NameConflict)."""
+    present = {p.name for p in pods} | set(conflicts)
     plan.create = [i for i in range(job.validation.resolved.nodes) if worker_name(job.name, i) not in present]
+    if service_name(job.name) in conflicts:
+        plan.create = []  # without its Service no worker could find the rendezvous host
     plan.create_service = bool(plan.create)
     if plan.create and not plan.status.get("startTime"):
         plan.status["startTime"] = stamp
@@ -209,6 +233,76 @@ def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, 
         plan.events.append(Event("Warning", c.WORKER_DELETED, "recreating "
                                  + ", ".join(worker_name(job.name, i) for i in plan.create)
                                  + " (deleted outside the operator)"))
+
+
+def _name_conflicts(job: JobState, plan: Plan, conflicts: dict[str, str], stamp: str) -> None:
+    """NameConflict names every child name taken by an object this job does not own."""
+    if conflicts:
+        message = ("; ".join(f"{name} is taken by {holder}" for name, holder in sorted(conflicts.items()))
+                   + ": it is not owned by this job, so it is left alone; delete it, or rename the job")
+    else:
+        message = "every child name is free or owned by this job"
+    _set_reported(job, plan, c.NAME_CONFLICT, bool(conflicts), c.NAME_TAKEN if conflicts else c.NAMES_FREE,
+                  message, stamp)
+
+
+def _creation_refused(job: JobState, plan: Plan, refusal: Refusal | None, stamp: str) -> None:
+    """PodCreationForbidden carries the API's own words (admission, quota, validation)."""
+    if refusal is not None:
+        message = (f"creating {refusal.pod} was refused ({refusal.code} {refusal.reason}): {refusal.message}")
+        _set_reported(job, plan, c.POD_CREATION_FORBIDDEN, True, refusal.reason or c.CREATION_REFUSED,
+                      message, stamp)
+    else:
+        _set_reported(job, plan, c.POD_CREATION_FORBIDDEN, False, c.CREATION_ALLOWED,
+                      "worker pods are being created", stamp)
+
+
+def _set_reported(job: JobState, plan: Plan, type_: str, value: bool, reason: str, message: str,
+                  stamp: str) -> None:
+    """A trouble condition, with one Warning Event when it first appears or its message
+    changes (never one per pass); cleared quietly, and only where it had been set."""
+    before = c.get_condition(plan.status.get("conditions"), type_) or {}
+    if value and (before.get("status") != "True" or before.get("message") != c.cap(message)):
+        plan.events.append(Event("Warning", reason, message))
+    plan.status = set_cond(plan.status, type_, value, reason, message, job, stamp, only_if_present=not value)
+
+
+def _with_report(status: dict, report: TrainerReport | None, job: JobState, now: datetime) -> dict:
+    """progress and checkpoint from the trainer's newest report; CheckpointStale while it trains."""
+    if report is None:
+        return status
+    status = dict(status)
+    progress = report.progress()
+    if progress:
+        status["progress"] = progress
+    if report.checkpoint is not None:
+        status["checkpoint"] = report.checkpoint.as_status()
+    if status.get("phase") not in ("Running", "Restarting") or report.outcome is not None:
+        return status
+    spec, resolved = job.validation.job.spec, job.validation.resolved
+    batch = global_batch(spec, resolved)
+    stale, message, _age = checkpoint_staleness(progress, status.get("checkpoint"), spec.checkpoint.interval_steps,
+                                                batch, status.get("startTime"), now,
+                                                seconds_per_step(report, batch))
+    if not stale and c.get_condition(status.get("conditions"), c.CHECKPOINT_STALE) is None:
+        return status
+    return set_cond(status, c.CHECKPOINT_STALE, stale, c.CHECKPOINT_TOO_OLD if stale else c.CHECKPOINT_FRESH,
+                    message, job, iso(now))
+
+
+def checkpoint_age(status: dict, now: datetime) -> float | None:
+    """Seconds since the newest checkpoint in status (for the checkpoint-age gauge)."""
+    made = parse_time((status.get("checkpoint") or {}).get("time"))
+    return (now - made).total_seconds() if made else None
+
+
+def _next_wake(status: dict, spec: Any, start: datetime | None) -> datetime | None:
+    """The earliest moment a decision changes with no event: a back-off ends, the deadline."""
+    moments = [parse_time(status.get("nextRestartTime"))]
+    if spec.active_deadline_seconds and start:
+        moments.append(start + timedelta(seconds=spec.active_deadline_seconds, milliseconds=500))
+    present = [m for m in moments if m is not None]
+    return min(present) if present else None
 
 
 # ---- outcomes -----------------------------------------------------------------------
@@ -231,10 +325,19 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_p
     plan.status["phase"] = phase
     plan.status["workers"] = workers(pods, resolved.nodes)
     st = plan.status
-    st = set_cond(st, c.RUNNING, phase == "Running",
-                  c.PODS_RUNNING if phase == "Running" else (c.WORKER_FAILED if phase == "Restarting" else c.PODS_PENDING),
-                  f"{len(running)} of {resolved.nodes} workers running (minNodes {resolved.min_nodes})",
-                  job, stamp, only_if_present=phase != "Running")
+    stuck = [p for p in live if p.unschedulable]
+    if phase != "Running" and stuck:
+        # "Why is it Pending?" answered on the job itself, with the scheduler's words.
+        message = f"{stuck[0].name} cannot be scheduled: {stuck[0].unschedulable}"
+        before = c.get_condition(st.get("conditions"), c.RUNNING) or {}
+        if before.get("reason") != c.UNSCHEDULABLE or before.get("message") != c.cap(message):
+            plan.events.append(Event("Warning", c.UNSCHEDULABLE, message))
+        st = set_cond(st, c.RUNNING, False, c.UNSCHEDULABLE, message, job, stamp)
+    else:
+        st = set_cond(st, c.RUNNING, phase == "Running",
+                      c.PODS_RUNNING if phase == "Running" else (c.WORKER_FAILED if phase == "Restarting" else c.PODS_PENDING),
+                      f"{len(running)} of {resolved.nodes} workers running (minNodes {resolved.min_nodes})",
+                      job, stamp, only_if_present=phase != "Running")
     if phase == "Restarting" or c.get_condition(st.get("conditions"), c.RESTARTING):
         message = (f"restart {st.get('restarts', 0)} of backoffLimit "
                    f"{job.validation.job.spec.backoff_limit}")
@@ -280,6 +383,28 @@ def _invalid(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str) -> Plan
     return plan
 
 
+def _spec_invalid(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str,
+                  report: TrainerReport | None) -> Plan:
+    """A running job whose spec stopped validating (an edit the CRD let through, or a
+    stricter operator after an upgrade) keeps running as it is: nothing is created or
+    deleted until the spec is fixed; SpecInvalid names the fields."""
+    message = "; ".join(str(e) for e in job.validation.errors)
+    _set_reported(job, plan, c.SPEC_INVALID, True, c.INVALID_SPEC,
+                  f"the running workers are kept, nothing new is created until the spec is fixed: {message}",
+                  stamp)
+    plan.status = set_cond(plan.status, c.VALIDATED, False, c.INVALID_SPEC, message, job, stamp)
+    if report is not None:
+        plan.status["progress"] = report.progress() or plan.status.get("progress")
+        if report.checkpoint is not None:
+            plan.status["checkpoint"] = report.checkpoint.as_status()
+    old = job.status or {}
+    for key in ("resolved", "warnings"):  # what the last valid spec resolved to still runs
+        if key in old:
+            plan.status[key] = copy.deepcopy(old[key])
+    plan.status["workers"] = workers(pods, (old.get("workers") or {}).get("desired", len(pods)))
+    return plan
+
+
 def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None) -> Plan:
     plan.delete = [(p.name, c.JOB_SUSPENDED) for p in pods if not p.terminating]
     if old_phase != "Suspended":
@@ -297,12 +422,25 @@ def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_pha
     return plan
 
 
-def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime) -> Plan:
-    """A worker exited 0: torchrun agents finish together, so training reached its end.
-    Wait for the others to exit; failures after a success do not restart anything."""
+def _succeeded(pods: list[PodInfo]) -> bool:
+    """A worker finished, and no other crashed, unless the finished one's own report proves
+    every step was done (a crash at teardown then changes nothing). A user's script that
+    exits 0 beside a crashed peer is not proof: the crash is recovered like any other."""
+    finished = [p for p in pods if p.finished]
+    crashed = [p for p in pods if p.ended_early and not p.disrupted]
+    return bool(finished) and (not crashed or any(p.report is not None for p in finished))
+
+
+def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime,
+             report: TrainerReport | None) -> Plan:
+    """A worker finished (docs/pod-contract.md): torchrun agents finish together, so training
+    reached its end. Wait for the others to exit; failures after a success restart nothing.
+    The final progress and checkpoint are the finished pod's own termination report."""
     resolved = job.validation.resolved
     active = [p for p in pods if p.active]
-    winner = next(p.name for p in pods if p.succeeded)
+    finisher = next(p for p in pods if p.finished)
+    winner = finisher.name
+    plan.status = _with_report(plan.status, newest(finisher.report, report), job, now)
     if active:
         plan.status["phase"] = "Running"
         plan.status["workers"] = workers(pods, resolved.nodes)
@@ -315,10 +453,13 @@ def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime) -> P
     st = set_cond(st, c.SUCCEEDED, True, c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)", job, stamp)
     st = set_cond(st, c.RUNNING, False, c.JOB_SUCCEEDED, "training finished", job, stamp, only_if_present=True)
     st = set_cond(st, c.RESTARTING, False, c.JOB_SUCCEEDED, "training finished", job, stamp, only_if_present=True)
+    st = set_cond(st, c.CHECKPOINT_STALE, False, c.JOB_SUCCEEDED, "training finished", job, stamp,
+                  only_if_present=True)
     st["workers"] = workers(pods, 0)
     plan.status = st
     plan.events.append(Event("Normal", c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)"))
     plan.delete = clean_pods(pods, job.validation.job.spec.clean_pod_policy)
+    plan.wake_at = _ttl_due(job, now)
     return plan
 
 
@@ -336,6 +477,7 @@ def _fail(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime, reason:
     plan.failed_reason = reason
     plan.events.append(Event("Warning", reason, message))
     plan.delete = clean_pods(pods, job.validation.job.spec.clean_pod_policy)
+    plan.wake_at = _ttl_due(job, now)
     return plan
 
 
@@ -346,13 +488,23 @@ def _finished(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime, pha
     plan.delete = clean_pods(pods, spec.clean_pod_policy)
     done = parse_time(plan.status.get("completionTime"))
     ttl = spec.ttl_seconds_after_finished
-    if ttl is not None and done is not None and (now - done).total_seconds() >= ttl:
-        plan.delete_job = True
-        plan.events.append(Event("Normal", c.TTL_EXPIRED, f"deleting the job {ttl}s after it finished"))
+    if ttl is not None and done is not None:
+        if (now - done).total_seconds() >= ttl:
+            plan.delete_job = True
+            plan.events.append(Event("Normal", c.TTL_EXPIRED, f"deleting the job {ttl}s after it finished"))
+        else:
+            plan.wake_at = done + timedelta(seconds=ttl, milliseconds=500)
     return plan
 
 
 # ---- helpers ------------------------------------------------------------------------
+
+
+def _ttl_due(job: JobState, done: datetime) -> datetime | None:
+    """When a job that finished at `done` is due for TTL deletion (None: kept)."""
+    ttl = job.validation.job.spec.ttl_seconds_after_finished
+    # completionTime is written in whole seconds: wake just after the stamp's TTL runs out.
+    return None if ttl is None else done.replace(microsecond=0) + timedelta(seconds=ttl, milliseconds=500)
 
 
 def clean_pods(pods: list[PodInfo], policy: str) -> list[tuple[str, str]]:

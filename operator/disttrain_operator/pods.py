@@ -1,4 +1,8 @@
-"""What the operator needs to know about one worker pod, read from its manifest (pure)."""
+"""What the operator needs to know about one worker pod, read from its manifest (pure).
+
+Only these few fields are kept per pod (not the manifest), so the operator's memory
+grows with the number of pods by a few hundred bytes each.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any, Mapping
 
 from .api.names import CONTAINER_NAME, INDEX_LABEL
 from .render import TEMPLATE_HASH_ANNOTATION
+from .report import INTERRUPTED, TrainerReport, parse_report
 
 # Pod status reasons Kubernetes uses when the node, not the trainer, ended the pod.
 DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Shutdown", "Terminated", "NodeLost",
@@ -25,6 +30,11 @@ class PodInfo:
     reason: str  # why it terminated, for messages (OOMKilled, Error, Evicted, ...)
     template_hash: str | None
     ip: str | None
+    uid: str | None = None
+    owner_uid: str | None = None  # the controlling owner's uid: whose child this pod is
+    report: TrainerReport | None = None  # the trainer's termination message, once ended
+    unschedulable: str = ""  # the scheduler's message while it cannot place the pod
+    last_words: str = ""  # the end of a failed container's termination message (its log tail)
 
     @property
     def active(self) -> bool:
@@ -38,9 +48,23 @@ class PodInfo:
     def succeeded(self) -> bool:
         return self.phase == "Succeeded"
 
+    @property
+    def finished(self) -> bool:
+        """Training reached its end here (the success contract, docs/pod-contract.md):
+        exit 0, not while being deleted, and the built-in trainer (if it reported) says
+        Finished. A user's script that exits 0 without a signal is finished too."""
+        return (self.succeeded and not self.disrupted
+                and (self.report is None or self.report.finished))
+
+    @property
+    def ended_early(self) -> bool:
+        """Ended without finishing: a crash, or a disruption."""
+        return (self.failed or self.succeeded) and not self.finished
+
     def describe_failure(self) -> str:
         code = f"exit code {self.exit_code}" if self.exit_code is not None else "no exit code"
-        return f"{self.name} failed: {self.reason or 'Error'} ({code})"
+        tail = f": {self.last_words}" if self.last_words else ""
+        return f"{self.name} failed: {self.reason or 'Error'} ({code}){tail}"
 
 
 def summarize_pod(pod: Mapping[str, Any]) -> PodInfo:
@@ -57,19 +81,47 @@ def summarize_pod(pod: Mapping[str, Any]) -> PodInfo:
     if terminated and not reason:
         reason = terminated.get("reason") or ""
     phase = status.get("phase") or "Pending"
+    report = parse_report(terminated.get("message")) if terminated else None
+    terminating = bool(meta.get("deletionTimestamp"))
+    scheduled = conditions.get("PodScheduled") or {}
+    unschedulable = (scheduled.get("message") or "Unschedulable") if (
+        scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable") else ""
+    ended = phase in ("Succeeded", "Failed")
     return PodInfo(
         name=meta.get("name", ""),
         index=int(index) if isinstance(index, str) and index.isdigit() else None,
         phase=phase,
         ready=ready,
-        terminating=bool(meta.get("deletionTimestamp")),
-        disrupted=phase == "Failed" and (reason in DISRUPTION_REASONS
-                                         or disruption.get("status") == "True"),
+        terminating=terminating,
+        # The node, the cluster or a deletion ended it, or the trainer stopped on a
+        # signal (its own or a peer's) after a checkpoint: not the trainer's fault.
+        disrupted=ended and (reason in DISRUPTION_REASONS or disruption.get("status") == "True"
+                             or terminating or (report is not None and report.outcome == INTERRUPTED)),
         exit_code=exit_code,
         reason=reason,
         template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
         ip=status.get("podIP"),
+        uid=meta.get("uid"),
+        owner_uid=_controller_uid(meta),
+        report=report,
+        unschedulable=unschedulable,
+        last_words=_last_line(terminated.get("message")) if phase == "Failed" and report is None else "",
     )
+
+
+def _last_line(message: object, limit: int = 300) -> str:
+    """The last non-empty line of a log tail (usually the exception), capped."""
+    if not isinstance(message, str):
+        return ""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1][-limit:] if lines else ""
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
 
 
 def _terminated(status: Mapping[str, Any]) -> dict:

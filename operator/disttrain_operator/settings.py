@@ -1,44 +1,67 @@
-"""Operator settings: everything configurable lives in one startup handler.
-
-Environment (the Deployment and the chart set these):
-  DISTTRAIN_OPERATOR_METRICS_PORT   Prometheus /metrics port (default 8080; 0 turns it off)
-  DISTTRAIN_RESTART_BACKOFF_SECONDS first back-off before recreating a failed worker (10)
-  DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS  cap of the exponential back-off (300)
-  DISTTRAIN_LOG_FORMAT              plain | json (default plain)
-Timer intervals (DISTTRAIN_RESYNC_SECONDS, DISTTRAIN_PROGRESS_SECONDS) are read by
-handlers.py when the handlers are registered.
+"""Operator settings: one documented dataclass, read once from the environment at start-up
+(the Deployment and the chart set these variables), and kopf's own settings beside it.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
-import threading
+from dataclasses import dataclass, fields
 from typing import Any
 
 import kopf
-from kubernetes import client, config
 
-from .api.names import FINALIZER
+from .api.names import FINALIZER, JOB_LABEL
 from .api.types import GROUP
-from .kube import Kube
-from .metrics import OperatorMetrics
-from .plan import Policy
 
 
-def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise SystemExit(f"{name}={raw!r} is not a number: set it to seconds, e.g. {default}") from None
+@dataclass(frozen=True, slots=True)
+class Settings:
+    metrics_port: int = 8080
+    """DISTTRAIN_OPERATOR_METRICS_PORT: Prometheus /metrics port; 0 turns it off."""
+    restart_backoff_seconds: float = 10.0
+    """DISTTRAIN_RESTART_BACKOFF_SECONDS: first back-off before recreating a crashed worker."""
+    restart_backoff_max_seconds: float = 300.0
+    """DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS: cap of that exponential back-off."""
+    resync_seconds: float = 60.0
+    """DISTTRAIN_RESYNC_SECONDS: safety resync of a job with nothing happening (events
+    wake a job at once; this only bounds how long a missed event could go unnoticed)."""
+    progress_seconds: float = 15.0
+    """DISTTRAIN_PROGRESS_SECONDS: how often a running trainer's /status is read."""
+    api_qps: float = 50.0
+    """DISTTRAIN_API_QPS: writes per second to the API server, for the whole operator."""
+    api_burst: int = 100
+    """DISTTRAIN_API_BURST: writes allowed at once before the QPS pacing applies."""
+    log_format: str = "plain"
+    """DISTTRAIN_LOG_FORMAT: plain | json (one JSON object per line, for log pipelines)."""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = ENV_NAMES[f.name]
+            raw = env.get(name, "")
+            if raw == "":
+                continue
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(float(raw)) if kind in (int, float) else raw
+            except ValueError:
+                raise SystemExit(f"{name}={raw!r} is not a number: set it like {name}={f.default}") from None
+        settings = cls(**values)
+        if settings.log_format not in ("plain", "json"):
+            raise SystemExit(f"DISTTRAIN_LOG_FORMAT={settings.log_format!r}: use plain or json")
+        if settings.api_qps <= 0 or settings.api_burst < 1:
+            raise SystemExit("DISTTRAIN_API_QPS must be > 0 and DISTTRAIN_API_BURST >= 1")
+        return settings
 
 
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+ENV_NAMES = {"metrics_port": "DISTTRAIN_OPERATOR_METRICS_PORT",
+             **{f.name: f"DISTTRAIN_{f.name.upper()}" for f in fields(Settings) if f.name != "metrics_port"}}
+
+
+def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -46,33 +69,18 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
-    # Ride out an overloaded API server (429s) for minutes: when kopf gives up on a
-    # status patch, it leaves the object alone until the object changes again.
+    # Only our worker pods are watched, filtered by the API server (not every pod).
+    settings.watching.label_selectors["v1", "pods"] = JOB_LABEL
     settings.networking.error_backoffs = [1, 2, 3, 5, 8, 13, 21, 34, 55]
-    settings.execution.max_workers = 16
-    if os.environ.get("DISTTRAIN_LOG_FORMAT", "plain") == "json":
-        settings.posting.enabled = True
-        for handler in logging.getLogger().handlers:
-            handler.setFormatter(kopf.JsonFormatter())
-
-    memo.kube = Kube(_api_client())
-    memo.policy = Policy(
-        backoff_base_seconds=env_float("DISTTRAIN_RESTART_BACKOFF_SECONDS", 10.0),
-        backoff_max_seconds=env_float("DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS", 300.0))
-    memo.locks = collections.defaultdict(threading.Lock)
-    memo.staleness = {}
-    memo.metrics = OperatorMetrics()
-    port = int(env_float("DISTTRAIN_OPERATOR_METRICS_PORT", 8080))
-    if port:
-        memo.metrics.serve(port)
-        logger.info(f"metrics on :{port}/metrics")
+    if ours.log_format == "json":
+        use_json_logs()
 
 
-def _api_client() -> client.ApiClient:
-    """In-cluster credentials when running as a pod, else the kubeconfig (development)."""
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+def use_json_logs() -> None:
+    """One JSON object per log line (python-json-logger, a kopf dependency)."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    formatter = JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
+                              rename_fields={"levelname": "level", "asctime": "time"})
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(formatter)

@@ -1,11 +1,12 @@
-"""Trainer progress -> status.progress, status.checkpoint and CheckpointStale (pure)."""
+"""Trainer report -> status.progress, status.checkpoint and CheckpointStale (pure)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from .plan import parse_time
+from .report import TrainerReport, parse_report
+from .times import parse_time
 
 # A checkpoint is stale when it is this many intervals old (plus a grace for slow saves).
 STALE_INTERVALS = 3
@@ -14,39 +15,34 @@ STALE_GRACE_SECONDS = 120
 
 def progress_from_trainer(report: dict[str, Any]) -> dict[str, Any]:
     """The trainer's /status JSON (docs/pod-contract.md) -> status.progress."""
-    step, total = _int(report.get("step")), _int(report.get("totalSteps"))
-    progress: dict[str, Any] = {}
-    if step is not None:
-        progress["step"] = step
-    if total:
-        progress["totalSteps"] = total
-        if step is not None:
-            progress["percentComplete"] = f"{min(100, int(100 * step / total))}%"
-    for key, name in (("loss", "loss"), ("samplesPerSecond", "samplesPerSecond")):
-        value = report.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-            progress[name] = round(float(value), 6)
-    return progress
+    parsed = parse_report(report)
+    return parsed.progress() if parsed else {}
 
 
 def checkpoint_from_trainer(report: dict[str, Any]) -> dict[str, Any] | None:
-    ckpt = report.get("checkpoint")
-    if not isinstance(ckpt, dict) or _int(ckpt.get("step")) is None:
+    parsed = parse_report(report)
+    return parsed.checkpoint.as_status() if parsed and parsed.checkpoint else None
+
+
+def seconds_per_step(report: TrainerReport | None, global_batch: int) -> float | None:
+    """The trainer's measured step time, else derived from its throughput."""
+    if report is None:
         return None
-    out: dict[str, Any] = {"step": _int(ckpt["step"])}
-    for key in ("time", "path"):
-        if isinstance(ckpt.get(key), str):
-            out[key] = ckpt[key]
-    return out
+    if report.step_seconds:
+        return report.step_seconds
+    if report.samples_per_second:
+        return global_batch / report.samples_per_second
+    return None
 
 
 def checkpoint_staleness(progress: dict[str, Any], checkpoint: dict[str, Any] | None,
                          interval_steps: int, global_batch: int, start_time: str | None,
-                         now: datetime) -> tuple[bool, str, float | None]:
+                         now: datetime, step_seconds: float | None = None) -> tuple[bool, str, float | None]:
     """(stale?, message, age in seconds) of the newest checkpoint.
 
-    The allowed age follows the interval: intervalSteps x seconds per step (from the
-    trainer's samples/s and the global batch), times STALE_INTERVALS, plus a grace.
+    The allowed age follows the interval: intervalSteps x seconds per step (measured by
+    the trainer, or from its samples/s and the global batch), times STALE_INTERVALS, plus
+    a grace.
     """
     made = parse_time(checkpoint.get("time")) if checkpoint else None
     since = made or parse_time(start_time)
@@ -54,9 +50,10 @@ def checkpoint_staleness(progress: dict[str, Any], checkpoint: dict[str, Any] | 
     if interval_steps <= 0:
         return False, "periodic checkpoints are off (intervalSteps 0)", age
     rate = progress.get("samplesPerSecond")
-    if not rate or age is None:
+    if step_seconds is None and rate:
+        step_seconds = global_batch / rate
+    if not step_seconds or age is None:
         return False, "waiting for the trainer's throughput", age
-    step_seconds = global_batch / rate
     allowed = STALE_INTERVALS * interval_steps * step_seconds + STALE_GRACE_SECONDS
     what = f"checkpoint of step {checkpoint['step']}" if checkpoint else "no checkpoint yet"
     if age > allowed:
@@ -76,7 +73,3 @@ def global_batch(spec, resolved) -> int:
     builtin = spec.trainer.builtin
     data_parallel = spec.mesh.fsdp if spec.mesh else resolved.world_size
     return (builtin.batch_size if builtin else 1) * data_parallel * spec.accumulate_grad_batches
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -4,6 +4,7 @@ the rendezvous host (see docs/trainer.md)."""
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.request
 from pathlib import Path
@@ -25,10 +26,16 @@ def logged_steps_after_resume(output: str) -> tuple[int | None, list[int]]:
     return resumed, [int(m.group(1)) for m in STEP_LINE.finditer(output[max(marker, 0):])]
 
 
+def termination_report(path: Path) -> dict:
+    """The container's termination message, as the kubelet would hand it to the operator."""
+    return json.loads(path.read_text())
+
+
 def test_sigterm_writes_a_checkpoint_of_the_current_step(tmp_path: Path) -> None:
-    ck, port = tmp_path / "ck", free_port()
+    ck, port, message = tmp_path / "ck", free_port(), tmp_path / "termination-log"
     env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port,
                   ckpt_dir=str(ck), interval=0, steps=100000, max_restarts=0)
+    env["DISTTRAIN_TERMINATION_LOG"] = str(message)
     agent = Agent(env, tmp_path / "agent.log")
     try:
         status = wait_for_step(port, 5, timeout=240, agents=[agent])
@@ -52,21 +59,27 @@ def test_sigterm_writes_a_checkpoint_of_the_current_step(tmp_path: Path) -> None
     assert step >= status["step"]
     # interval 0: the only checkpoint is the emergency one, of exactly the stopped step.
     assert [s for s, _ in complete_checkpoints(ck)] == [step]
-    # The workers exit 0, but torchrun re-raises the signal as SignalException: exit 1.
-    # The operator must not count a pod it deleted itself as a failure (docs/trainer.md).
+    # The workers exit 75 (interrupted), torchrun re-raises the signal: exit 1. The
+    # termination message says why, so the operator never takes it for a success.
     assert rc == 1
+    report = termination_report(message)
+    assert report["outcome"] == "Interrupted" and report["step"] == step
+    assert report["checkpoint"]["step"] == step and report["totalSteps"] == 100000
 
 
 def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
     """Only one worker gets the signal: the flag is agreed on (MAX) so both ranks stop at
-    the same step, write one checkpoint together and exit 0 (and so does torchrun)."""
+    the same step and write one checkpoint together. They stopped before the end, so they
+    exit 75, not 0: a peer's disruption never reads as a finished run (the bug where
+    deleting one pod made the job Succeeded)."""
     import os
     import signal
 
     from dt_helpers import _descendants
-    ck, port = tmp_path / "ck", free_port()
+    ck, port, message = tmp_path / "ck", free_port(), tmp_path / "termination-log"
     env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port,
                   ckpt_dir=str(ck), interval=0, steps=100000, max_restarts=0)
+    env["DISTTRAIN_TERMINATION_LOG"] = str(message)
     agent = Agent(env, tmp_path / "agent.log")
     try:
         wait_for_step(port, 5, timeout=240, agents=[agent])
@@ -78,10 +91,12 @@ def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -
         if agent.proc.poll() is None:
             agent.kill_node()
     out = agent.output()
-    assert rc == 0, out[-4000:]
+    assert rc != 0, out[-4000:]
+    assert re.search(r"exitcode\s*:\s*75", out), out[-4000:]  # torchrun's failure summary
     stopped = re.search(r"stopped on SIGTERM at step (\d+)", out)
     assert stopped, out[-4000:]
     assert [s for s, _ in complete_checkpoints(ck)] == [int(stopped.group(1))]
+    assert termination_report(message)["outcome"] == "Interrupted"
 
 
 def _node(tmp_path: Path, i: int, *, steps: int, interval: int, rdzv_port: int, ports: tuple[int, int],

@@ -39,7 +39,8 @@ def test_localize_swaps_only_cluster_addresses(tmp_path: Path) -> None:
         rendered = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         changed = {k for k in rendered if rendered[k] != node.env.get(k)}
         assert changed == {"PET_RDZV_ENDPOINT", "PET_RDZV_ID", "DISTTRAIN_METRICS_PORT",
-                           "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_POD_NAME"}
+                           "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_POD_NAME", "DISTTRAIN_TERMINATION_LOG"}
+        assert node.env["DISTTRAIN_TERMINATION_LOG"] == str(node.report)
         assert node.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:1234" and node.env["PET_RDZV_ID"] == "abc"
         assert node.env["DISTTRAIN_POD_NAME"] == pod["metadata"]["name"]
         assert node.env["DISTTRAIN_CHECKPOINT_DIR"] == str((tmp_path / "loc" / "checkpoints").resolve())
@@ -64,22 +65,42 @@ def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pyte
     newest = newest_checkpoint(tmp_path / "local2" / "checkpoints")
     assert newest is not None and newest[0] == 20
     assert "world 2" in (tmp_path / "local2" / "logs" / "local2-worker-0.log").read_text()
+    assert "world size 2" in text, text
+    # The same command again: nothing left to train; the summary is still the trainer's
+    # own final report (it said "world size 0" when it came from a /status never polled).
+    again = io.StringIO()
+    assert run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=again) == 0
+    assert "step        20/20" in again.getvalue() and "world size 2" in again.getvalue(), again.getvalue()
+
+
+def _start_cli(tmp_path: Path, name: str, **popen: object) -> subprocess.Popen:
+    """`disttrain run --local` on a long job, returned once worker-0 logged step 10."""
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_doc(name, 100000)))
+    proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", str(job),
+                             "--workdir", str(tmp_path), "--no-progress"], env=base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            **popen)  # type: ignore[call-overload]
+    log = tmp_path / name / "logs" / f"{name}-worker-0.log"
+    deadline = time.monotonic() + 240
+    while not (log.exists() and "step 10/" in log.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(proc.stdout.read() if proc.stdout else "")
+        time.sleep(0.3)
+    return proc
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell does for `cmd &`
 
 
 @pytest.mark.dist
 @pytest.mark.slow
-def test_ctrl_c_checkpoints_and_reports(tmp_path: Path) -> None:
-    job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump(job_doc("intr", 100000)))
-    proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", str(job),
-                             "--workdir", str(tmp_path), "--no-progress"], env=base_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    log = tmp_path / "intr" / "logs" / "intr-worker-0.log"
-    deadline = time.monotonic() + 240
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_checkpoints_and_reports(tmp_path: Path, inherited: str) -> None:
+    proc = _start_cli(tmp_path, "intr", preexec_fn=_ignore_sigint if inherited == "ignored" else None)
     try:
-        while not (log.exists() and "step 10/" in log.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.3)
         proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the CLI
         output, _ = proc.communicate(timeout=120)
     finally:
@@ -89,3 +110,31 @@ def test_ctrl_c_checkpoints_and_reports(tmp_path: Path) -> None:
     assert "intr interrupted" in output and "re-run the same command" in output, output
     newest = newest_checkpoint(tmp_path / "intr" / "checkpoints")
     assert newest is not None and newest[0] >= 10, output
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_agents_stop_when_the_cli_is_killed(tmp_path: Path) -> None:
+    """SIGKILL to the CLI (no chance to clean up): the kernel sends SIGTERM to each agent,
+    which checkpoints and exits instead of training on unattended."""
+    from disttrain_operator.local_run import descendants
+
+    proc = _start_cli(tmp_path, "orphan")
+    tree = descendants(proc.pid)[1:]
+    assert tree, "no agents started"
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [pid for pid in tree if _alive(pid)], "agents outlived the CLI"
+    newest = newest_checkpoint(tmp_path / "orphan" / "checkpoints")
+    assert newest is not None and newest[0] >= 10
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -53,16 +53,21 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
     )
 
 
+# Exit status of a run stopped on a signal before its last step (EX_TEMPFAIL): never 0,
+# so neither torchrun nor the operator can take an interrupted run for a finished one.
+EXIT_INTERRUPTED = 75
+
+
 @record
 def main() -> int:
     cfg = Config.from_env()
     with RunContext.open(cfg.parallel) as ctx:
         components = build(cfg, ctx)
         try:
-            loop.run(components, ctx, cfg.train)
+            result = loop.run(components, ctx, cfg.train)
         finally:
             components.metrics.close()
-    return 0
+    return EXIT_INTERRUPTED if result.preempted else 0
 
 
 if __name__ == "__main__":

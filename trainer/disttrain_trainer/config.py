@@ -166,6 +166,9 @@ class MetricsConfig:
     """namespace: its namespace (metric label)."""
     pod: str = ""
     """pod: this pod's name (metric label)."""
+    termination_log: str = ""
+    """termination_log: file for the final report (the container's terminationMessagePath,
+    read by the operator when the pod ends); empty = none."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -249,6 +252,7 @@ class Config:
                 job=get("JOB_NAME", ""),
                 namespace=get("NAMESPACE", ""),
                 pod=get("POD_NAME", ""),
+                termination_log=get("TERMINATION_LOG", ""),
             ),
         )
 

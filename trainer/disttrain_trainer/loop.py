@@ -19,7 +19,7 @@ from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import ShardedLoader
-from disttrain_trainer.metrics import Metrics
+from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
 from disttrain_trainer.models import LossFn
 
 log = logging.getLogger("disttrain_trainer")
@@ -97,6 +97,7 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
     c.checkpoint.wait()
     c.metrics.record_checkpoint(c.checkpoint.latest)
     result.step = c.state.step
+    c.metrics.finish(INTERRUPTED if result.preempted else FINISHED, result.step)
     return result
 
 

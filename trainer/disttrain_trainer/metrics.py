@@ -3,6 +3,11 @@
 Sinks: Prometheus (design-brief names), the log, and the `/status` JSON of the pod
 contract. Local rank 0 of each pod serves `/metrics`, `/healthz`, `/status` on the
 metrics port; other ranks get a no-op sink and start no server.
+
+The same report, with its `outcome` (Finished | Interrupted), is written once more as the
+container's termination message when the loop ends: the operator reads it from the
+ended pod, so the job's final step and checkpoint are exact and "finished" is told
+apart from "stopped on a signal" (docs/pod-contract.md, "Success contract").
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ class StepMetrics:
     tokens_per_second: float
     world_size: int
     loss: float | None = None  # only on log steps (all-reduced there)
+
+
+# The trainer's final word: all steps done, or stopped on a signal before the end.
+FINISHED = "Finished"
+INTERRUPTED = "Interrupted"
 
 
 class Sink(Protocol):
@@ -111,12 +121,15 @@ class PrometheusSink:
 
 @dataclass
 class StatusSink:
-    """Holds the `/status` document of the pod contract."""
+    """Holds the `/status` document of the pod contract; at the end, writes it with its
+    outcome to the termination-message file."""
 
+    termination_log: str = ""
     doc: dict[str, Any] = field(
         default_factory=lambda: {
             "step": 0, "totalSteps": 0, "loss": None, "samplesPerSecond": 0.0,
-            "tokensPerSecond": 0.0, "worldSize": 0, "checkpoint": None,
+            "tokensPerSecond": 0.0, "stepSeconds": None, "worldSize": 0, "checkpoint": None,
+            "lastUpdateTime": _now_iso(), "outcome": None,
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -125,7 +138,8 @@ class StatusSink:
         with self.lock:
             self.doc.update(
                 step=m.step, totalSteps=m.total_steps, samplesPerSecond=round(m.samples_per_second, 3),
-                tokensPerSecond=round(m.tokens_per_second, 3), worldSize=m.world_size,
+                tokensPerSecond=round(m.tokens_per_second, 3), stepSeconds=round(m.step_seconds, 6),
+                worldSize=m.world_size, lastUpdateTime=_now_iso(),
             )
             if m.loss is not None:
                 self.doc["loss"] = round(m.loss, 6)
@@ -134,12 +148,29 @@ class StatusSink:
         with self.lock:
             self.doc["checkpoint"] = info.as_status()
 
+    def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
+        with self.lock:
+            self.doc.update(outcome=outcome, step=step, totalSteps=total_steps, worldSize=world_size,
+                            lastUpdateTime=_now_iso())
+            blob = json.dumps(self.doc)
+        if self.termination_log:
+            # Kubernetes keeps at most 4 KiB of it; the report is far smaller.
+            try:
+                with open(self.termination_log, "w", encoding="utf-8") as out:
+                    out.write(blob)
+            except OSError as exc:
+                log.warning("could not write the termination message to %s: %s", self.termination_log, exc)
+
     def render(self) -> bytes:
         with self.lock:
             return json.dumps(self.doc).encode()
 
     def close(self) -> None:
         pass
+
+
+def _now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class StatusServer:
@@ -213,6 +244,12 @@ class Metrics:
             for sink in self.sinks:
                 sink.checkpoint(info)
 
+    def finish(self, outcome: str, step: int) -> None:
+        """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""
+        for sink in self.sinks:
+            if isinstance(sink, StatusSink):
+                sink.finish(outcome, step, self.total_steps, self.world_size)
+
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
@@ -226,11 +263,13 @@ def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, r
     server = None
     if is_rank0:
         sinks.append(LogSink())
-    if is_local_rank0 and cfg.port:
-        registry = CollectorRegistry()
-        status = StatusSink()
-        sinks += [PrometheusSink(cfg, restarts=restarts, registry=registry), status]
-        server = StatusServer(cfg.port, registry, status)
+    if is_local_rank0 and (cfg.port or cfg.termination_log):
+        status = StatusSink(termination_log=cfg.termination_log)
+        sinks.append(status)
+        if cfg.port:
+            registry = CollectorRegistry()
+            sinks.append(PrometheusSink(cfg, restarts=restarts, registry=registry))
+            server = StatusServer(cfg.port, registry, status)
     if not sinks:
         sinks.append(NullSink())
     return Metrics(sinks, total_steps=total_steps, world_size=world_size,

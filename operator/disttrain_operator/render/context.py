@@ -13,6 +13,8 @@ TERMINATION_GRACE_SECONDS = 180
 # torchrun waits this long for its workers' emergency checkpoint before SIGKILL, leaving
 # itself time to exit inside the pod's grace period.
 SHUTDOWN_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS - 10
+# Where the trainer writes its final report; the kubelet hands it to the operator.
+TERMINATION_LOG = "/dev/termination-log"
 
 
 @dataclass(frozen=True, slots=True)

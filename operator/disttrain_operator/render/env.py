@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..api.names import service_name, worker_name
-from .context import SHUTDOWN_TIMEOUT_SECONDS, RenderContext
+from .context import SHUTDOWN_TIMEOUT_SECONDS, TERMINATION_LOG, RenderContext
 
 
 def rendezvous_endpoint(ctx: RenderContext) -> str:
@@ -58,6 +58,7 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
         "DISTTRAIN_CHECKPOINT_KEEP": ckpt.keep,
         "DISTTRAIN_CHECKPOINT_ASYNC": "true" if ckpt.async_ else "false",
         "DISTTRAIN_METRICS_PORT": spec.metrics.port,
+        "DISTTRAIN_TERMINATION_LOG": TERMINATION_LOG,  # the container's terminationMessagePath
     }
     pod_name = {"name": "DISTTRAIN_POD_NAME",
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}

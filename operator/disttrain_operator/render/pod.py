@@ -10,7 +10,7 @@ from typing import Callable
 from ..api.meta import fields_of, meta_of
 from ..api.names import CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, service_name, worker_name
 from ..api import types as t
-from .context import TERMINATION_GRACE_SECONDS, RenderContext, common_labels, owner_references
+from .context import TERMINATION_GRACE_SECONDS, TERMINATION_LOG, RenderContext, common_labels, owner_references
 from .env import apply_env
 from .merge import merge
 
@@ -32,7 +32,11 @@ def skeleton(ctx: RenderContext) -> dict:
     command = (["torchrun", "--module", "disttrain_trainer"] if trainer.builtin is not None
                else ["torchrun", *trainer.command, *(trainer.args or [])])
     container = {"name": CONTAINER_NAME, "image": spec.image,
-                 "imagePullPolicy": spec.image_pull_policy, "command": command}
+                 "imagePullPolicy": spec.image_pull_policy, "command": command,
+                 # The trainer's final report (the success contract); a user's script that
+                 # writes none leaves the tail of its log there when it fails.
+                 "terminationMessagePath": TERMINATION_LOG,
+                 "terminationMessagePolicy": "FallbackToLogsOnError"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
         "hostname": name,
         "subdomain": service_name(job.name),

@@ -1,0 +1,115 @@
+"""The trainer's report, typed: what `/status` serves while a pod trains and what its
+termination message says when it ends (docs/pod-contract.md). One parser for the
+operator and `disttrain run --local`, so both read the same fields the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Outcomes the built-in trainer writes in its termination message.
+FINISHED = "Finished"        # every step done: the only outcome that can make a job Succeeded
+INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointReport:
+    step: int
+    time: str | None = None
+    path: str | None = None
+
+    def as_status(self) -> dict[str, Any]:
+        """status.checkpoint of the DistributedTraining."""
+        out: dict[str, Any] = {"step": self.step}
+        if self.time:
+            out["time"] = self.time
+        if self.path:
+            out["path"] = self.path
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TrainerReport:
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+    samples_per_second: float | None = None
+    tokens_per_second: float | None = None
+    step_seconds: float | None = None
+    world_size: int | None = None
+    checkpoint: CheckpointReport | None = None
+    last_update_time: str | None = None
+    outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome == FINISHED
+
+    def progress(self) -> dict[str, Any]:
+        """status.progress of the DistributedTraining."""
+        out: dict[str, Any] = {}
+        if self.step is not None:
+            out["step"] = self.step
+        if self.total_steps:
+            out["totalSteps"] = self.total_steps
+            if self.step is not None:
+                out["percentComplete"] = f"{min(100, int(100 * self.step / self.total_steps))}%"
+        if self.loss is not None:
+            out["loss"] = round(self.loss, 6)
+        if self.samples_per_second is not None:
+            out["samplesPerSecond"] = round(self.samples_per_second, 6)
+        return out
+
+
+def parse_report(data: Any) -> TrainerReport | None:
+    """A /status document or termination message (dict or JSON text) -> TrainerReport.
+    None for anything that is not a trainer report (a user's script's last log lines)."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            return None
+    if not isinstance(data, dict) or not any(k in data for k in ("step", "outcome", "checkpoint")):
+        return None
+    outcome = data.get("outcome")
+    return TrainerReport(
+        step=_int(data.get("step")),
+        total_steps=_int(data.get("totalSteps")),
+        loss=_num(data.get("loss")),
+        samples_per_second=_num(data.get("samplesPerSecond")),
+        tokens_per_second=_num(data.get("tokensPerSecond")),
+        step_seconds=_num(data.get("stepSeconds")),
+        world_size=_int(data.get("worldSize")),
+        checkpoint=_checkpoint(data.get("checkpoint")),
+        last_update_time=data.get("lastUpdateTime") if isinstance(data.get("lastUpdateTime"), str) else None,
+        outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
+    )
+
+
+def newest(*reports: TrainerReport | None) -> TrainerReport | None:
+    """The report furthest along (highest step; a final one wins a tie)."""
+    present = [r for r in reports if r is not None]
+    if not present:
+        return None
+    return max(present, key=lambda r: (r.step if r.step is not None else -1, r.outcome is not None))
+
+
+def _checkpoint(value: Any) -> CheckpointReport | None:
+    if not isinstance(value, dict) or _int(value.get("step")) is None:
+        return None
+    return CheckpointReport(step=_int(value["step"]),  # type: ignore[arg-type]
+                            time=value.get("time") if isinstance(value.get("time"), str) else None,
+                            path=value.get("path") if isinstance(value.get("path"), str) else None)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

@@ -1,0 +1,170 @@
+"""Faults an SRE meets, on the real control plane: a graceful pod deletion, status writes
+refused for a while, pod creation refused by admission, squatters on a child's name,
+a job re-created under the name of a deleted one, a spec that stops validating."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .conftest import (MANIFESTS, annotate_exit, condition, events_of, get_job, job_manifest, pods_of,
+                       wait_phase)
+
+pytestmark = pytest.mark.cluster
+
+
+def report(outcome: str | None, step: int, total: int, ckpt: int) -> str:
+    """A trainer termination message (docs/pod-contract.md, "Success contract")."""
+    return json.dumps({"step": step, "totalSteps": total, "loss": 3.0, "samplesPerSecond": 10.0,
+                       "worldSize": 2, "outcome": outcome,
+                       "checkpoint": {"step": ckpt, "time": "2026-11-23T00:00:00Z", "path": f"/ck/step-{ckpt:08d}"}})
+
+
+def end_pod(cluster, namespace: str, pod: str, code: int, message: str) -> None:
+    cluster.kubectl("annotate", "pod", pod, "-n", namespace, "--overwrite",
+                    f"disttrain.dev/test-termination-message={message}", f"{cluster.EXIT_CODE_ANNOTATION}={code}")
+
+
+def uid_of(cluster, namespace: str, kind: str, name: str) -> str:
+    return cluster.get(kind, name, namespace)["metadata"]["uid"]
+
+
+def test_graceful_delete_recreates_and_never_succeeds(cluster, namespace, operator):
+    """Deleting worker-1 (a drain): every rank checkpointed and stopped; worker-0's torchrun
+    exits 0 with the trainer's Interrupted report (the shape that made the job Succeeded at
+    step 11 of 100000). Both come back; the job finishes only with a Finished report."""
+    cluster.apply(job_manifest("drained", nodes=2, trainer={"builtin": {"steps": 100000}}), namespace=namespace)
+    wait_phase(cluster, namespace, "drained", "Running")
+    first = uid_of(cluster, namespace, "pod", "drained-worker-0")
+    cluster.kubectl("delete", "pod", "drained-worker-1", "-n", namespace, "--wait=false")
+    end_pod(cluster, namespace, "drained-worker-0", 0, report("Interrupted", 11, 100000, 11))
+
+    def recreated():
+        pods = pods_of(cluster, namespace, "drained")
+        fresh = [p for p in pods if p["metadata"]["uid"] != first and p["status"].get("phase") == "Running"]
+        return len(fresh) == 2
+    cluster.wait_for(recreated, timeout=60, what="both workers recreated")
+    job = wait_phase(cluster, namespace, "drained", "Running")
+    assert job["status"].get("restarts", 0) == 0  # a disruption does not spend backoffLimit
+    assert job["status"]["progress"]["step"] == 11 and job["status"]["checkpoint"]["step"] == 11
+    assert "completionTime" not in job["status"]
+
+    # The real end: both agents exit 0 with the Finished report of the last step.
+    for i in range(2):
+        end_pod(cluster, namespace, f"drained-worker-{i}", 0, report("Finished", 100000, 100000, 100000))
+    job = wait_phase(cluster, namespace, "drained", "Succeeded")
+    assert job["status"]["progress"]["step"] == 100000 and job["status"]["progress"]["percentComplete"] == "100%"
+    assert job["status"]["checkpoint"]["path"] == "/ck/step-00100000"
+
+
+def test_pod_security_refusal_is_a_condition_with_the_admission_message(cluster, namespace, operator):
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    cluster.apply(job_manifest("strict", nodes=1, podTemplate={"spec": {"hostNetwork": True}}),
+                  namespace=namespace)
+
+    def refused():
+        job = get_job(cluster, namespace, "strict")
+        return condition(job, "PodCreationForbidden") and job
+    job = cluster.wait_for(refused, timeout=30, what="PodCreationForbidden")
+    cond = condition(job, "PodCreationForbidden")
+    assert cond["status"] == "True" and cond["reason"] == "Forbidden"
+    assert "violates PodSecurity" in cond["message"] and "hostNetwork" in cond["message"]
+    assert job["status"]["phase"] == "Pending"
+    time.sleep(5)  # several retries of the refused creation happen meanwhile
+    warnings = [e for e in events_of(cluster, namespace, "strict") if e["reason"] == "Forbidden"]
+    assert len(warnings) == 1 and warnings[0].get("count", 1) == 1, warnings
+    assert pods_of(cluster, namespace, "strict") == []
+
+    # Lift the restriction: the next retry creates the pod and the condition clears.
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce-")
+    wait_phase(cluster, namespace, "strict", "Running", timeout=60)
+    assert condition(get_job(cluster, namespace, "strict"), "PodCreationForbidden")["status"] == "False"
+
+
+def test_squatters_are_never_adopted(cluster, namespace, operator):
+    """An unrelated pod and ClusterIP Service hold the child names: NameConflict names them,
+    nothing is adopted or deleted; once they are gone the job starts."""
+    squat_pod = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "taken-worker-1", "labels": {"app": "squatter"}},
+                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    squat_svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "taken"},
+                 "spec": {"ports": [{"port": 80}]}}
+    cluster.apply([squat_pod, squat_svc], namespace=namespace)
+    cluster.apply(job_manifest("taken", nodes=2), namespace=namespace)
+
+    def conflicted():
+        job = get_job(cluster, namespace, "taken")
+        return (condition(job, "NameConflict") or {}).get("status") == "True" and job
+    job = cluster.wait_for(conflicted, timeout=30, what="NameConflict")
+    message = condition(job, "NameConflict")["message"]
+    assert "taken is taken by service taken" in message
+    assert pods_of(cluster, namespace, "taken") == []  # no pod without its Service
+    cluster.kubectl("delete", "service", "taken", "-n", namespace)
+    job = cluster.wait_for(lambda: "taken-worker-1 is taken by pod" in (
+        condition(get_job(cluster, namespace, "taken"), "NameConflict") or {}).get("message", "")
+        and get_job(cluster, namespace, "taken"), timeout=60, what="the pod squatter named")
+    assert cluster.get("pod", "taken-worker-1", namespace)["metadata"]["labels"] == {"app": "squatter"}
+    cluster.kubectl("delete", "pod", "taken-worker-1", "-n", namespace, "--wait=true")
+    wait_phase(cluster, namespace, "taken", "Running", timeout=90)
+    assert condition(get_job(cluster, namespace, "taken"), "NameConflict")["status"] == "False"
+
+
+def test_a_recreated_job_ignores_the_pods_of_the_deleted_one(cluster, namespace, operator):
+    """The pods of a deleted job linger (finalizer, or the garbage collector not done yet):
+    a new job of the same name must not count them, and above all not take the old
+    worker's exit 0 for its own success."""
+    cluster.apply(job_manifest("again", nodes=1), namespace=namespace)
+    wait_phase(cluster, namespace, "again", "Running")
+    old_pod = cluster.get("pod", "again-worker-0", namespace)
+    # Hold the old pod back from deletion so it outlives its job, then end it with exit 0.
+    cluster.kubectl("patch", "pod", "again-worker-0", "-n", namespace, "--type=merge",
+                    "-p", '{"metadata": {"finalizers": ["disttrain.dev/test-hold"]}}')
+    end_pod(cluster, namespace, "again-worker-0", 0, report("Finished", 10, 10, 10))
+    wait_phase(cluster, namespace, "again", "Succeeded")
+    cluster.kubectl("delete", "dt", "again", "-n", namespace, "--wait=true", "--timeout=60s")
+    try:
+        cluster.apply(job_manifest("again", nodes=1), namespace=namespace)
+
+        def blocked():
+            job = get_job(cluster, namespace, "again")
+            return (condition(job, "NameConflict") or {}).get("status") == "True" and job
+        job = cluster.wait_for(blocked, timeout=30, what="NameConflict on the old pod")
+        assert job["status"]["phase"] == "Pending"
+        assert job["status"]["workers"]["succeeded"] == 0
+    finally:
+        cluster.kubectl("patch", "pod", "again-worker-0", "-n", namespace, "--type=merge",
+                        "-p", '{"metadata": {"finalizers": null}}')
+    cluster.wait_for(lambda: cluster.try_get("pod", "again-worker-0", namespace) is None or
+                     cluster.get("pod", "again-worker-0", namespace)["metadata"]["uid"] != old_pod["metadata"]["uid"],
+                     timeout=60, what="the old pod gone")
+    job = wait_phase(cluster, namespace, "again", "Running", timeout=60)
+    assert condition(job, "NameConflict")["status"] == "False"
+
+
+@pytest.mark.rbac_refusals_expected
+def test_status_writes_refused_for_a_while_then_converge(cluster, namespace, operator):
+    """The operator may not write status (its RBAC rule removed, as a broken upgrade would):
+    its loop retries with back-off for as long as it takes; once the rule is back the job
+    converges within seconds, with no operator restart."""
+    role = json.loads(cluster.kubectl("get", "clusterrole", "disttrain-operator", "-o", "json").stdout)
+    rules = role["rules"]
+    without = [r for r in rules if "distributedtrainings/status" not in r.get("resources", [])]
+    assert len(without) == len(rules) - 1
+    patch = json.dumps([{"op": "replace", "path": "/rules", "value": without}])
+    cluster.kubectl("patch", "clusterrole", "disttrain-operator", "--type=json", "-p", patch)
+    try:
+        cluster.apply(job_manifest("muted", nodes=2), namespace=namespace)
+        cluster.wait_for(lambda: len(pods_of(cluster, namespace, "muted")) == 2, timeout=60, what="pods created")
+        time.sleep(45)  # a minute of failing writes: several back-off rounds
+        assert not (get_job(cluster, namespace, "muted").get("status") or {}).get("phase")
+    finally:
+        cluster.kubectl("apply", "-f", str(MANIFESTS / "rbac" / "cluster-role.yaml"))
+    restored = time.monotonic()
+    wait_phase(cluster, namespace, "muted", "Running", timeout=30)
+    assert time.monotonic() - restored < 15
+    assert operator.sample("disttrain_operator_reconcile_errors_total", reason="Api403") >= 2
+    annotate_exit(cluster, namespace, "muted-worker-1", 1)  # and it still reacts afterwards
+    cluster.wait_for(lambda: get_job(cluster, namespace, "muted")["status"].get("restarts") == 1, timeout=60,
+                     what="a restart after the outage")

@@ -63,7 +63,8 @@ def test_config_from_the_rendered_pod_env_is_the_spec():
         parallel=ParallelConfig(strategy="fsdp", mesh_fsdp=4, mesh_tp=2, precision="bf16-mixed", gpus_per_node=4),
         train=TrainConfig(steps=77, learning_rate=0.02, accumulate_grad_batches=3, seed=11),
         checkpoint=CheckpointConfig(dir="/ck", interval_steps=9, keep=4, async_save=True),
-        metrics=MetricsConfig(port=9500, job="gpt", namespace="team-a", pod="gpt-worker-1"),
+        metrics=MetricsConfig(port=9500, job="gpt", namespace="team-a", pod="gpt-worker-1",
+                              termination_log="/dev/termination-log"),
     )
     rendered = {k for k in env.values if k.startswith("DISTTRAIN_")}
     assert env.read == rendered, "the trainer reads exactly the DISTTRAIN_* names the operator sets"

@@ -48,9 +48,3 @@ def test_messages_are_one_capped_line():
     (cond,) = c.set_condition([], c.FAILED, True, c.INVALID_SPEC, "z" * 5000, 1, T0)
     assert len(cond["message"]) == c.MESSAGE_LIMIT
 
-
-def test_is_true_reads_the_status():
-    conds = c.set_condition([], c.RUNNING, True, c.PODS_RUNNING, "m", 1, T0)
-    conds = c.set_condition(conds, c.FAILED, False, c.VALID, "m", 1, T0)
-    assert c.is_true(conds, c.RUNNING)
-    assert not c.is_true(conds, c.FAILED) and not c.is_true(conds, c.SUSPENDED) and not c.is_true(None, c.RUNNING)

@@ -92,9 +92,6 @@ def test_a_crash_with_a_disruption_condition_that_is_not_true_is_a_failure():
 # ---- success needs every worker to finish ---------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 (success contract): today a worker exiting 0 "
-                   "makes the job Succeeded whatever the others do (docs/operations.md, Success); "
-                   "the lead's rewrite of plan.decide must make this pass, then drop the mark")
 def test_a_worker_that_failed_after_another_exited_0_is_not_a_success():
     pods = [pod(0, nodes=2, phase="Succeeded", exit_code=0), pod(1, nodes=2, phase="Failed", exit_code=1)]
     plan = run(state(RUNNING, nodes=2), pods)

@@ -89,3 +89,13 @@ def test_a_user_home_replaces_the_default_and_async_says_true():
     env = render_pod(j, r, 0)["spec"]["containers"][0]["env"]
     assert [e for e in env if e["name"] == "HOME"] == [{"name": "HOME", "value": "/work"}]
     assert {"name": "DISTTRAIN_CHECKPOINT_ASYNC", "value": "true"} in env
+
+
+def test_scheduling_keys_land_where_kubernetes_reads_them():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]}}}
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    j, r, _ = load_job(job(scheduling={"affinity": affinity, "tolerations": tolerations}))
+    spec = render_pod(j, r, 0)["spec"]
+    assert (spec["affinity"], spec["tolerations"]) == (affinity, tolerations)
+    assert not {"schedulerName", "priorityClassName", "nodeSelector"} & set(spec)

@@ -99,3 +99,10 @@ def test_scheduling_keys_land_where_kubernetes_reads_them():
     spec = render_pod(j, r, 0)["spec"]
     assert (spec["affinity"], spec["tolerations"]) == (affinity, tolerations)
     assert not {"schedulerName", "priorityClassName", "nodeSelector"} & set(spec)
+
+
+def test_the_template_hash_is_stable_across_operator_versions():
+    """Running pods carry this hash; a new value for the same spec makes an upgraded
+    operator replace every running worker of every job. Change it only on purpose."""
+    j, r, _ = load_job(DOC)
+    assert template_hash(j, r) == "962a99ffbfc40e7b"

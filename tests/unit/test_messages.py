@@ -131,6 +131,20 @@ CASES = [
     ("trainer image", job(podTemplate={"spec": {"containers": [{"name": "trainer", "image": "x", "args": ["a"]}]}}),
      ["spec.podTemplate.spec.containers[0].args: is set by disttrain (got ['a']). Fix: use spec.trainer.args", "spec.podTemplate.spec.containers[0].image: is set by disttrain (got 'x'). Fix: use spec.image"],
      [EPHEMERAL_1]),
+    ("nproc zero is treated as one", job(nprocPerNode=0, strategy="ddp", checkpoint={"claimName": "c"}),
+     ["spec.nprocPerNode: is out of range (got 0); allowed: an integer >= 1 or auto. Fix: use auto"],
+     ["spec.strategy: DDP requires multiple devices, falling back to single-device training"]),
+    ("nproc equal to gpus", job(gpusPerNode=2, nprocPerNode=2, checkpoint={"claimName": "c"}), [], []),
+    ("ddp over two nodes of two", job(strategy="ddp", nodes=2, gpusPerNode=2, checkpoint={"claimName": "c"}), [], []),
+    ("fsdp on cpu in 32", job(strategy="fsdp", nodes=2, precision="32", checkpoint={"claimName": "c"}), [], []),
+    ("fsdp on cpu in bf16", job(strategy="fsdp", nodes=2, precision="bf16-mixed", checkpoint={"claimName": "c"}), [], []),
+    ("fsdp on gpus in bf16", job(strategy="fsdp", gpusPerNode=2, precision="bf16-mixed", checkpoint={"claimName": "c"}),
+     [], []),
+    ("ddp on gpus in 32", job(strategy="ddp", gpusPerNode=2, precision="32", checkpoint={"claimName": "c"}), [], []),
+    ("registry port, no tag", job(image="registry:5000/trainer", checkpoint={"claimName": "c"}), [],
+     ["spec.image: image 'registry:5000/trainer' uses the latest tag with imagePullPolicy IfNotPresent: nodes may "
+      "run different cached builds; pin a tag or digest"]),
+    ("digest", job(image="repo/t@sha256:0123abcd", checkpoint={"claimName": "c"}), [], []),
 ]
 
 

@@ -145,6 +145,20 @@ CASES = [
      ["spec.image: image 'registry:5000/trainer' uses the latest tag with imagePullPolicy IfNotPresent: nodes may "
       "run different cached builds; pin a tag or digest"]),
     ("digest", job(image="repo/t@sha256:0123abcd", checkpoint={"claimName": "c"}), [], []),
+    ("template env with value and valueFrom", job(checkpoint={"claimName": "c"}, podTemplate={"spec": {"containers": [
+        {"name": "trainer", "env": [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]}]}}),
+     ["spec.podTemplate.spec.containers[0].env[0]: sets both value and valueFrom (got 'A'); allowed: one of them. "
+      "Fix: remove one"], []),
+    ("every bad resource is named",
+     job(checkpoint={"claimName": "c"}, resources={"requests": {"nvidia.com/gpu": 1, "cpu": "two", "memory": "lots"}}),
+     ["spec.resources.requests.nvidia.com/gpu: sets GPUs in resources (got 1); allowed: cpu, memory, ephemeral-storage, "
+      ".... Fix: remove it and set spec.gpusPerNode: 1",
+      "spec.resources.requests.cpu: is not a Kubernetes quantity (got 'two'); allowed: e.g. 8, 500m, 64Gi. Fix: write "
+      "a number with an optional unit",
+      "spec.resources.requests.memory: is not a Kubernetes quantity (got 'lots'); allowed: e.g. 8, 500m, 64Gi. Fix: "
+      "write a number with an optional unit"], []),
+    ("zero and fractional quantities", job(checkpoint={"claimName": "c"}, resources={"requests": {"cpu": "500m", "memory": 0}}),
+     [], []),
 ]
 
 

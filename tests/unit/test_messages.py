@@ -159,6 +159,13 @@ CASES = [
       "write a number with an optional unit"], []),
     ("zero and fractional quantities", job(checkpoint={"claimName": "c"}, resources={"requests": {"cpu": "500m", "memory": 0}}),
      [], []),
+    ("template env that is not a list", job(checkpoint={"claimName": "c"}, podTemplate={"spec": {"containers": [
+        {"name": "trainer", "env": "PET_X"}]}}), [], []),
+    ("containers after a nameless one are checked", job(checkpoint={"claimName": "c"}, podTemplate={"spec": {
+        "containers": [{"image": "x"}, {"name": "trainer", "image": "y"}]}}),
+     ["spec.podTemplate.spec.containers[0]: needs a name (got {'image': 'x'}); allowed: a container with name. "
+      "Fix: add name:",
+      "spec.podTemplate.spec.containers[1].image: is set by disttrain (got 'y'). Fix: use spec.image"], []),
 ]
 
 

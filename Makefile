@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi lint
+.PHONY: help venv tools images test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi lint mutation
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -37,6 +37,9 @@ test-cluster: venv tools  ## operator and CRD against the real control plane + K
 
 e2e: venv tools images  ## the real node: our images, helm/kustomize installs, training scenarios (root)
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests/e2e
+
+mutation: venv  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
+	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
 
 demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents
 	$(RUN) disttrain validate manifests/examples/*.yaml

@@ -11,8 +11,8 @@ import yaml
 from .conftest import ROOT
 
 CHART = os.path.join(ROOT, "charts", "disttrain")
-# DESIGN.md's metric names: dashboards and alerts may use only these.
-METRICS = {
+# DESIGN.md's metric names: the contract. The code must export (at least) these.
+DESIGN_METRICS = {
     "disttrain_operator_jobs", "disttrain_operator_reconcile_seconds", "disttrain_operator_pods_created_total",
     "disttrain_operator_job_restarts_total", "disttrain_operator_job_time_to_running_seconds",
     "disttrain_operator_validation_warnings_total", "disttrain_operator_job_failures_total",
@@ -21,6 +21,40 @@ METRICS = {
     "disttrain_train_restarts", "disttrain_checkpoint_save_seconds", "disttrain_checkpoint_last_step",
     "disttrain_checkpoint_last_timestamp_seconds",
 }
+# Series each metric type exposes (prometheus_client names a counter's family without _total).
+_SERIES = {"counter": ("_total",), "gauge": ("",), "histogram": ("", "_bucket", "_count", "_sum"),
+           "summary": ("", "_count", "_sum")}
+
+
+def exported_families() -> dict[str, str]:
+    """{metric name as documented: type} of the operator's and the trainer's real registries."""
+    from prometheus_client import CollectorRegistry
+
+    from disttrain_operator.metrics import OperatorMetrics
+    from disttrain_trainer.config import MetricsConfig
+    from disttrain_trainer.metrics import PrometheusSink
+
+    trainer = CollectorRegistry()
+    PrometheusSink(MetricsConfig(job="j", namespace="n", pod="p"), restarts=0, registry=trainer)
+    out = {}
+    for registry in (OperatorMetrics().registry, trainer):
+        for family in registry.collect():
+            name = family.name + ("_total" if family.type == "counter" else "")
+            out[name] = family.type
+    return out
+
+
+def exported_series() -> set[str]:
+    """Every series name a query, dashboard or doc may use (histogram names included)."""
+    out = set()
+    for name, kind in exported_families().items():
+        base = name.removesuffix("_total") if kind == "counter" else name
+        out.update(base + suffix for suffix in _SERIES[kind])
+    return out
+
+
+# Imported by tests/cluster/test_chart.py for the rendered alert rules.
+METRICS = exported_series()
 
 
 def load(path):
@@ -40,10 +74,13 @@ def test_chart_rbac_rules_are_the_manifests_rules():
     assert rules == role["rules"], "charts/disttrain/rbac-rules.yaml drifted: run `make crd`"
 
 
-def metric_names(expr: str) -> set[str]:
-    names = set(re.findall(r"\b(disttrain_[a-z_]+)", expr))
-    return {re.sub(r"_(bucket|count|sum)$", "", n) if n.endswith(("_bucket", "_count", "_sum")) else n
-            for n in names}
+def metric_names(text: str) -> set[str]:
+    return set(re.findall(r"\b(disttrain_(?:operator|train|checkpoint)_[a-z_]+)", text))
+
+
+def test_the_code_exports_every_design_metric_name():
+    exported = set(exported_families())
+    assert DESIGN_METRICS <= exported, sorted(DESIGN_METRICS - exported)
 
 
 def test_dashboards_query_only_metrics_we_export():
@@ -53,7 +90,7 @@ def test_dashboards_query_only_metrics_we_export():
         exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
         assert exprs, name
         for expr in exprs:
-            assert metric_names(expr) and metric_names(expr) <= METRICS, (name, expr)
+            assert metric_names(expr) and metric_names(expr) <= METRICS, (name, expr, metric_names(expr) - METRICS)
 
 
 def test_namespaced_rbac_is_the_cluster_role_split():
@@ -75,3 +112,23 @@ def test_namespaced_rbac_is_the_cluster_role_split():
         "distributedtrainings", "distributedtrainings/status", "pods", "services", "networkpolicies", "events",
         "kopfpeerings"}
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster)
+
+
+def test_alert_rules_use_only_metrics_we_export():
+    with open(os.path.join(CHART, "alerts.yaml")) as handle:
+        exprs = re.findall(r"^\s*expr:\s*(.+)$", handle.read(), flags=re.M)
+    assert len(exprs) >= 3
+    for expr in exprs:
+        assert metric_names(expr) and metric_names(expr) <= METRICS, (expr, metric_names(expr) - METRICS)
+
+
+def test_docs_name_only_metrics_we_export():
+    docs = [os.path.join(ROOT, "README.md"), os.path.join(CHART, "README.md"),
+            *(os.path.join(ROOT, "docs", n) for n in sorted(os.listdir(os.path.join(ROOT, "docs"))) if n.endswith(".md"))]
+    seen = set()
+    for path in docs:
+        with open(path) as handle:
+            names = metric_names(handle.read())
+        assert names <= METRICS, (os.path.relpath(path, ROOT), sorted(names - METRICS))
+        seen |= names
+    assert seen >= {"disttrain_train_step", "disttrain_operator_jobs"}, "the docs name the metrics"

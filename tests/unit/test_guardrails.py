@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from disttrain_operator.api import validate_document
-from disttrain_operator.api.defaults import DDP_SINGLE_DEVICE
+from disttrain_operator.api.defaults import DDP_SINGLE_DEVICE, FSDP_SINGLE_DEVICE
 from disttrain_operator.render import render_children
 
 from .helpers import errors_of, job, warnings_of
@@ -22,6 +22,14 @@ def test_ddp_on_one_device_warns_and_falls_back_to_auto():
     assert warnings_of(doc)["DDPSingleDevice"] == DDP_SINGLE_DEVICE
     assert DDP_SINGLE_DEVICE == "DDP requires multiple devices, falling back to single-device training"
     assert resolved(doc).strategy == "auto"
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "fsdp_native"])
+def test_fsdp_on_one_device_warns_and_falls_back_to_auto(strategy):
+    doc = job(strategy=strategy, nodes=1, gpusPerNode=1)
+    assert warnings_of(doc)["FSDPSingleDevice"] == FSDP_SINGLE_DEVICE
+    assert resolved(doc).strategy == "auto"
+    assert resolved(job(strategy=strategy, nodes=1, maxNodes=2, gpusPerNode=1)).strategy == "fsdp"
 
 
 def test_ddp_with_two_devices_stays_ddp_without_warning():

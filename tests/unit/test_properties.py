@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections import Counter
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +18,8 @@ from disttrain_operator.api.defaults import apply_defaults
 from disttrain_operator.api.meta import Shape, fields_of, json_name, meta_of
 from disttrain_operator.render import render_children
 
-from .conftest import EXAMPLES
+from . import crd_cel, specs
+from .conftest import EXAMPLES, REPORT, examples
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 junk = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40), st.floats(allow_nan=True),
@@ -117,20 +120,113 @@ def check_invariants(doc) -> None:
         assert len(env) == len(set(env)), "duplicate env names"
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_random_specs_never_crash_the_validator(doc):
     check_invariants(doc)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(EXAMPLES), st.data())
 def test_mutated_examples_never_crash_the_validator(path, data):
     doc = next(d for d in yaml.safe_load_all(open(path)) if d.get("kind") == t.KIND)
     check_invariants(mutate(doc, data))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.recursive(junk, lambda inner: st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=10))
 def test_arbitrary_values_never_crash_the_validator(doc):
     check_invariants(doc)
+
+
+# ---- valid by construction ------------------------------------------------------------
+# The random documents above are ~5 % valid and almost never multi-node: the properties
+# of a resolved, rendered job are checked on specs built valid instead, each with the
+# resolution the validator must reach (specs.Expected), and on one-rule breakages of them.
+
+MIN_MULTI_NODE_SHARE = 0.4
+MIN_ELASTIC_SHARE = 0.2
+
+
+def check_valid_job(doc, expected) -> None:
+    result = validate_document(doc)
+    assert result.ok, [str(e) for e in result.errors]
+    assert crd_cel.violations(doc) == [], "the CRD's CEL rules reject a valid spec"
+    r = result.resolved
+    assert (r.nodes, r.min_nodes, r.max_nodes, r.nproc_per_node, r.world_size) == \
+        (expected.nodes, expected.min_nodes, expected.max_nodes, expected.nproc, expected.world)
+    assert (r.strategy, r.precision) == (expected.strategy, expected.precision)
+    reasons = {w.reason for w in result.warnings}
+    assert expected.warnings <= reasons, expected.warnings - reasons
+    check_invariants(doc)
+    pods = [c for c in render_children(result.job, r) if c["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == [f"{doc['metadata']['name']}-worker-{i}" for i in range(r.nodes)]
+    for i, pod in enumerate(pods):
+        container = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["PET_NNODES"] == f"{expected.min_nodes}:{expected.max_nodes}"
+        assert env["PET_NPROC_PER_NODE"] == str(expected.nproc)
+        assert env["DISTTRAIN_STRATEGY"] == expected.strategy
+        assert env["PET_RDZV_ENDPOINT"].startswith(f"{doc['metadata']['name']}-worker-0.")
+        assert ("is_host=true" in env["PET_RDZV_CONF"]) == (i == 0)
+        mesh = doc["spec"].get("mesh") or {"fsdp": 0, "tp": 0}
+        assert (env["DISTTRAIN_MESH_FSDP"], env["DISTTRAIN_MESH_TP"]) == (str(mesh["fsdp"]), str(mesh["tp"]))
+        gpus = doc["spec"]["gpusPerNode"]
+        limits = container.get("resources", {}).get("limits", {})
+        assert limits.get("nvidia.com/gpu") == (str(gpus) if gpus else None)
+
+
+def test_valid_specs_by_construction_resolve_and_render_as_expected():
+    seen = Counter()
+
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(specs.valid_jobs())
+    def run(drawn):
+        doc, expected = drawn
+        check_valid_job(doc, expected)
+        seen["valid"] += 1
+        seen["multi-node"] += expected.multi_node
+        seen["elastic"] += expected.elastic
+        seen["mesh"] += "mesh" in doc["spec"]
+        seen["gpu"] += doc["spec"]["gpusPerNode"] > 0
+        seen[f"strategy {expected.strategy}"] += 1
+        seen["single-device fallback"] += bool({"DDPSingleDevice", "FSDPSingleDevice"} & expected.warnings)
+
+    run()
+    REPORT.append("valid-by-construction specs: " + ", ".join(f"{k} {v}" for k, v in sorted(seen.items())))
+    assert seen["multi-node"] >= MIN_MULTI_NODE_SHARE * seen["valid"], seen
+    assert seen["elastic"] >= MIN_ELASTIC_SHARE * seen["valid"], seen
+    for kind in ("mesh", "gpu", "strategy auto", "strategy ddp", "strategy fsdp"):
+        assert seen[kind] > 0, (kind, seen)
+
+
+@pytest.mark.parametrize("kind", specs.BREAKS)
+def test_one_broken_rule_is_rejected_at_its_field(kind):
+    count = 0
+
+    @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(specs.invalid_jobs(kind))
+    def run(drawn):
+        nonlocal count
+        doc, path = drawn
+        result = validate_document(doc)
+        assert not result.ok, kind
+        assert path in {e.path for e in result.errors}, (kind, [str(e) for e in result.errors])
+        check_invariants(doc)
+        count += 1
+
+    run()
+    REPORT.append(f"invalid mutations, {kind}: {count}")
+
+
+@pytest.mark.parametrize("kind", ["minNodes above nodes", "maxNodes below nodes", "elastic mesh"])
+def test_node_range_breakages_are_rejected_by_the_crd_too(kind):
+    @settings(max_examples=examples(40), deadline=None)
+    @given(specs.valid_jobs())
+    def run(drawn):
+        broken = specs._break(drawn[0], kind)
+        if broken is not None:
+            doc, path = broken
+            assert path in {p.lstrip(".") for p, _ in crd_cel.violations(doc)}
+
+    run()

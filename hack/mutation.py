@@ -1,0 +1,266 @@
+"""`make mutation`: mutation testing of the pure core with mutmut, incremental.
+
+mutmut names mutants by module and expects the packages at the top of the project, so
+the checkout is mirrored into a work tree under the cache
+(${DISTTRAIN_CACHE:-~/.cache/disttrain}/mutation/<checkout>/), with
+operator/disttrain_operator and trainer/disttrain_trainer at its top. Files are copied
+only when their content changed, and mutmut keeps its verdicts there between runs: a run
+re-tests only the functions whose source changed (mutmut hashes each function) and, when
+the tests changed, the mutants that survived or had no test. Then it prints, per module,
+mutants, killed, survived, equivalent (listed with a reason in hack/mutation-equivalent.txt)
+and the score, followed by every surviving mutant as a diff.
+
+Usage: python hack/mutation.py [--jobs N] [--report-only] [PATH ...]
+PATHs are source files or folders of the checkout (default: MODULES).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import filecmp
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
+EQUIVALENT_FILE = ROOT / "hack" / "mutation-equivalent.txt"
+
+# The pure core. plan.py, pods.py and status.py follow once their rewrite (issue 9) lands.
+MODULES = [
+    "operator/disttrain_operator/api",
+    "operator/disttrain_operator/render",
+    "operator/disttrain_operator/conditions.py",
+    "trainer/disttrain_trainer/config.py",
+    "trainer/disttrain_trainer/checkpoint.py",
+]
+# The tests that may kill a mutant: the in-process ones (a new test file joins by itself;
+# changing this list makes mutmut forget every verdict).
+TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not cluster"]
+# Lines that are not behaviour: log calls.
+NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
+# Copied beside the packages because the tests read them.
+DATA = ["tests", "manifests", "charts", "docs", "README.md"]
+SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"}
+
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
+          35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+          37: "killed", None: "not checked", -9: "killed", -11: "killed"}
+
+
+def work_dir() -> Path:
+    key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+    return CACHE / "mutation" / f"{ROOT.name}-{key}"
+
+
+def staged(path: str) -> str:
+    """operator/disttrain_operator/x.py -> disttrain_operator/x.py"""
+    head, _, rest = path.partition("/")
+    return rest if head in SOURCE_ROOTS else path
+
+
+def sync(src: Path, dst: Path) -> None:
+    """Mirror src into dst, touching only files whose content changed (mutmut reads mtimes)."""
+    if src.is_file():
+        if not dst.exists() or not filecmp.cmp(src, dst, shallow=False):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+        return
+    wanted = set()
+    for path in src.rglob("*"):
+        if "__pycache__" in path.parts or path.suffix == ".pyc" or ".hypothesis" in path.parts:
+            continue
+        rel = path.relative_to(src)
+        wanted.add(rel)
+        if path.is_file():
+            sync(path, dst / rel)
+    if dst.exists():
+        for path in sorted(dst.rglob("*"), reverse=True):
+            rel = path.relative_to(dst)
+            if rel not in wanted and "__pycache__" not in rel.parts and ".hypothesis" not in rel.parts:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def pyproject(sources: list[str]) -> str:
+    return f"""# Written by hack/mutation.py for mutmut; the checkout's pyproject.toml is the real one.
+[tool.pytest.ini_options]
+addopts = "-p no:cacheprovider"
+pythonpath = ["."]
+markers = ["cluster: real control plane", "dist: torch.distributed", "slow: slow"]
+
+[tool.mutmut]
+source_paths = {json.dumps(sources)}
+pytest_add_cli_args_test_selection = {json.dumps(TESTS)}
+also_copy = {json.dumps(sorted(set(SOURCE_ROOTS.values()) | set(DATA)))}
+do_not_mutate_patterns = {json.dumps(NOT_MUTATED)}
+"""
+
+
+def tree_hash(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for base in paths:
+        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
+            if path.is_file():
+                digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def meta_files(work: Path) -> list[Path]:
+    return sorted((work / "mutants").rglob("*.py.meta"))
+
+
+def undecided(work: Path, paths: list[str]) -> list[str]:
+    """Mutants of these modules without a verdict (mutmut re-runs every mutant it is
+    given by name, so a partial run names only those), or globs on a first run."""
+    prefixes = tuple(module_glob(p).removesuffix("*") for p in paths)
+    names = [key for meta in meta_files(work)
+             for key, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items()
+             if code is None and key.startswith(prefixes)]
+    return names if meta_files(work) else [module_glob(p) for p in paths]
+
+
+def reset_survivors(work: Path) -> int:
+    """The tests changed: survivors and mutants without tests get tested again."""
+    count = 0
+    for meta in meta_files(work):
+        data = json.loads(meta.read_text())
+        codes = data.get("exit_code_by_key", {})
+        for key, code in codes.items():
+            if code is not None and STATUS.get(code) in ("survived", "no tests"):
+                codes[key] = None
+                count += 1
+        meta.write_text(json.dumps(data, indent=4))
+    return count
+
+
+def load_equivalent() -> dict[str, str]:
+    out = {}
+    for line in EQUIVALENT_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, reason = line.partition(" ")
+            out[name] = reason.strip().lstrip("#").strip() or "(no reason given)"
+    return out
+
+
+def module_glob(path: str) -> str:
+    """operator/disttrain_operator/api -> disttrain_operator.api.* (mutmut's mutant names)"""
+    return staged(path).removesuffix(".py").rstrip("/").replace("/", ".") + ".*"
+
+
+@functools.cache
+def _functions(path: Path) -> dict[str, str]:
+    """Source of every function in a mutmut output file, by name (parsed once per file)."""
+    try:
+        source = path.read_text()
+        tree = ast.parse(source)
+    except (OSError, SyntaxError):
+        return {}
+    lines = source.splitlines()
+    return {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name}
+
+
+def mutant_diff(work: Path, key: str) -> str:
+    """The mutant's changed lines against the original function."""
+    module, _, func = key.rpartition(".")
+    functions = _functions(work / "mutants" / (module.replace(".", "/") + ".py"))
+    original = functions.get(func.rsplit("__mutmut_", 1)[0] + "__mutmut_orig", "")
+    mutated = functions.get(func, "")
+    lines = [line for line in difflib.unified_diff(original.splitlines(), mutated.splitlines(), lineterm="", n=0)
+             if line[:1] in "+-" and not line.startswith(("+++", "---")) and "__mutmut_" not in line]
+    return "\n".join("        " + line.strip() for line in lines)
+
+
+def report(work: Path, selected: list[str]) -> int:
+    equivalent = load_equivalent()
+    rows: dict[str, Counter] = {}
+    survivors = []
+    seen = set()
+    prefixes = tuple(module_glob(p).removesuffix("*") for p in selected)
+    for meta in meta_files(work):
+        data = json.loads(meta.read_text())
+        for key, code in sorted(data.get("exit_code_by_key", {}).items()):
+            module = key.split(".x_")[0] if ".x_" in key else key.split(".xǁ")[0]
+            if not (module + ".").startswith(prefixes):
+                continue
+            seen.add(key)
+            row = rows.setdefault(module, Counter())
+            row["mutants"] += 1
+            status = STATUS.get(code, "suspicious")
+            if status == "survived" and key in equivalent:
+                status = "equivalent"
+            row[status] += 1
+            if status in ("survived", "no tests", "timeout", "suspicious"):
+                survivors.append((key, status))
+    cols = ["mutants", "killed", "survived", "equivalent", "no tests", "timeout", "not checked"]
+    print(f"{'module':44} " + " ".join(f"{c:>9}" for c in cols) + "     score")
+    total = Counter()
+    for module in sorted(rows):
+        row = rows[module]
+        total.update(row)
+        print(f"{module:44} " + " ".join(f"{row[c]:>9}" for c in cols) + f"   {score(row):>6.1%}")
+    print(f"{'TOTAL':44} " + " ".join(f"{total[c]:>9}" for c in cols) + f"   {score(total):>6.1%}")
+    print("score = killed / (mutants - equivalent)")
+    if survivors:
+        print(f"\nsurviving mutants ({len(survivors)}): `cd {work} && mutmut show NAME` for the whole function")
+        for key, status in survivors:
+            print(f"  {key} [{status}]")
+            diff = mutant_diff(work, key)
+            if diff:
+                print(diff)
+    stale = sorted(k for k in equivalent if k not in seen and k.startswith(prefixes))
+    if stale:
+        print(f"\nequivalent entries naming no current mutant (remove them): {', '.join(stale)}")
+    return 0
+
+
+def score(row: Counter) -> float:
+    judged = row["mutants"] - row["equivalent"]
+    return row["killed"] / judged if judged else 1.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", default=MODULES)
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "1")))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    work = work_dir()
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"mutation: work tree {work}", flush=True)
+    if not args.report_only:
+        for root, package in SOURCE_ROOTS.items():
+            sync(ROOT / root / package, work / package)
+        for name in DATA:
+            sync(ROOT / name, work / name)
+        # Always every module: a changed mutmut configuration would drop every verdict.
+        (work / "pyproject.toml").write_text(pyproject([staged(p) for p in MODULES]))
+        tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"])
+        stamp = work / ".tests-hash"
+        if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):
+            print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
+        env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
+        mutmut = Path(sys.executable).with_name("mutmut")
+        names = [] if args.paths == MODULES else undecided(work, args.paths)
+        if args.paths != MODULES and not names:
+            print("mutation: every mutant of these modules has a verdict", flush=True)
+            return report(work, args.paths)
+        proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs), *names], cwd=work, env=env)
+        if proc.returncode != 0:
+            print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)
+            return proc.returncode
+        stamp.write_text(tests_now)
+    return report(work, args.paths)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

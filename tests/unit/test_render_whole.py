@@ -1,0 +1,108 @@
+"""A worker pod compared whole against the pod contract (docs/pod-contract.md).
+
+The field-by-field tests in test_render.py say why each setting is there; this one says
+nothing else is there, and nothing is misspelt (the Kubernetes client's from_dict ignores
+unknown keys, so a misspelt key would pass every other check and be dropped by the API
+server). When the contract changes, change this expectation with it.
+"""
+
+from __future__ import annotations
+
+from disttrain_operator.api import load_job
+from disttrain_operator.render import render_pod, template_hash
+
+from .helpers import job
+
+DOC = job(nodes=2, gpusPerNode=2, image="repo/t:1", resources={"requests": {"cpu": 4}, "limits": {"memory": "8Gi"}},
+          checkpoint={"claimName": "ck", "path": "/ck"},
+          env=[{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+          scheduling={"schedulerName": "volcano", "priorityClassName": "high", "nodeSelector": {"pool": "gpu"}},
+          podTemplate={"metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}}})
+DOC["metadata"]["uid"] = "u-1"
+
+ENV_NAMES = [
+    "PET_NNODES", "PET_NPROC_PER_NODE", "PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_MAX_RESTARTS",
+    "PET_RDZV_CONF", "PET_MONITOR_INTERVAL", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "PET_SHUTDOWN_TIMEOUT",
+    "DISTTRAIN_JOB_NAME", "DISTTRAIN_NAMESPACE", "DISTTRAIN_STRATEGY", "DISTTRAIN_MESH_FSDP", "DISTTRAIN_MESH_TP",
+    "DISTTRAIN_PRECISION", "DISTTRAIN_ACCUMULATE_GRAD_BATCHES", "DISTTRAIN_GPUS_PER_NODE", "DISTTRAIN_MODEL",
+    "DISTTRAIN_DATASET", "DISTTRAIN_STEPS", "DISTTRAIN_BATCH_SIZE", "DISTTRAIN_LEARNING_RATE", "DISTTRAIN_SEED",
+    "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS", "DISTTRAIN_CHECKPOINT_KEEP",
+    "DISTTRAIN_CHECKPOINT_ASYNC", "DISTTRAIN_METRICS_PORT", "DISTTRAIN_TERMINATION_LOG", "DISTTRAIN_POD_NAME",
+    "S", "HOME",
+]
+
+
+def test_the_worker_pod_whole():
+    j, r, _ = load_job(DOC)
+    pod = render_pod(j, r, 1)
+    container = pod["spec"]["containers"][0]
+    env = container.pop("env")
+    assert [e["name"] for e in env] == ENV_NAMES
+    assert env[-3:] == [
+        {"name": "DISTTRAIN_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+    assert {e["name"]: e.get("value") for e in env}["DISTTRAIN_CHECKPOINT_ASYNC"] == "false"
+    assert pod == {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "demo-worker-1", "namespace": "team-a",
+            "labels": {"team": "a", "app.kubernetes.io/name": "disttrain", "app.kubernetes.io/instance": "demo",
+                       "app.kubernetes.io/managed-by": "disttrain-operator", "app.kubernetes.io/part-of": "disttrain",
+                       "disttrain.dev/job": "demo", "app.kubernetes.io/component": "worker",
+                       "disttrain.dev/role": "worker", "disttrain.dev/worker-index": "1"},
+            "annotations": {"note": "x", "disttrain.dev/template-hash": template_hash(j, r)},
+            "ownerReferences": [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "name": "demo",
+                                 "uid": "u-1", "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "hostname": "demo-worker-1", "subdomain": "demo", "restartPolicy": "Never",
+            "containers": [{
+                "name": "trainer", "image": "repo/t:1", "imagePullPolicy": "IfNotPresent",
+                "command": ["torchrun", "--module", "disttrain_trainer"],
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": "2"},
+                              "limits": {"memory": "8Gi", "nvidia.com/gpu": "2"}},
+                "volumeMounts": [{"name": "checkpoints", "mountPath": "/ck"}, {"name": "dshm", "mountPath": "/dev/shm"},
+                                 {"name": "tmp", "mountPath": "/tmp"}],
+                "ports": [{"name": "rendezvous", "containerPort": 29400, "protocol": "TCP"},
+                          {"name": "metrics", "containerPort": 9400, "protocol": "TCP"}],
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10, "timeoutSeconds": 5,
+                                   "failureThreshold": 3},
+                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+            "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ck"}},
+                        {"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "tmp", "emptyDir": {}}],
+            "schedulerName": "volcano", "priorityClassName": "high", "nodeSelector": {"pool": "gpu"},
+            "automountServiceAccountToken": False, "enableServiceLinks": False, "terminationGracePeriodSeconds": 180,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+        },
+    }
+
+
+def test_a_user_home_replaces_the_default_and_async_says_true():
+    j, r, _ = load_job(job(env=[{"name": "HOME", "value": "/work"}], checkpoint={"async": True}))
+    env = render_pod(j, r, 0)["spec"]["containers"][0]["env"]
+    assert [e for e in env if e["name"] == "HOME"] == [{"name": "HOME", "value": "/work"}]
+    assert {"name": "DISTTRAIN_CHECKPOINT_ASYNC", "value": "true"} in env
+
+
+def test_scheduling_keys_land_where_kubernetes_reads_them():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]}}}
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    j, r, _ = load_job(job(scheduling={"affinity": affinity, "tolerations": tolerations}))
+    spec = render_pod(j, r, 0)["spec"]
+    assert (spec["affinity"], spec["tolerations"]) == (affinity, tolerations)
+    assert not {"schedulerName", "priorityClassName", "nodeSelector"} & set(spec)
+
+
+def test_the_template_hash_is_stable_across_operator_versions():
+    """Running pods carry this hash; a new value for the same spec makes an upgraded
+    operator replace every running worker of every job. Change it only on purpose."""
+    j, r, _ = load_job(DOC)
+    assert template_hash(j, r) == "962a99ffbfc40e7b"

@@ -73,7 +73,7 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
     assert row.split()[1:7] == ["Running", "1", "1", "40", "40%", "40"]
     # The series exists (sample() reads 0 for a missing one) and the age is that of the
     # checkpoint the trainer reported a moment ago, not of anything older.
-    series = f'disttrain_operator_checkpoint_age_seconds{{namespace="{namespace}",job="watched"}}'
+    series = f'disttrain_operator_checkpoint_age_seconds{{job="watched",namespace="{namespace}"}}'
     assert series in operator.metrics()
     assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") < 600
 

@@ -105,7 +105,8 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
 
 
 def key_path(prefix: str, key: Any) -> str:
-    """`spec.key`, or `spec[42]` / `spec['a.b']` for keys that are not plain names."""
+    """`spec.key`, or `spec['a.b']` for keys that are not plain names; a non-string key is
+    shown quoted too (`affinity['1']`), since YAML maps it to a JSON string key anyway."""
     if isinstance(key, str) and key and key.isprintable() and "." not in key and "[" not in key \
             and len(key) <= 253:
         return f"{prefix}.{key}" if prefix else key

@@ -28,7 +28,27 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import HACK, REPO, Cluster, start_cluster
+
+
+def _root_conftest():
+    """tests/conftest.py as a module. Every conftest.py outside a package is imported as a
+    top-level module named `conftest`, so `from conftest import ...` finds whichever one was
+    imported last (tests/cluster/conftest.py when the whole suite runs): load it by path."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "conftest.py"
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+            return module
+    spec = importlib.util.spec_from_file_location("disttrain_tests_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+_root = _root_conftest()
+HACK, REPO, Cluster, start_cluster = _root.HACK, _root.REPO, _root.Cluster, _root.start_cluster
 
 HERE = Path(__file__).resolve().parent
 CHART = REPO / "charts" / "disttrain"

@@ -32,13 +32,14 @@ from .api.policy import PodPolicy
 from .api.validate import validate_document
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
-from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, parse_time, status_patch
-from .pods import PodInfo
+from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, status_patch
+from .pods import PodInfo, controller_uid
 from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service
 from .render.network_policy import NetworkPolicySettings, render_network_policy
 from .report import TrainerReport, parse_report
 from .settings import Settings
 from .status import status_sources
+from .times import parse_time
 
 log = logging.getLogger("disttrain.controller")
 
@@ -247,7 +248,7 @@ async def _create_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> 
                                           annotations.get(TEMPLATE_HASH_ANNOTATION))
         return CREATED
     existing = result.existing or {}
-    if _controller_uid(existing) == uid:
+    if controller_uid(existing.get("metadata") or {}) == uid:
         return OURS
     if existing:
         mem.conflicts[name] = (obj["kind"], _describe(obj["kind"], existing))
@@ -261,7 +262,7 @@ async def _ensure_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> 
     existing = await shared.kube.get(obj["metadata"]["namespace"], kind, name)
     if existing is None:
         return await _create_child(shared, obj, mem, uid) != TAKEN
-    if _controller_uid(existing) == uid:
+    if controller_uid(existing.get("metadata") or {}) == uid:
         return True
     mem.conflicts[name] = (kind, _describe(kind, existing))
     return False
@@ -385,12 +386,6 @@ def _foreign_conflicts(foreign: list[PodInfo], job: str) -> dict[str, str]:
     return {p.name: f"pod {p.name} (owned by uid {p.owner_uid or 'nobody'})" for p in foreign
             if worker_index(p.name, job) is not None and not p.terminating}
 
-
-def _controller_uid(obj: dict) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref.get("uid")
-    return None
 
 
 def _describe(kind: str, obj: dict) -> str:

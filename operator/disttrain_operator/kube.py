@@ -153,21 +153,13 @@ class Kube:
     async def create(self, obj: dict[str, Any]) -> Created:
         """POST; on 409 the holder of the name is fetched so the caller can check its owner."""
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
-        path = _child_path(ns, kind)
-        status, payload = await self._create_or_conflict(path, obj, f"creating {kind} {ns}/{name}")
-        if status != 409:
-            return Created(created=True)
-        _, existing = await self.request("GET", f"{path}/{name}", doing=f"reading {kind} {ns}/{name}",
-                                         ok_missing=True)
-        return Created(created=False, existing=existing or None)
-
-    async def _create_or_conflict(self, path: str, obj: dict, doing: str) -> tuple[int, dict]:
         try:
-            return await self.request("POST", path, obj, doing=doing)
+            await self.request("POST", _child_path(ns, kind), obj, doing=f"creating {kind} {ns}/{name}")
         except ApiError as exc:
-            if exc.status == 409:
-                return 409, {}
-            raise
+            if exc.status != 409:
+                raise
+            return Created(created=False, existing=await self.get(ns, kind, name))
+        return Created(created=True)
 
     async def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
         status, payload = await self.request("GET", f"{_child_path(namespace, kind)}/{name}",

@@ -102,7 +102,7 @@ def summarize_pod(pod: Mapping[str, Any]) -> PodInfo:
         template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
         ip=status.get("podIP"),
         uid=meta.get("uid"),
-        owner_uid=_controller_uid(meta),
+        owner_uid=controller_uid(meta),
         report=report,
         unschedulable=unschedulable,
         last_words=_last_line(terminated.get("message")) if phase == "Failed" and report is None else "",
@@ -117,7 +117,8 @@ def _last_line(message: object, limit: int = 300) -> str:
     return lines[-1][-limit:] if lines else ""
 
 
-def _controller_uid(meta: Mapping[str, Any]) -> str | None:
+def controller_uid(meta: Mapping[str, Any]) -> str | None:
+    """The uid of an object's controlling owner (whose child it is), from its metadata."""
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller"):
             return ref.get("uid")

@@ -74,7 +74,8 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
     # The series exists (sample() reads 0 for a missing one) and the age is that of the
     # checkpoint the trainer reported a moment ago, not of anything older.
     series = f'disttrain_operator_checkpoint_age_seconds{{job="watched",namespace="{namespace}"}}'
-    assert series in operator.metrics()
+    # (the gauge is set just after the status write the test saw: wait for it, briefly)
+    cluster.wait_for(lambda: series in operator.metrics(), timeout=10, what="the checkpoint-age series")
     assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") < 600
 
     # The trainer stops checkpointing: 20 steps at 8 samples/s/64 = 2.5s per interval, so an

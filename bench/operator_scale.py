@@ -13,15 +13,19 @@ is measured in this one run on this machine, side by side.
 --baseline REF runs the operator of that git revision (a temporary worktree) on the same
 cluster, one after the other, so "before" and "after" share the machine and the load.
 It starts its own cluster (hack/cluster.sh up bench-scale) and stops it at the end.
-Write requests come from the API server's apiserver_request_total (POST/PATCH/PUT/DELETE
-on pods, services, core events and distributedtrainings), minus this script's own job
-creations; watches are long-lived and not counted. Between runs every job is deleted
+Writes are the operator's own, counted from the API server's audit log (the cluster runs
+with an audit policy that records every create/update/patch/delete by the operator's
+service account, whatever the resource: pods, Services, NetworkPolicies, Events, job
+status, finalizers), so neither the scheduler's nor KWOK's writes are counted; 409s are
+the operator's creates answered AlreadyExists, 429s every client's throttled requests.
+Between runs every job is deleted
 while the operator still runs (its finalizers come off), so the same N runs again clean.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -40,8 +44,12 @@ REPO = Path(__file__).resolve().parent.parent
 CLUSTER = "bench-scale"
 NAMESPACE = "bench"
 CLAIM = "shared-checkpoints"
-WRITE_VERBS = {"POST", "PATCH", "PUT", "DELETE"}
-WRITE_RESOURCES = {("", "pods"), ("", "services"), ("", "events"), ("disttrain.dev", "distributedtrainings")}
+OPERATOR_USER = "system:serviceaccount:disttrain-system:disttrain-operator"
+# Every write by the operator, nothing else: the log stays small at 500 jobs.
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata", "users": [OPERATOR_USER],
+                           "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+                          {"level": "None"}]}
 
 
 def sh(*args: str, env=None, input: str | None = None, check=True) -> str:
@@ -88,8 +96,11 @@ class Bench:
 
     def up(self) -> None:
         print(f"starting cluster {CLUSTER} ...", file=sys.stderr)
+        policy = Path(tempfile.mkdtemp()) / "audit-policy.json"
+        policy.write_text(json.dumps(AUDIT_POLICY))
         out = sh("bash", str(REPO / "hack" / "cluster.sh"), "up", CLUSTER,
-                 env={**self.env, "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid())})
+                 env={**self.env, "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid()),
+                      "DISTTRAIN_AUDIT_POLICY": str(policy)})
         self.kubeconfig = out.strip().split("=", 1)[1].strip("'\"")
         # Roomy fake nodes for thousands of pods (the default ones hold 110 each).
         nodes = [{"apiVersion": "v1", "kind": "Node",
@@ -117,24 +128,28 @@ class Bench:
     def down(self) -> None:
         sh("bash", str(REPO / "hack" / "cluster.sh"), "down", CLUSTER, env=self.env, check=False)
 
-    def write_requests(self) -> tuple[int, int, int]:
-        """(operator-side writes, 409 answers to creates, 429 answers) so far."""
-        total = conflicts = throttled = 0
+    def throttled(self) -> int:
+        """429 answers to any client so far (apiserver_request_total)."""
+        total = 0
         for line in self.kubectl("get", "--raw", "/metrics").splitlines():
-            if not line.startswith("apiserver_request_total{"):
-                continue
-            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1: line.rindex("}")].split(","))
-            labels = {k: v.strip('"') for k, v in labels.items()}
-            count = int(float(line.rsplit(" ", 1)[1]))
-            if labels.get("code") == "429":
-                throttled += count
-            if labels.get("verb") in WRITE_VERBS and (labels.get("group", ""), labels.get("resource")) in WRITE_RESOURCES:
-                if labels.get("resource") == "pods" and labels.get("subresource"):
-                    continue  # pod status is KWOK's, bindings are the scheduler's
-                total += count
-                if labels.get("verb") == "POST" and labels.get("code") == "409":
-                    conflicts += count
-        return total, conflicts, throttled
+            if line.startswith("apiserver_request_total{") and 'code="429"' in line:
+                total += int(float(line.rsplit(" ", 1)[1]))
+        return total
+
+    def operator_writes(self, ns: str) -> collections.Counter:
+        """The operator's writes in namespace NS by (verb, resource[/subresource], code),
+        from the audit log."""
+        counts: collections.Counter = collections.Counter()
+        log = Path(self.kubeconfig).parent / "audit.log"
+        with open(log, encoding="utf-8") as lines:
+            for line in lines:
+                entry = json.loads(line)
+                ref = entry.get("objectRef") or {}
+                if entry.get("stage") != "ResponseComplete" or ref.get("namespace") != ns:
+                    continue
+                resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                counts[(entry["verb"], resource, (entry.get("responseStatus") or {}).get("code", 0))] += 1
+        return counts
 
     def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None) -> dict:
         ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
@@ -164,7 +179,7 @@ class Bench:
             for w in watchers:
                 w.start()
             time.sleep(1)
-            before = self.write_requests()
+            throttled_before = self.throttled()
             cpu_before = cpu_seconds(operator.pid), cpu_seconds(apiserver) if apiserver else 0.0
             created: dict[str, float] = {}
             manifests = [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
@@ -182,11 +197,9 @@ class Bench:
             while len(running) < jobs and time.monotonic() < deadline:
                 time.sleep(0.5)
             time.sleep(3)
-            after = self.write_requests()
-            writes = after[0] - before[0] - jobs  # minus our own job creations
-            conflicts, throttled = after[1] - before[1], after[2] - before[2]
+            writes = self.operator_writes(ns)
+            throttled = self.throttled() - throttled_before
             rss_kib = peak_rss_kib(operator.pid)
-            requests = operator_requests(port)
             cpu = (cpu_seconds(operator.pid) - cpu_before[0],
                    (cpu_seconds(apiserver) - cpu_before[1]) if apiserver else float("nan"))
             # Delete the jobs while the operator runs, so its finalizers come off and the
@@ -211,14 +224,15 @@ class Bench:
                     lag.append(running[name] - max(ran))
         self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
         return {"variant": variant, "run": attempt, "jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
-                "conflicts": conflicts, "throttled": throttled, "requests": requests, "cpu_operator": cpu[0], "cpu_apiserver": cpu[1],
+                "conflicts": sum(n for (verb, _r, code), n in writes.items() if verb == "create" and code == 409),
+                "throttled": throttled, "writes": writes, "cpu_operator": cpu[0], "cpu_apiserver": cpu[1],
                 "pods_p50": statistics.median(to_pods) if to_pods else float("nan"),
                 "pods_p99": percentile(to_pods, 0.99) if to_pods else float("nan"),
                 "running_p50": statistics.median(to_running) if to_running else float("nan"),
                 "running_p99": percentile(to_running, 0.99) if to_running else float("nan"),
                 "lag_p50": statistics.median(lag) if lag else float("nan"),
                 "lag_p99": percentile(lag, 0.99) if lag else float("nan"),
-                "writes_per_job": writes / jobs, "rss_mib": rss_kib / 1024}
+                "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024}
 
     def checkpoint_claim(self, ns: str) -> None:
         """Jobs of several pods need a shared claim, bound, or no pod is scheduled."""
@@ -280,22 +294,6 @@ def wait_http(port: int, timeout: float = 60) -> None:
         except OSError:
             time.sleep(0.3)
     raise SystemExit("the operator did not start (see its log in the temp directory)")
-
-
-def operator_requests(port: int) -> dict[str, float]:
-    """The operator's own count of its API requests by verb and answer, if it keeps one."""
-    import urllib.request
-
-    out: dict[str, float] = {}
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        if line.startswith("disttrain_operator_api_requests_total{"):
-            labels = dict(p.split("=", 1) for p in line[line.index("{") + 1: line.rindex("}")].split(","))
-            out[f"{labels['verb'].strip(chr(34))} {labels['code'].strip(chr(34))}"] = float(line.rsplit(" ", 1)[1])
-    return out
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -369,9 +367,9 @@ def main() -> int:
               f"{r['writes_per_job']:>10.1f} {r['conflicts']:>5} {r['throttled']:>5} {r['cpu_operator']:>7.1f} "
               f"{r['cpu_apiserver']:>7.1f} {r['rss_mib']:>6.0f}Mi")
     for r in results:
-        if r["requests"]:
-            per_job = ", ".join(f"{k} {v / r['jobs']:.1f}" for k, v in sorted(r["requests"].items()))
-            print(f"{r['label']} N={r['jobs']} run {r['run']}: operator requests per job by verb and answer: {per_job}")
+        per_job = ", ".join(f"{verb} {resource} {code} {n / r['jobs']:.2f}"
+                            for (verb, resource, code), n in sorted(r["writes"].items()))
+        print(f"{r['label']} N={r['jobs']} run {r['run']}: operator writes per job (audit log): {per_job}")
     if len(variants) == 2:
         for jobs in sorted({r["jobs"] for r in results}):
             base = [r for r in results if r["jobs"] == jobs and r["label"] != "this"]

@@ -20,7 +20,9 @@
 # DISTTRAIN_FAKE_CPU_NODES (2), DISTTRAIN_CLUSTER_TIMEOUT (90 s to ready),
 # DISTTRAIN_CLUSTER_OWNER_PID (when set, a reaper runs `down` as soon as that
 # process exits, so a killed test run leaves nothing behind),
-# DISTTRAIN_REAL_NODE (1: add the real node; 0 fake nodes of a kind skip them).
+# DISTTRAIN_REAL_NODE (1: add the real node; 0 fake nodes of a kind skip them),
+# DISTTRAIN_AUDIT_POLICY (an audit policy file: the API server writes its audit
+# log to STATE/audit.log; bench/operator_scale.py counts writes by user with it).
 # `down` returns only when every process it started has exited.
 #
 # Pod behaviour on the fake nodes (hack/cluster/kwok-stages.yaml): pods become
@@ -266,6 +268,7 @@ cmd_up() {
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types InternalIP \
+    ${DISTTRAIN_AUDIT_POLICY:+--audit-policy-file "$DISTTRAIN_AUDIT_POLICY" --audit-log-path "$STATE/audit.log" --audit-log-format json --audit-log-mode blocking} \
     --v=1
 
   export KUBECONFIG=$STATE/kubeconfig

@@ -59,6 +59,8 @@ COUNTERS_DELAY_SECONDS = 30.0
 CONFLICT_RECHECK_SECONDS = 5.0
 # A pod creation the API refused (admission, quota) is retried after these seconds.
 REFUSAL_BACKOFF = (2, 4, 8, 15, 30)
+# A deleted job's uid is remembered this long: its loops notice within a pass.
+GONE_SECONDS = 300.0
 
 Key = tuple[str, str]  # (namespace, job name)
 
@@ -91,6 +93,7 @@ class Shared:
     reports: dict[Key, TrainerReport] = field(default_factory=dict)
     memories: dict[str, JobMemory] = field(default_factory=dict)  # by job uid
     seen: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # what last woke a job
+    gone: dict[str, float] = field(default_factory=dict)  # uids of deleted jobs -> when (monotonic)
 
     def wake(self, key: Key) -> None:
         waker = self.wakers.get(key)
@@ -101,11 +104,22 @@ class Shared:
         """Wake a job when it changed in a way that matters (not on our own status writes)."""
         if event_type == "DELETED":
             self.forget(key, body.metadata.uid)
+            self.bury(body.metadata.uid)
+            self.wake(key)  # its loops see it gone and end
             return
         marker = (body.metadata.uid, body.metadata.get("generation"), bool(body.metadata.get("deletionTimestamp")))
         if self.seen.get(key) != marker:
             self.seen[key] = marker
             self.wake(key)
+
+    def bury(self, uid: str | None) -> None:
+        """Remember a deleted job's uid long enough for its loops to notice. Jobs carry
+        no finalizer (handlers.py), so kopf does not stop their daemons: they stop here."""
+        clock = time.monotonic()
+        if uid:
+            self.gone[uid] = clock
+        for old in [u for u, when in self.gone.items() if clock - when > GONE_SECONDS]:
+            del self.gone[old]
 
     def forget(self, key: Key, uid: str | None) -> None:
         self.reports.pop(key, None)
@@ -120,22 +134,32 @@ def now() -> datetime:
 
 
 async def run_job(shared: Shared, body: kopf.Body, pods_index: Any, stopped: kopf.DaemonStopped) -> None:
-    """The job's loop: wait for a reason, reconcile, repeat; never dies on an error."""
-    key = (body.metadata.namespace, body.metadata.name)
+    """The job's loop: wait for a reason, reconcile, repeat; never dies on an error. It
+    ends when the job is deleted, or when kopf stops it (peering pause, shutdown)."""
+    key, uid = (body.metadata.namespace, body.metadata.name), body.metadata.uid
     waker = shared.wakers.setdefault(key, asyncio.Event())
     waker.set()  # the first pass runs at once
+    relay = asyncio.create_task(_wake_when_stopped(stopped, waker))
     failures = 0
     timeout = 0.0
     try:
-        while not stopped:
+        while not stopped and uid not in shared.gone:
+            resync = False
             try:
                 await asyncio.wait_for(waker.wait(), timeout=max(timeout, 0.0))
                 await asyncio.sleep(COALESCE_SECONDS)
             except asyncio.TimeoutError:
-                pass
+                resync = timeout >= shared.settings.resync_seconds
             waker.clear()
+            if stopped or uid in shared.gone:
+                break
             started = time.perf_counter()
             try:
+                if resync and await shared.kube.job_uid(*key) != uid:
+                    # A deletion the watch did not deliver (no finalizer waits for us).
+                    shared.forget(key, uid)
+                    shared.bury(uid)
+                    break
                 wake_at = await reconcile(shared, body, _pods_of(pods_index, key))
                 failures = 0
                 timeout = shared.settings.resync_seconds
@@ -153,8 +177,15 @@ async def run_job(shared: Shared, body: kopf.Body, pods_index: Any, stopped: kop
             finally:
                 shared.metrics.reconcile_seconds.observe(time.perf_counter() - started)
     finally:
+        relay.cancel()
         if shared.wakers.get(key) is waker:
             del shared.wakers[key]
+
+
+async def _wake_when_stopped(stopped: kopf.DaemonStopped, waker: asyncio.Event) -> None:
+    """kopf's stop flag wakes the loop at once, so it ends without being cancelled."""
+    await stopped.wait()
+    waker.set()
 
 
 async def reconcile(shared: Shared, body: kopf.Body, observed: list[PodInfo]) -> datetime | None:
@@ -320,9 +351,9 @@ async def poll_progress(shared: Shared, body: kopf.Body, pods_index: Any, stoppe
     """Read a ready trainer's /status every progress period; wake the job when it moved.
     Its own loop, so slow or silent trainers never delay a reconcile."""
     key = (body.metadata.namespace, body.metadata.name)
-    while not stopped:
+    while not stopped and body.metadata.uid not in shared.gone:
         await stopped.wait(shared.settings.progress_seconds)
-        if stopped or (body.get("status") or {}).get("phase") not in ("Running", "Restarting"):
+        if stopped or body.metadata.uid in shared.gone or (body.get("status") or {}).get("phase") not in ("Running", "Restarting"):
             continue
         validation = validate_document(_document(body), shared.pod_policy)
         if not validation.ok:

@@ -5,11 +5,16 @@ in plan.py.
   fills the index before any daemon starts, so a restarted operator sees every pod.
 - `pod_changed` / `job_changed` wake the job's loop: reactions take milliseconds, not a timer.
 - `run_job` is one loop per job (`controller.run_job`); `watch_progress` reads the trainer's
-  /status on its own loop. Both are kopf daemons: peering pauses them, deletion stops them.
+  /status on its own loop. Both are kopf daemons, so peering pauses them; they end
+  themselves when the job is deleted (`Shared.bury`).
+- Jobs carry no finalizer (`daemons_without_finalizer`): kopf would add one for its
+  daemons, which costs a write per job and leaves a job undeletable while no operator
+  runs; nothing has to happen before a job goes (its children go by owner references).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -83,3 +88,14 @@ async def watch_progress(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kop
                          **_: Any) -> None:
     await poll_progress(memo.shared, body, worker_pods, stopped)
 
+
+
+def daemons_without_finalizer(registry: kopf.OperatorRegistry) -> None:
+    """kopf 1.45 has no public switch for this: its daemon handlers are frozen dataclasses
+    with requires_finalizer=True. tests/unit/test_handlers.py checks that it holds."""
+    spawning = registry._spawning  # noqa: SLF001
+    spawning._handlers[:] = [dataclasses.replace(h, requires_finalizer=False)  # noqa: SLF001
+                             for h in spawning._handlers]  # noqa: SLF001
+
+
+daemons_without_finalizer(kopf.get_default_registry())

@@ -166,6 +166,12 @@ class Kube:
                                              doing=f"reading {kind} {namespace}/{name}", ok_missing=True)
         return payload if status != 404 else None
 
+    async def job_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of the job of that name now (None: there is none)."""
+        status, payload = await self.request("GET", f"{_job_path(namespace)}/{name}",
+                                             doing=f"reading {namespace}/{name}", ok_missing=True)
+        return None if status == 404 else (payload.get("metadata") or {}).get("uid")
+
     async def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:
         """Delete exactly the pod we saw (a uid precondition): never a successor or a squatter."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1"}

@@ -22,7 +22,7 @@ from .api.validate import Validation
 from .pods import PodInfo
 from .render import template_hash
 from .report import TrainerReport, newest
-from .status import checkpoint_staleness, global_batch, seconds_per_step
+from .status import checkpoint_staleness, global_batch, seconds_per_step, typed_status
 from .times import iso, parse_time  # noqa: F401  (re-exported for the shell)
 
 ACTIVE_PHASES = ("Pending", "Running", "Restarting")
@@ -90,6 +90,16 @@ def backoff_seconds(restarts: int, policy: Policy) -> float:
 def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy(), *,
            report: TrainerReport | None = None, conflicts: dict[str, str] | None = None,
            refusal: Refusal | None = None) -> Plan:
+    """What to do about a job now, and the status to write: the status comes out through
+    the typed classes (status.typed_status), so it is always what the schema says."""
+    plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal)
+    plan.status = typed_status(plan.status)
+    return plan
+
+
+def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
+            report: TrainerReport | None, conflicts: dict[str, str] | None,
+            refusal: Refusal | None) -> Plan:
     """pods: this job's own workers (owned by its uid); report: the trainer's newest
     /status; conflicts: child name -> the object that holds it without being ours;
     refusal: the API's answer to the last refused pod creation (None once one succeeds)."""

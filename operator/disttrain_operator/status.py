@@ -1,16 +1,34 @@
-"""Trainer report -> status.progress, status.checkpoint and CheckpointStale (pure)."""
+"""Trainer report -> status.progress, status.checkpoint and CheckpointStale (pure); and
+the status itself as the typed classes of api/types.py have it."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from .api.parse import dump_object, parse_object
+from .api.types import DistributedTrainingStatus
 from .report import TrainerReport, parse_report
 from .times import parse_time
 
 # A checkpoint is stale when it is this many intervals old (plus a grace for slow saves).
 STALE_INTERVALS = 3
 STALE_GRACE_SECONDS = 120
+
+
+class StatusSchemaError(ValueError):
+    """The operator built a status its own schema does not allow: a bug, never sent."""
+
+
+def typed_status(status: dict[str, Any]) -> dict[str, Any]:
+    """The status parsed into DistributedTrainingStatus and written back from it, so what
+    the operator writes is exactly what the CRD's status schema (made from the same
+    classes) describes: a field or value outside it raises here instead of being pruned
+    or refused by the API server. Unset (None) fields are left out."""
+    typed, errors = parse_object(DistributedTrainingStatus, status, "status")
+    if errors:
+        raise StatusSchemaError("; ".join(str(e) for e in errors))
+    return dump_object(typed)
 
 
 def progress_from_trainer(report: dict[str, Any]) -> dict[str, Any]:

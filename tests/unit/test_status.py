@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from datetime import datetime, timedelta, timezone
 
 from disttrain_operator.api import load_job
@@ -63,3 +65,32 @@ def test_global_batch():
 def test_status_sources_are_ready_workers_lowest_index_first():
     pods = [pod(2, nodes=3), pod(0, nodes=3, phase="Pending"), pod(1, nodes=3)]
     assert [p.name for p in status_sources(pods)] == ["demo-worker-1", "demo-worker-2"]
+
+
+def test_typed_status_round_trips_what_the_schema_allows_and_drops_unset_fields():
+    from disttrain_operator.status import typed_status
+
+    full = {"phase": "Running", "observedGeneration": 3, "selector": "disttrain.dev/job=a",
+            "conditions": [{"type": "Running", "status": "True", "reason": "PodsRunning", "message": "2 of 2",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 3}],
+            "resolved": {"strategy": "ddp", "nodes": 2, "minNodes": 2, "maxNodes": 2, "nprocPerNode": 1,
+                         "worldSize": 2, "precision": "32"},
+            "workers": {"desired": 2, "active": 2, "ready": 1, "succeeded": 0, "failed": 0},
+            "progress": {"step": 5, "totalSteps": 10, "loss": 1.5, "samplesPerSecond": 12.0, "percentComplete": "50%"},
+            "checkpoint": {"step": 4, "time": "2026-01-01T00:01:00Z", "path": "/ckpt/step-4"},
+            "restarts": 0, "warnings": ["w"], "startTime": "2026-01-01T00:00:00Z"}
+    assert typed_status(full) == full
+    assert typed_status({"phase": "Pending", "nextRestartTime": None, "progress": {"loss": None, "step": 1}}) == \
+        {"phase": "Pending", "progress": {"step": 1}}
+
+
+@pytest.mark.parametrize("status, field", [
+    ({"phase": "Running", "workerz": {}}, "status.workerz"),
+    ({"phase": "Sleeping"}, "status.phase"),
+    ({"progress": {"step": "five"}}, "status.progress.step"),
+])
+def test_typed_status_refuses_what_the_schema_does_not_describe(status, field):
+    from disttrain_operator.status import StatusSchemaError, typed_status
+
+    with pytest.raises(StatusSchemaError, match=field.replace(".", r"\.")):
+        typed_status(status)

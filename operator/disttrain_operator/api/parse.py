@@ -133,6 +133,23 @@ def parse_object(cls: type, raw: Any, path: str) -> tuple[Any, list[FieldError]]
     return (None if errors else cls(**values)), errors
 
 
+def dump_object(obj: Any) -> Any:
+    """The inverse of parse_object: typed values -> their JSON form (camelCase, unset
+    fields left out)."""
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f, _shape in fields_of(type(obj)):
+            value = getattr(obj, f.name)
+            if value is not None:
+                out[json_name(f)] = dump_object(value)
+        return out
+    if isinstance(obj, list):
+        return [dump_object(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: dump_object(v) for k, v in obj.items()}
+    return obj
+
+
 def parse_value(shape: Shape, meta: FieldMeta, raw: Any, path: str) -> tuple[Any, list[FieldError]]:
     kind = shape.kind
     if kind == "object":

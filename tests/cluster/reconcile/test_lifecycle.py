@@ -109,3 +109,24 @@ def test_guardrail_warnings_reach_condition_status_and_events(cluster, namespace
     assert any("DDP requires multiple devices" in w for w in job["status"]["warnings"])
     assert any(e["reason"] == "DDPSingleDevice" for e in events_of(cluster, namespace, "warn"))
     assert operator.sample("disttrain_operator_validation_warnings_total", reason="DDPSingleDevice") >= 1
+
+
+def test_jobs_carry_no_finalizer_and_one_left_by_an_older_operator_comes_off(cluster, namespace, operator):
+    """A finalizer would cost a write per job and keep `kubectl delete` waiting whenever no
+    operator runs; nothing has to happen before a job goes. A job an older operator marked
+    is still released when it is deleted."""
+    cluster.apply(job_manifest("plain", nodes=1), namespace=namespace)
+    older = job_manifest("older", nodes=1)
+    older["metadata"]["finalizers"] = ["disttrain.dev/finalizer"]
+    cluster.apply(older, namespace=namespace)
+    job = wait_phase(cluster, namespace, "plain", "Running")
+    assert not job["metadata"].get("finalizers"), dump(job["metadata"])
+    wait_phase(cluster, namespace, "older", "Running")
+    cluster.kubectl("delete", "dt", "plain", "older", "-n", namespace, "--wait=true", "--timeout=30s")
+    assert cluster.try_get("dt", "plain", namespace) is None and cluster.try_get("dt", "older", namespace) is None
+    # A new job of the same name starts afresh: the deleted one's loop is gone, not confused.
+    cluster.apply(job_manifest("plain", nodes=1), namespace=namespace)
+    again = wait_phase(cluster, namespace, "plain", "Running")
+    assert again["metadata"]["uid"] != job["metadata"]["uid"]
+    assert [p["metadata"]["ownerReferences"][0]["uid"] for p in pods_of(cluster, namespace, "plain")] == \
+        [again["metadata"]["uid"]]

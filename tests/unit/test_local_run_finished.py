@@ -57,4 +57,4 @@ def test_cli_rerun_on_a_finished_job_says_so_and_starts_nothing(tmp_path):
                            "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "done already finished: its checkpoint at step 5 of 5" in proc.stderr
-    assert "world size" not in proc.stderr and not (tmp_path / "work" / "done" / "logs").exists()
+    assert "world size 0" not in proc.stderr and not (tmp_path / "work" / "done" / "logs").exists()

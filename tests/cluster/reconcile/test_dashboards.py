@@ -142,7 +142,7 @@ def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.
     doc = job_manifest(name, nodes=1, gpusPerNode=0, precision="32",
                        trainer={"builtin": {"model": "gpt-nano", "dataset": "text", "steps": 100000,
                                             "batchSize": 4}},
-                       checkpoint={"intervalSteps": 20, "keep": 2})
+                       checkpoint={"intervalSteps": 5, "keep": 2})
     doc["metadata"]["namespace"] = namespace
     result = validate_document(doc)
     assert result.ok, result
@@ -187,7 +187,7 @@ def test_every_panel_and_alert_returns_series_from_live_data(cluster, namespace,
                              interval=0.5, what="Prometheus to scrape the operator")
             cluster.apply(job_manifest("live", nodes=1, gpusPerNode=0, metrics={"port": trainer_port},
                                        trainer={"builtin": {"steps": 100000, "batchSize": 4}},
-                                       checkpoint={"intervalSteps": 20},
+                                       checkpoint={"intervalSteps": 5},
                                        podTemplate={"metadata": {"annotations": {
                                            cluster.POD_IP_ANNOTATION: "127.0.0.1"}}}), namespace=namespace)
             # A job that warns (ddp on one device), restarts once and then fails.
@@ -204,14 +204,21 @@ def test_every_panel_and_alert_returns_series_from_live_data(cluster, namespace,
             needed = ["disttrain_checkpoint_last_step > 0", "disttrain_operator_checkpoint_age_seconds",
                       "disttrain_operator_job_failures_total"]
             try:
-                cluster.wait_for(lambda: all(scraped(q) for q in needed), timeout=120, interval=1,
+                cluster.wait_for(lambda: all(scraped(q) for q in needed), timeout=180, interval=1,
                                  what="a trainer checkpoint, its age and the failure scraped")
             except BaseException:
                 missing = [q for q in needed if not scraped(q)]
-                pytest.fail(f"not scraped: {missing}; trainer log:\n{trainer_log(tmp_path)}", pytrace=False)
-            # A few more scrapes, so every rate() window holds several samples; previews
-            # (DISTTRAIN_DASHBOARD_DATA) watch longer for curves worth looking at.
-            time.sleep(float(os.environ.get("DISTTRAIN_DASHBOARD_SECONDS", "40")) if PREVIEW_DATA else 5)
+                status = (cluster.try_get("dt", "live", namespace) or {}).get("status")
+                pod = (cluster.try_get("pod", "live-worker-0", namespace) or {}).get("status", {})
+                status = {"dt": status, "pod": {k: pod.get(k) for k in ("phase", "podIP", "conditions")}}
+                pytest.fail(f"not scraped: {missing}; live's status: {status}\ntrainer log:\n{trainer_log(tmp_path)}",
+                            pytrace=False)
+            # Several scrapes after the failure, so every rate() window holds samples from
+            # both sides of it.
+            cluster.wait_for(lambda: scraped("count_over_time(disttrain_operator_job_failures_total[5m]) >= 5"),
+                             timeout=60, interval=1, what="five scrapes since the failure")
+            if PREVIEW_DATA:  # previews watch longer, for curves worth looking at
+                time.sleep(float(os.environ.get("DISTTRAIN_DASHBOARD_SECONDS", "40")))
             assert trainer.poll() is None, trainer_log(tmp_path)
             now = time.time()
             variables = {"datasource": "prometheus", "namespace": namespace, "job": "live"}

@@ -40,6 +40,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 PREVIEW_DATA = os.environ.get("DISTTRAIN_DASHBOARD_DATA", "")
 DASHBOARDS = sorted((REPO / "charts" / "disttrain" / "dashboards").glob("*.json"))
+# Panels whose every value must be positive: the trainer's gauges read 0 until its first
+# logged step, which is neither a loss nor a world size.
+POSITIVE = {"Loss", "World size"}
 # A comparison with a constant at the end of an alert expression: `== 0`, `> 3`, `> 3600`.
 _THRESHOLD = re.compile(r"\s*(==|!=|>=|<=|>|<)\s*[0-9.e+]+\s*$")
 
@@ -248,6 +251,10 @@ def test_every_panel_and_alert_returns_series_from_live_data(cluster, namespace,
                         if not has_number(result):
                             empty.append(f"{path.name}: {panel['title']!r}: {expr} -> {result}")
                         target["series"] = prometheus.query_range(expr, started, now, 1)
+                        if panel["title"] in POSITIVE:  # no 0 placeholder before the first step
+                            values = [float(v) for s in target["series"] for _, v in s["values"]]
+                            if not all(v > 0 for v in values):
+                                empty.append(f"{path.name}: {panel['title']!r}: {expr}: {min(values)}")
                         if panel["unit"] == "s":  # durations of this run, not "since 1970"
                             seconds = [float(v) for s in target["series"] for _, v in s["values"]]
                             if not all(0 <= v < 3600 for v in seconds if math.isfinite(v)):

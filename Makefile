@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi lint mutation
+.PHONY: help venv tools images test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi lint mutation dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -73,3 +73,9 @@ openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py
 	$(RUN) python bench/operator_scale.py
+
+dashboard-previews: venv tools  ## run the dashboards against live data (trainer, operator, Prometheus), draw docs/img/dashboard-*.png
+	@bash hack/ensure-promtool.sh
+	DISTTRAIN_DASHBOARD_DATA=$(CURDIR)/docs/img/dashboard-data.json $(RUN) python -m pytest -q -p no:cacheprovider \
+	  tests/cluster/reconcile/test_dashboards.py::test_every_panel_and_alert_returns_series_from_live_data
+	$(RUN) python hack/dashboard_previews.py docs/img/dashboard-data.json docs/img

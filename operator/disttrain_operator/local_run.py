@@ -19,7 +19,8 @@ through the same parser the operator uses. Ctrl-C (or SIGTERM) sends SIGTERM to 
 agent (the trainer writes an emergency checkpoint, as on pod deletion), waits for the
 pods' grace period, and reports; if the CLI itself is killed, the agents get SIGTERM
 from the kernel (PR_SET_PDEATHSIG) instead of training on unattended. Re-running the
-same command resumes from the newest checkpoint under the workdir.
+same command resumes from the newest checkpoint under the workdir; once the built-in
+trainer's last step is checkpointed there, it says so (and how to start fresh) instead.
 
 No torch import here: the trainer runs in the subprocesses.
 """
@@ -132,6 +133,18 @@ def newest_checkpoint(root: Path) -> tuple[int, Path] | None:
     return max(done) if done else None
 
 
+def finished_note(plan: LocalPlan, newest: tuple[int, Path] | None) -> str | None:
+    """What to say instead of training when the built-in trainer's last step is already
+    checkpointed here (a re-run would load it, train nothing and report nothing useful)."""
+    total = plan.nodes[0].env.get("DISTTRAIN_STEPS", "")
+    if not total.isdigit() or newest is None or newest[0] < int(total):
+        return None
+    return (f"disttrain: {plan.job} already finished: its checkpoint at step {newest[0]} of {total} is in "
+            f"{plan.checkpoint_dir}; nothing left to train.\n"
+            f"  start fresh: rm -rf {plan.checkpoint_dir.parent} (or pass another --workdir)\n"
+            f"  train longer: raise spec.trainer.builtin.steps and run again (it resumes from step {newest[0]})")
+
+
 def read_status(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=timeout) as r:
@@ -236,6 +249,9 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
     for w in plan.warnings:
         print(f"warning: {w}", file=out)
     resume = newest_checkpoint(plan.checkpoint_dir)
+    if note := finished_note(plan, resume):
+        print(note, file=out, flush=True)
+        return 0
     print(f"disttrain: running {plan.job} locally: {len(plan.nodes)} torchrun agents, rendezvous "
           f"{plan.nodes[0].env['PET_RDZV_ENDPOINT']}, checkpoints {plan.checkpoint_dir}"
           + (f" (resuming from step {resume[0]})" if resume else ""), file=out, flush=True)

@@ -66,11 +66,12 @@ def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pyte
     assert newest is not None and newest[0] == 20
     assert "world 2" in (tmp_path / "local2" / "logs" / "local2-worker-0.log").read_text()
     assert "world size 2" in text, text
-    # The same command again: nothing left to train; the summary is still the trainer's
-    # own final report (it said "world size 0" when it came from a /status never polled).
+    # The same command again: nothing left to train, and it says so (it once printed a
+    # summary with "world size 0") with how to start fresh; no agent is started.
     again = io.StringIO()
     assert run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=again) == 0
-    assert "step        20/20" in again.getvalue() and "world size 2" in again.getvalue(), again.getvalue()
+    assert "local2 already finished: its checkpoint at step 20 of 20" in again.getvalue(), again.getvalue()
+    assert f"rm -rf {(tmp_path / 'local2').resolve()}" in again.getvalue() and "world size" not in again.getvalue()
 
 
 def _start_cli(tmp_path: Path, name: str, **popen: object) -> subprocess.Popen:

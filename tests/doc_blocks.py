@@ -1,0 +1,147 @@
+"""The console blocks of README.md and docs/*.md, as the docs test runs them (pure).
+
+Conventions (docs/contributing.md explains them to writers):
+
+- A ```console block is run. If some lines start with `$ `, those are the commands (a
+  trailing `\\` continues one onto the next line) and the other lines are shown output;
+  otherwise every line is a command. Comment lines (`# ...`) are kept: bash skips them.
+- `<!-- not-run: REASON -->` on the lines just before a block: the block is not run, and
+  the test lists it with REASON. `<!-- not-run `COMMAND`: REASON -->` skips only the
+  command that starts with COMMAND.
+- `<!-- check-output -->` before a `$ ` block: every shown output line (except `...`) must
+  appear, in order, in what the commands print.
+- `<!-- file: NAME -->` before a ```yaml block: its text is written to NAME in the
+  directory the doc's commands run in (so `disttrain validate job.yaml` finds the job the
+  doc just showed).
+- A command ending in ` -w` (a watch) is stopped after WATCH_SECONDS; that is a success.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+WATCH_SECONDS = 5
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_MARKER = re.compile(r"^<!--\s*(not-run|check-output|file)\b(.*?)-->\s*$")
+_NOT_RUN = re.compile(r"^(?:\s*`([^`]+)`)?\s*:\s*(.+?)\s*$", re.S)
+
+
+@dataclass(kw_only=True)
+class Block:
+    doc: str
+    line: int  # of the opening fence, 1-based
+    lang: str
+    text: str
+    not_run: str = ""  # reason, when the whole block is not run
+    skip: dict[str, str] = field(default_factory=dict)  # command prefix -> reason
+    check_output: bool = False
+    file: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+@dataclass(kw_only=True)
+class Command:
+    text: str
+    output: list[str]  # the output the doc shows after it
+
+
+def _markers(lines_before: list[str]) -> list[tuple[str, str]]:
+    """The marker comments directly above a fence (blank lines between are allowed)."""
+    found = []
+    for line in reversed(lines_before):
+        if not line.strip():
+            continue
+        match = _MARKER.match(line.strip())
+        if not match:
+            break
+        found.append((match.group(1), match.group(2).strip()))
+    return list(reversed(found))
+
+
+def parse_blocks(doc: str, text: str) -> list[Block]:
+    """Every fenced block of a Markdown file with its markers. Bad markers raise ValueError."""
+    blocks = []
+    for match in _FENCE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        block = Block(doc=doc, line=line, lang=match.group(1), text=match.group(2))
+        for kind, arg in _markers(text[:match.start()].splitlines()):
+            if kind == "check-output":
+                block.check_output = True
+            elif kind == "file":
+                block.file = arg.lstrip(":").strip()
+                if not block.file or "/" in block.file:
+                    raise ValueError(f"{block.where}: <!-- file: NAME --> needs a plain file name")
+            else:
+                parsed = _NOT_RUN.match(arg)
+                if not parsed:
+                    raise ValueError(f"{block.where}: write <!-- not-run: REASON --> (got {arg!r})")
+                if parsed.group(1):
+                    block.skip[parsed.group(1)] = parsed.group(2)
+                else:
+                    block.not_run = parsed.group(2)
+        blocks.append(block)
+    return blocks
+
+
+def commands(block: Block) -> list[Command]:
+    """The commands of a console block, each with the output the doc shows for it."""
+    lines = block.text.splitlines()
+    prompted = any(line.startswith("$ ") for line in lines)
+    result: list[Command] = []
+    pending = ""
+    for line in lines:
+        if pending:
+            pending += "\n" + line
+        elif prompted and not line.startswith("$ "):
+            if result:
+                result[-1].output.append(line)
+            continue
+        else:
+            pending = line[2:] if prompted else line
+        if pending.endswith("\\"):
+            continue
+        if pending.strip():
+            result.append(Command(text=pending, output=[]))
+        pending = ""
+    if pending.strip():
+        result.append(Command(text=pending, output=[]))
+    return result
+
+
+def skip_reason(block: Block, command: Command) -> str:
+    """Why this command is not run ('' when it is)."""
+    for prefix, reason in block.skip.items():
+        if command.text.lstrip().startswith(prefix):
+            return reason
+    return ""
+
+
+def shell_line(command: Command) -> str:
+    """The command as bash runs it: a watch (` -w` at the end, before any comment) is
+    stopped after WATCH_SECONDS and counts as a success."""
+    code = command.text
+    bare = re.sub(r"\s+#[^\n]*$", "", code).rstrip()
+    if bare.endswith(" -w"):
+        return f"timeout {WATCH_SECONDS} {bare} || [ $? -eq 124 ]"
+    return code
+
+
+def output_matches(shown: list[str], actual: str) -> str:
+    """'' when every shown line (whitespace-normalised, `...` skipped) appears in order in
+    `actual`; else the first shown line that does not."""
+    norm = [" ".join(line.split()) for line in actual.splitlines()]
+    position = 0
+    for line in shown:
+        want = " ".join(line.split())
+        if not want or want == "...":
+            continue
+        while position < len(norm) and norm[position] != want:
+            position += 1
+        if position == len(norm):
+            return line
+        position += 1
+    return ""

@@ -1,0 +1,105 @@
+"""tests/doc_blocks.py: how the docs test reads console blocks and their markers (pure)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
+doc_blocks = sys.modules.setdefault("doc_blocks", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(doc_blocks)
+
+DOC = """# Title
+
+<!-- file: job.yaml -->
+```yaml
+kind: X
+```
+
+<!-- check-output -->
+```console
+$ disttrain validate job.yaml \\
+    --strict
+job.yaml:1: x: valid
+...
+$ export A=1
+```
+
+<!-- not-run: needs Docker -->
+```console
+docker build .
+```
+
+<!-- not-run `make test`: the whole suite -->
+
+```console
+make demo    # trains
+make test    # everything
+             # (continued comment)
+kubectl get dt -w   # watch
+```
+
+```python
+print("not a console block")
+```
+"""
+
+
+def test_blocks_and_markers():
+    blocks = doc_blocks.parse_blocks("doc.md", DOC)
+    assert [(b.lang, b.line) for b in blocks] == [("yaml", 4), ("console", 9), ("console", 18), ("console", 24),
+                                                   ("python", 31)]
+    yaml_block, checked, docker, make, _ = blocks
+    assert yaml_block.file == "job.yaml" and yaml_block.text == "kind: X\n"
+    assert checked.check_output and not checked.not_run
+    assert docker.not_run == "needs Docker" and docker.where == "doc.md:18"
+    assert make.skip == {"make test": "the whole suite"} and not make.not_run
+
+
+def test_prompted_commands_join_continuations_and_keep_their_output():
+    checked = doc_blocks.parse_blocks("doc.md", DOC)[1]
+    commands = doc_blocks.commands(checked)
+    assert [c.text for c in commands] == ["disttrain validate job.yaml \\\n    --strict", "export A=1"]
+    assert commands[0].output == ["job.yaml:1: x: valid", "..."] and commands[1].output == []
+
+
+def test_unprompted_lines_are_all_commands_and_skips_match_by_prefix():
+    make = doc_blocks.parse_blocks("doc.md", DOC)[3]
+    commands = doc_blocks.commands(make)
+    assert [c.text.split()[0] for c in commands] == ["make", "make", "#", "kubectl"]
+    assert [doc_blocks.skip_reason(make, c) for c in commands] == ["", "the whole suite", "", ""]
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("kubectl get dt -w", "timeout 5 kubectl get dt -w || [ $? -eq 124 ]"),
+    ("kubectl get dt -w   # watch", "timeout 5 kubectl get dt -w || [ $? -eq 124 ]"),
+    ("kubectl get dt -o wide", "kubectl get dt -o wide"),
+    ("ls -whatever", "ls -whatever"),
+])
+def test_watches_are_stopped_and_succeed(text, line):
+    assert doc_blocks.shell_line(doc_blocks.Command(text=text, output=[])) == line
+
+
+def test_output_lines_must_appear_in_order():
+    actual = "job.yaml:1: x: valid\n  topology:   1 node\nwarning: w\n"
+    assert doc_blocks.output_matches(["job.yaml:1: x: valid", "...", "topology: 1 node"], actual) == ""
+    assert doc_blocks.output_matches(["topology: 1 node", "job.yaml:1: x: valid"], actual) == "job.yaml:1: x: valid"
+    assert doc_blocks.output_matches(["something else"], actual) == "something else"
+
+
+@pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!-- file: a/b.yaml -->"])
+def test_malformed_markers_are_errors_naming_the_block(marker):
+    with pytest.raises(ValueError, match=r"doc.md:2:"):
+        doc_blocks.parse_blocks("doc.md", f"{marker}\n```console\nls\n```\n")
+
+
+def test_every_shipped_doc_parses():
+    """A marker typo in README.md or docs/ fails here, offline, before the cluster test."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in doc_blocks.parse_blocks(path.name, path.read_text()):
+            if block.lang == "console" and not block.not_run:
+                assert doc_blocks.commands(block), block.where

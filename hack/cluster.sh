@@ -23,7 +23,10 @@
 # DISTTRAIN_REAL_NODE (1: add the real node; 0 fake nodes of a kind skip them),
 # DISTTRAIN_AUDIT_POLICY (an audit policy file: the API server writes its audit
 # log to STATE/audit.log; bench/operator_scale.py counts writes by user with it).
-# `down` returns only when every process it started has exited.
+# `down` returns only when every process it started has exited. A node is
+# marked NotReady only after 5 minutes without a heartbeat (the default 50 s
+# lapses for KWOK's fake nodes on a loaded 2-core machine, and then nothing
+# marks their pods Ready again).
 #
 # Pod behaviour on the fake nodes (hack/cluster/kwok-stages.yaml): pods become
 # Running; annotation disttrain.dev/test-exit-code: "N" terminates them with
@@ -294,6 +297,7 @@ cmd_up() {
     --use-service-account-credentials=true \
     --leader-elect=false --profiling=false \
     --cluster-name "disttrain-$NAME" \
+    --node-monitor-grace-period 5m \
     --v=1
 
   start kube-scheduler kube-scheduler \

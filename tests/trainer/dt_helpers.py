@@ -8,6 +8,7 @@ import pickle
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,12 @@ def free_port() -> int:
 def tiny_config(*, steps: int = 4, batch: int = 4, accumulate: int = 1, strategy: str = "none",
                 mesh: tuple[int, int] = (0, 0), ckpt_dir: str = "", interval: int = 0, keep: int = 3,
                 async_save: bool = False, model: str = "gpt-nano", dataset: str = "text",
-                lr: float = 3e-3) -> Config:
+                lr: float = 3e-3, precision: str = "32") -> Config:
     """A config small enough that a step takes a few ms on one core."""
     return Config(
         model=ModelConfig(name=model),  # type: ignore[arg-type]
         data=DataConfig(dataset=dataset, batch_size=batch, seq_len=16 if dataset == "text" else 0, seed=7),  # type: ignore[arg-type]
-        parallel=ParallelConfig(strategy=strategy, mesh_fsdp=mesh[0], mesh_tp=mesh[1]),  # type: ignore[arg-type]
+        parallel=ParallelConfig(strategy=strategy, mesh_fsdp=mesh[0], mesh_tp=mesh[1], precision=precision),  # type: ignore[arg-type]
         train=TrainConfig(steps=steps, learning_rate=lr, accumulate_grad_batches=accumulate, log_every=1,
                           warmup_steps=2, seed=11),
         checkpoint=CheckpointConfig(dir=ckpt_dir, interval_steps=interval, keep=keep, async_save=async_save),
@@ -73,6 +74,22 @@ def run_inprocess(cfg: Config) -> Run:
     """Train in this process as a world of one (no torchrun env)."""
     _, result, params = worker.run(cfg, env={})
     return Run(result=result, params=params)
+
+
+def run_customized(cfg: Config, customize: Callable[[Any, Any], None]) -> Any:
+    """Train in this process as a world of one after `customize(components, ctx)` swapped
+    or added parts (a recording metrics sink, a storage); returns the loop's Result."""
+    from disttrain_trainer import loop
+    from disttrain_trainer.__main__ import build
+    from disttrain_trainer.context import RunContext
+
+    with RunContext.open(cfg.parallel, env={}) as ctx:
+        c = build(cfg, ctx)
+        customize(c, ctx)
+        try:
+            return loop.run(c, ctx, cfg.train)
+        finally:
+            c.metrics.close()
 
 
 def run_torchrun(cfg: Config, nproc: int, tmp: Path, *, extra_env: dict[str, str] | None = None,

@@ -87,7 +87,8 @@ def test_purge_keeps_the_newest_k(tmp_path, keep):
     for step in (1, 2, 3, 4):
         committed(tmp_path, step)
     manager = CheckpointManager(CheckpointConfig(dir=str(tmp_path), keep=keep), ctx(), {})
-    manager._purge()
+    manager.purger.purge()
+    assert manager.purger.drain(timeout=30)
     assert [s for s, _ in complete_checkpoints(tmp_path)] == [1, 2, 3, 4][-keep:]
 
 
@@ -98,7 +99,8 @@ def test_commit_renames_the_save_into_place_and_purges(tmp_path):
     tmp = tmp_path / ".tmp-step-00000003-ab"  # a save that finished after the start
     tmp.mkdir()
     (tmp / ".metadata").write_text("x")
-    manager._commit(3, tmp, 1.5)
+    manager._commit(3, str(tmp), 1.5)
+    manager.finish()  # the purge runs in the background: wait for it
     assert [s for s, _ in complete_checkpoints(tmp_path)] == [2, 3]
     assert (tmp_path / "step-00000003" / "disttrain.json").is_file()
     assert manager.latest.step == 3 and manager.latest.save_seconds == 1.5

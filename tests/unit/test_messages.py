@@ -63,7 +63,7 @@ CASES = [
      [DEFAULT_TRAINER, EPHEMERAL_1, 'spec.precision: 16-mixed needs CUDA GPUs (gpusPerNode is 0): falling back to 32; use bf16-mixed or 32 on CPU']),
     ("fsdp without bf16", job(strategy="fsdp", gpusPerNode=2, precision="32", checkpoint={"claimName": "c"}),
      [],
-     [DEFAULT_TRAINER, 'spec.precision: FSDP on GPUs with precision 32: parameters and gradients are communicated in full precision; bf16-mixed halves that traffic and memory']),
+     [DEFAULT_TRAINER, 'spec.precision: FSDP on GPUs with precision 32: parameters are all-gathered and computed in fp32; bf16-mixed all-gathers them in bf16, halving that traffic and the gathered parameters\' memory (gradients are reduced in fp32 either way)']),
     ("ephemeral one node", job(),
      [],
      [DEFAULT_TRAINER, EPHEMERAL_1]),

@@ -11,6 +11,7 @@ from disttrain_trainer.checkpoint import CheckpointManager, ModelOptimState, Sch
 from disttrain_trainer.config import Config
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset
+from disttrain_trainer.flops import peak_flops
 from disttrain_trainer.metrics import build_metrics
 from disttrain_trainer.models import model_spec
 from disttrain_trainer.parallelize import parallelize
@@ -21,8 +22,9 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
                       in_features=IN_FEATURES, classes=CLASSES)
     with torch.device("meta"):
         model = spec.build()
-    model = parallelize(model, ctx, seed=cfg.train.seed)
     dataset = build_dataset(cfg.data.dataset, seq_len=cfg.data.seq_len or spec.context, seed=cfg.data.seed)
+    flops_per_token = model.flops_per_token(dataset.tokens_per_sample)  # type: ignore[operator]
+    model = parallelize(model, ctx, seed=cfg.train.seed)
     loader = ShardedLoader(
         dataset, batch_size=cfg.data.batch_size, accumulate=cfg.train.accumulate_grad_batches,
         dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, seed=cfg.data.seed, device=ctx.device,
@@ -34,12 +36,12 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
     states = {"model_optim": ModelOptimState(model, optimizer), "scheduler": SchedulerState(scheduler),
               "dataloader": loader, "train_state": state}
     scaler = None
-    if ctx.resolved.precision == "16-mixed":  # CUDA only (resolve_parallel falls back on CPU)
+    if ctx.resolved.precision == "16-mixed":  # CUDA in practice (resolve_parallel falls back on CPU)
         if ctx.resolved.strategy in ("fsdp", "fsdp_tp"):
             from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-            scaler = ShardedGradScaler()
+            scaler = ShardedGradScaler(device=ctx.device.type)
         else:
-            scaler = torch.amp.GradScaler("cuda")
+            scaler = torch.amp.GradScaler(ctx.device.type)
         states["scaler"] = scaler  # type: ignore[assignment]
     return loop.Components(
         model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, loss_fn=spec.loss_fn,
@@ -49,8 +51,13 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
             cfg.metrics, is_local_rank0=ctx.is_local_rank0, is_rank0=ctx.is_rank0,
             restarts=ctx.restart_count, total_steps=cfg.train.steps, world_size=ctx.world_size,
             samples_per_step=loader.samples_per_step, tokens_per_sample=dataset.tokens_per_sample,
+            flops_per_token=flops_per_token, peak_flops=peak_flops(device_name(ctx.device), ctx.resolved.precision),
         ),
     )
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else ""
 
 
 # Exit status of a run stopped on a signal before its last step (EX_TEMPFAIL): never 0,

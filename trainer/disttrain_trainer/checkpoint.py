@@ -4,6 +4,7 @@ Layout under the checkpoint dir:
 
     step-00000100/          complete checkpoints (DCP files + .metadata + disttrain.json)
     .tmp-step-00000120-<id>  a save in progress; never read, removed on the next start
+    .trash-step-00000090-<id>  an old checkpoint being deleted (renamed first); likewise
 
 Every rank writes its shards into the temporary directory. DCP's coordinator (rank 0)
 writes `.metadata` only after gathering every rank's write results, so when rank 0's save
@@ -12,15 +13,15 @@ filesystem). A crash at any point before the rename leaves only a `.tmp-*` direc
 which `load()` ignores. Async saves (`dcp.async_save`) stage to CPU memory synchronously,
 write in a background thread on a dedicated gloo group, and are committed (renamed) by
 rank 0 when its future completes, polled once per step without any collective.
+
+Storage goes through `storage.CheckpointStorage` (list / staging / commit / delete), and
+old checkpoints beyond `keep` are deleted by rank 0's `storage.Purger` on a background
+thread: the training loop never waits on a delete.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import shutil
 import time
 import uuid
 from concurrent.futures import Future
@@ -38,10 +39,11 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from disttrain_trainer.config import CheckpointConfig
 from disttrain_trainer.context import RunContext
+from disttrain_trainer.storage import CheckpointStorage, LocalStorage, Purger, complete_checkpoints, step_dir_name
 
 log = logging.getLogger("disttrain_trainer")
 
-STEP_DIR = re.compile(r"^step-(\d{8})$")
+__all__ = ["CheckpointInfo", "CheckpointManager", "complete_checkpoints", "step_dir_name"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -50,6 +52,9 @@ class CheckpointInfo:
     path: str
     time: float  # unix seconds
     save_seconds: float = 0.0
+    """Start of the save to its commit (for an async save, the background write included)."""
+    blocked_seconds: float = 0.0
+    """How long the save held the training loop (an async save: the copy to CPU memory)."""
 
     def as_status(self) -> dict[str, Any]:
         iso = datetime.fromtimestamp(self.time, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -105,62 +110,46 @@ class TrainState:
         torch.set_rng_state(state["rng"])
 
 
-def step_dir_name(step: int) -> str:
-    return f"step-{step:08d}"
-
-
-def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
-    """Committed step directories, oldest first."""
-    if not root.is_dir():
-        return []
-    found = []
-    for entry in root.iterdir():
-        m = STEP_DIR.match(entry.name)
-        if m and (entry / ".metadata").is_file():
-            found.append((int(m.group(1)), entry))
-    return sorted(found)
-
-
 class CheckpointManager:
-    def __init__(self, cfg: CheckpointConfig, ctx: RunContext, states: dict[str, Stateful]) -> None:
+    def __init__(self, cfg: CheckpointConfig, ctx: RunContext, states: dict[str, Stateful],
+                 storage: CheckpointStorage | None = None) -> None:
         self.cfg = cfg
         self.ctx = ctx
         self.states = states
-        self.root = Path(cfg.dir) if cfg.dir else None
+        if storage is None and cfg.dir:
+            storage = LocalStorage(cfg.dir, create=ctx.is_rank0)
+        self.storage = storage
+        self.purger = Purger(storage, cfg.keep) if storage is not None and ctx.is_rank0 else None
         self.latest: CheckpointInfo | None = None
-        self._pending: tuple[Future[Any], int, Path, float, float] | None = None
-        self._pending_staged_s = 0.0
-        if self.root is not None and ctx.is_rank0:
-            self.root.mkdir(parents=True, exist_ok=True)
-            for stale in self.root.glob(".tmp-step-*"):  # a crash mid-save: never complete
-                log.warning("removing incomplete checkpoint %s", stale)
-                shutil.rmtree(stale, ignore_errors=True)
+        self._pending: tuple[Future[Any], int, str, float, float] | None = None
+        if storage is not None and ctx.is_rank0:
+            storage.discard_leftovers()  # a crash mid-save or mid-delete: never complete
         ctx.barrier()
-        if self.root is not None:
-            done = complete_checkpoints(self.root)
+        if storage is not None:
+            done = storage.list()
             if done:
-                step, path = done[-1]
-                self.latest = CheckpointInfo(step=step, path=str(path), time=path.stat().st_mtime)
+                self.latest = CheckpointInfo(step=done[-1], path=storage.location(done[-1]),
+                                             time=_mtime(storage.location(done[-1])))
 
     @property
     def enabled(self) -> bool:
-        return self.root is not None
+        return self.storage is not None
 
     def load(self) -> bool:
         """Restore the newest complete checkpoint; False when there is none."""
-        if self.root is None:
+        if self.storage is None:
             return False
-        done = complete_checkpoints(self.root)
-        newest = [done[-1][0] if done else -1]
+        done = self.storage.list()
+        newest = [done[-1] if done else -1]
         if self.ctx.world_size > 1:  # every rank must load the same step
             dist.broadcast_object_list(newest, src=0, group=self.ctx.checkpoint_group)
         if newest[0] < 0:
             return False
-        path = self.root / step_dir_name(newest[0])
+        path = self.storage.location(newest[0])
         t0 = time.perf_counter()
-        dcp.load(self.states, checkpoint_id=str(path), process_group=self.ctx.checkpoint_group)
+        dcp.load(self.states, checkpoint_id=path, process_group=self.ctx.checkpoint_group)
         log.info("resumed from %s in %.2fs", path, time.perf_counter() - t0)
-        self.latest = CheckpointInfo(step=newest[0], path=str(path), time=path.stat().st_mtime)
+        self.latest = CheckpointInfo(step=newest[0], path=path, time=_mtime(path))
         return True
 
     def should_save(self, step: int) -> bool:
@@ -168,59 +157,61 @@ class CheckpointManager:
 
     def save(self, step: int, *, force_sync: bool = False) -> float:
         """Write a checkpoint of `step`. Returns the seconds training was blocked."""
-        if self.root is None or (self.latest is not None and self.latest.step == step):
+        if self.storage is None or (self.latest is not None and self.latest.step == step):
             return 0.0
         t0 = time.perf_counter()
         self.wait()  # at most one save in flight
         run_id = [uuid.uuid4().hex[:8]]
         if self.ctx.world_size > 1:
             dist.broadcast_object_list(run_id, src=0, group=self.ctx.checkpoint_group)
-        tmp = self.root / f".tmp-{step_dir_name(step)}-{run_id[0]}"
+        staging = self.storage.staging(step, run_id[0])
         if self.cfg.async_save and not force_sync:
-            fut = dcp.async_save(self.states, checkpoint_id=str(tmp), process_group=self.ctx.checkpoint_group)
+            fut = dcp.async_save(self.states, checkpoint_id=staging, process_group=self.ctx.checkpoint_group)
             if not isinstance(fut, Future):  # AsyncSaveResponse (newer torch)
                 fut = fut.upload_completion  # type: ignore[union-attr]
             blocked = time.perf_counter() - t0
-            self._pending = (fut, step, tmp, t0, blocked)
+            self._pending = (fut, step, staging, t0, blocked)
             return blocked
-        dcp.save(self.states, checkpoint_id=str(tmp), process_group=self.ctx.checkpoint_group)
-        self._commit(step, tmp, time.perf_counter() - t0)
+        dcp.save(self.states, checkpoint_id=staging, process_group=self.ctx.checkpoint_group)
+        self._commit(step, staging, time.perf_counter() - t0)
         self.ctx.barrier()  # visible to every rank when save() returns
-        return time.perf_counter() - t0
+        blocked = time.perf_counter() - t0
+        if self.latest is not None:
+            self.latest.blocked_seconds = blocked
+        return blocked
 
     def poll(self) -> None:
         """Commit a finished async save. Non-blocking, no collectives."""
         if self._pending is not None and self._pending[0].done():
-            fut, step, tmp, t0, _ = self._pending
-            self._pending = None
-            fut.result()
-            self._commit(step, tmp, time.perf_counter() - t0)
+            self.wait()
 
     def wait(self) -> None:
         """Block until an in-flight async save is committed."""
         if self._pending is not None:
-            fut, step, tmp, t0, _ = self._pending
+            fut, step, staging, t0, blocked = self._pending
             self._pending = None
             fut.result()
-            self._commit(step, tmp, time.perf_counter() - t0)
+            self._commit(step, staging, time.perf_counter() - t0, blocked)
 
-    def _commit(self, step: int, tmp: Path, seconds: float) -> None:
-        assert self.root is not None
-        final = self.root / step_dir_name(step)
-        if self.ctx.is_rank0:
+    def finish(self, *, hand_off: bool = False) -> None:
+        """The loop is done: commit the in-flight save, then wait for the old checkpoints'
+        deletes, or with `hand_off` (stopping on a signal, where the grace period belongs to
+        the emergency save) leave them: the next start's first purge redoes them."""
+        self.wait()
+        if self.purger is not None and not self.purger.drain(timeout=0 if hand_off else None):
+            log.info("old checkpoints still being deleted: left to the next start")
+
+    def _commit(self, step: int, staging: str, seconds: float, blocked: float = 0.0) -> None:
+        assert self.storage is not None
+        path = self.storage.location(step)
+        if self.purger is not None:
             # rank 0's save returning means .metadata is written, hence every shard too.
-            (tmp / "disttrain.json").write_text(
-                json.dumps({"step": step, "worldSize": self.ctx.world_size, "time": time.time()})
-            )
-            if final.exists():  # same step saved by an earlier incarnation
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-            self._purge()
-        self.latest = CheckpointInfo(step=step, path=str(final), time=time.time(), save_seconds=seconds)
-        log.info("checkpoint step %d committed in %.2fs: %s", step, seconds, final)
+            meta = {"step": step, "worldSize": self.ctx.world_size, "time": time.time()}
+            path = self.purger.commit(step, staging, meta)
+        self.latest = CheckpointInfo(step=step, path=path, time=time.time(), save_seconds=seconds,
+                                     blocked_seconds=blocked)
+        log.info("checkpoint step %d committed in %.2fs: %s", step, seconds, path)
 
-    def _purge(self) -> None:
-        assert self.root is not None
-        done = complete_checkpoints(self.root)
-        for _, path in done[: max(0, len(done) - self.cfg.keep)]:
-            shutil.rmtree(path, ignore_errors=True)
+
+def _mtime(location: str) -> float:
+    return Path(location).stat().st_mtime

@@ -15,6 +15,7 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from disttrain_trainer import parallelize
 from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
@@ -71,7 +72,7 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
     if resumed:
         log.info("resuming at step %d of %d", c.state.step, cfg.steps)
     c.metrics.start()
-    autocast = _autocast(ctx)
+    autocast = parallelize.autocast(ctx)
     while c.state.step < cfg.steps:
         if ctx.stop_requested():
             c.checkpoint.save(c.state.step, force_sync=True)
@@ -80,29 +81,34 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
                         "checkpoint written" if c.checkpoint.enabled else "checkpointing is off")
             result.preempted = True
             break
-        loss = train_step(c, ctx, cfg, autocast)
+        logging_step = should_log(c.state.step + 1, cfg)
+        loss, norm = train_step(c, ctx, cfg, autocast, want_norm=logging_step)
         c.state.step += 1
         step = c.state.step
-        mean_loss = None
-        if should_log(step, cfg):
+        mean_loss = grad_norm = None
+        if logging_step:
             mean_loss = _dp_mean(loss, ctx)
             result.losses[step] = mean_loss
-        c.metrics.record_step(step, mean_loss)
-        if c.checkpoint.should_save(step):
-            c.checkpoint.save(step)
-        c.checkpoint.poll()
-        c.metrics.record_checkpoint(c.checkpoint.latest)
+            grad_norm = None if norm is None else float(norm)
+        c.metrics.record_step(step, mean_loss, grad_norm)
+        with c.metrics.paused():  # checkpoint work is reported on its own, not as step time
+            if c.checkpoint.should_save(step):
+                c.checkpoint.save(step)
+            c.checkpoint.poll()
+            c.metrics.record_checkpoint(c.checkpoint.latest)
     else:
         c.checkpoint.save(c.state.step)  # the final state (no-op if just saved)
-    c.checkpoint.wait()
+    c.checkpoint.finish(hand_off=result.preempted)
     c.metrics.record_checkpoint(c.checkpoint.latest)
     result.step = c.state.step
     c.metrics.finish(INTERRUPTED if result.preempted else FINISHED, result.step)
     return result
 
 
-def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: contextlib.AbstractContextManager) -> torch.Tensor:
-    """One optimizer step over `accumulate` micro-batches; returns the local mean loss."""
+def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: contextlib.AbstractContextManager,
+               *, want_norm: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One optimizer step over `accumulate` micro-batches; returns the local mean loss and
+    the global gradient norm before clipping (computed when clipping or when `want_norm`)."""
     micro_batches = c.loader.next_step()
     n = len(micro_batches)
     total = torch.zeros((), device=ctx.device)
@@ -117,8 +123,9 @@ def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: conte
         total += loss.detach()
     if c.scaler is not None:
         c.scaler.unscale_(c.optimizer)
-    if cfg.grad_clip > 0:
-        clip_grad_norm(c.model, cfg.grad_clip)
+    norm = None
+    if cfg.grad_clip > 0 or want_norm:
+        norm = clip_grad_norm(c.model, cfg.grad_clip)
     if c.scaler is not None:
         c.scaler.step(c.optimizer)
         c.scaler.update()
@@ -126,7 +133,7 @@ def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: conte
         c.optimizer.step()
     c.scheduler.step()
     c.optimizer.zero_grad(set_to_none=True)
-    return total
+    return total, norm
 
 
 @contextlib.contextmanager
@@ -142,12 +149,17 @@ def _grad_sync(model: nn.Module, *, last: bool) -> Iterator[None]:
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
-    """Global L2 norm over plain and DTensor grads on any mesh (FSDP x TP mixes meshes)."""
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    """Global L2 norm over plain and DTensor grads on any mesh (FSDP x TP mixes meshes),
+    returned before clipping; `max_norm` 0 measures without clipping."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    grads = [p.grad for p in params]
     plain = [g for g in grads if not isinstance(g, DTensor)]
     dtensors = [g for g in grads if isinstance(g, DTensor)]
     if not dtensors:
-        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, foreach=True)
+        norm = torch.nn.utils.get_total_norm(plain, foreach=True)
+        if max_norm > 0:  # takes the parameters, not their grads
+            torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
+        return norm
     locals_ = [g.to_local() for g in dtensors]
     sq = torch.zeros((), device=locals_[0].device, dtype=torch.float32)
     if plain:
@@ -162,8 +174,9 @@ def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
                 dist.all_reduce(part, group=mesh.get_group(dim))  # type: ignore[attr-defined]
         sq = sq + part
     total = sq.sqrt()
-    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    torch._foreach_mul_(locals_ + plain, coef)
+    if max_norm > 0:
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        torch._foreach_mul_(locals_ + plain, coef)
     return total
 
 
@@ -174,12 +187,3 @@ def _dp_mean(loss: torch.Tensor, ctx: RunContext) -> float:
         dist.all_reduce(loss, op=dist.ReduceOp.SUM)
         loss /= ctx.world_size
     return float(loss)
-
-
-def _autocast(ctx: RunContext) -> contextlib.AbstractContextManager:
-    precision = ctx.resolved.precision
-    if precision == "bf16-mixed":
-        return torch.autocast(ctx.device.type, dtype=torch.bfloat16)
-    if precision == "16-mixed":
-        return torch.autocast(ctx.device.type, dtype=torch.float16)
-    return contextlib.nullcontext()

@@ -1,5 +1,9 @@
 """Training metrics: a processor derives rates, sinks export them.
 
+Rates are averaged over the logging window (the steps since the previous log step, as
+torchtitan does), and the time the loop spends on checkpoints is taken out of the window
+and reported on its own: a save neither slows the step after it nor hides in a mean.
+
 Sinks: Prometheus (design-brief names), the log, and the `/status` JSON of the pod
 contract. Local rank 0 of each pod serves `/metrics`, `/healthz`, `/status` on the
 metrics port; other ranks get a no-op sink and start no server.
@@ -12,10 +16,12 @@ apart from "stopped on a signal" (docs/pod-contract.md, "Success contract").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -25,6 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
+from disttrain_trainer.flops import format_mfu, mfu
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -34,10 +41,15 @@ class StepMetrics:
     step: int
     total_steps: int
     step_seconds: float
+    """Mean optimizer step over the last logging window, checkpoint time excluded."""
     samples_per_second: float
+    """Global samples per second over the last logging window, checkpoint time excluded."""
     tokens_per_second: float
     world_size: int
     loss: float | None = None  # only on log steps (all-reduced there)
+    grad_norm: float | None = None  # only on log steps: global L2 norm before clipping
+    flops_per_token: float = 0.0
+    mfu: float | None = None  # None when the device's peak is unknown (CPU, unlisted GPU)
 
 
 # The trainer's final word: all steps done, or stopped on a signal before the end.
@@ -69,10 +81,12 @@ class LogSink:
 
     def step(self, m: StepMetrics) -> None:
         if m.loss is not None:
+            norm = "n/a" if m.grad_norm is None else f"{m.grad_norm:.3f}"
             log.info(
-                "step %d/%d loss %.4f | %.1f samples/s %.0f tokens/s | %.1f ms/step | world %d",
-                m.step, m.total_steps, m.loss, m.samples_per_second, m.tokens_per_second,
-                1000 * m.step_seconds, m.world_size,
+                "step %d/%d loss %.4f | grad norm %s | %.1f samples/s %.0f tokens/s | %.1f ms/step | "
+                "MFU %s | world %d",
+                m.step, m.total_steps, m.loss, norm, m.samples_per_second, m.tokens_per_second,
+                1000 * m.step_seconds, format_mfu(m.mfu), m.world_size,
             )
 
     def checkpoint(self, info: CheckpointInfo) -> None:
@@ -90,13 +104,28 @@ class PrometheusSink:
         def gauge(name: str, doc: str) -> Any:
             return Gauge(name, doc, names, registry=registry).labels(**labels)
 
+        self._labels = labels
+
         self.step_g = gauge("disttrain_train_step", "Optimizer steps completed (resumes from checkpoints, never double-counts).")
         self.loss = gauge("disttrain_train_loss", "Training loss, averaged over data-parallel ranks, at the last log step.")
-        self.sps = gauge("disttrain_train_samples_per_second", "Global samples per second over the last step.")
-        self.step_s = gauge("disttrain_train_step_seconds", "Wall time of the last optimizer step.")
+        self.sps = gauge("disttrain_train_samples_per_second",
+                         "Global samples per second over the last logging window, checkpoint time excluded.")
+        self.tps = gauge("disttrain_train_tokens_per_second",
+                         "Global tokens per second over the last logging window, checkpoint time excluded.")
+        self.step_s = gauge("disttrain_train_step_seconds",
+                            "Mean optimizer step over the last logging window, checkpoint time excluded.")
+        self.grad_norm = gauge("disttrain_train_grad_norm",
+                               "Global L2 norm of the gradients before clipping, at the last log step.")
+        self.flops = gauge("disttrain_train_flops_per_token", "Model training FLOPs per token (forward and backward).")
+        # Left unlabelled (hence absent from /metrics) until the device's peak is known.
+        self.mfu = Gauge("disttrain_train_mfu_ratio", "Model FLOPs utilisation over the last logging window "
+                         "(0..1); absent when the device's peak is unknown.", names, registry=registry)
         self.world = gauge("disttrain_train_world_size", "Processes in the current process group.")
         self.restarts = gauge("disttrain_train_restarts", "torchrun restarts of this node's worker group.")
         self.save_s = gauge("disttrain_checkpoint_save_seconds", "Duration of the last checkpoint save.")
+        self.blocked_s = gauge("disttrain_checkpoint_blocked_seconds",
+                               "Time the last checkpoint save held the training loop (the whole save when "
+                               "synchronous, the copy to CPU memory when async); excluded from step time.")
         self.ckpt_step = gauge("disttrain_checkpoint_last_step", "Step of the newest complete checkpoint.")
         self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds", "Unix time of the newest complete checkpoint.")
         self.restarts.set(restarts)
@@ -104,16 +133,23 @@ class PrometheusSink:
     def step(self, m: StepMetrics) -> None:
         self.step_g.set(m.step)
         self.sps.set(m.samples_per_second)
+        self.tps.set(m.tokens_per_second)
         self.step_s.set(m.step_seconds)
         self.world.set(m.world_size)
+        self.flops.set(m.flops_per_token)
         if m.loss is not None:
             self.loss.set(m.loss)
+        if m.grad_norm is not None:
+            self.grad_norm.set(m.grad_norm)
+        if m.mfu is not None:
+            self.mfu.labels(**self._labels).set(m.mfu)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         self.ckpt_step.set(info.step)
         self.ckpt_ts.set(info.time)
         if info.save_seconds:
             self.save_s.set(info.save_seconds)
+            self.blocked_s.set(info.blocked_seconds)
 
     def close(self) -> None:
         pass
@@ -127,8 +163,9 @@ class StatusSink:
     termination_log: str = ""
     doc: dict[str, Any] = field(
         default_factory=lambda: {
-            "step": 0, "totalSteps": 0, "loss": None, "samplesPerSecond": 0.0,
-            "tokensPerSecond": 0.0, "stepSeconds": None, "worldSize": 0, "checkpoint": None,
+            "step": 0, "totalSteps": 0, "loss": None, "gradNorm": None, "samplesPerSecond": 0.0,
+            "tokensPerSecond": 0.0, "stepSeconds": None, "flopsPerToken": 0.0, "mfu": None,
+            "worldSize": 0, "checkpoint": None, "checkpointSaveSeconds": None, "checkpointBlockedSeconds": None,
             "lastUpdateTime": _now_iso(), "outcome": None,
         }
     )
@@ -139,14 +176,20 @@ class StatusSink:
             self.doc.update(
                 step=m.step, totalSteps=m.total_steps, samplesPerSecond=round(m.samples_per_second, 3),
                 tokensPerSecond=round(m.tokens_per_second, 3), stepSeconds=round(m.step_seconds, 6),
+                flopsPerToken=m.flops_per_token, mfu=None if m.mfu is None else round(m.mfu, 6),
                 worldSize=m.world_size, lastUpdateTime=_now_iso(),
             )
             if m.loss is not None:
                 self.doc["loss"] = round(m.loss, 6)
+            if m.grad_norm is not None:
+                self.doc["gradNorm"] = round(m.grad_norm, 6)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         with self.lock:
             self.doc["checkpoint"] = info.as_status()
+            if info.save_seconds:  # saved by this process (not found on disk at start)
+                self.doc["checkpointSaveSeconds"] = round(info.save_seconds, 6)
+                self.doc["checkpointBlockedSeconds"] = round(info.blocked_seconds, 6)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:
@@ -211,29 +254,54 @@ class StatusServer:
 
 
 class Metrics:
-    """The processor: turns step timings into rates and fans out to the sinks."""
+    """The processor: turns step timings into window-averaged rates and fans out to the
+    sinks. A window closes at each log step; `paused()` takes checkpoint work out of it."""
 
     def __init__(self, sinks: list[Sink], *, total_steps: int, world_size: int,
-                 samples_per_step: int, tokens_per_sample: int, server: StatusServer | None = None) -> None:
+                 samples_per_step: int, tokens_per_sample: int, flops_per_token: float = 0.0,
+                 peak_flops: float | None = None, server: StatusServer | None = None) -> None:
         self.sinks = sinks
         self.total_steps = total_steps
         self.world_size = world_size
         self.samples_per_step = samples_per_step
         self.tokens_per_sample = tokens_per_sample
+        self.flops_per_token = flops_per_token
+        self.peak_flops = peak_flops
+        """Peak FLOP/s of one device in the compute dtype; None = unknown (MFU n/a)."""
         self.server = server
-        self._last = time.perf_counter()
+        self.start()
+        self._rates = (0.0, 0.0)  # step seconds, samples/s of the last closed window
 
     def start(self) -> None:
-        """Reset the step clock (after loading, before the first step)."""
-        self._last = time.perf_counter()
+        """Open a fresh window (after loading, before the first step)."""
+        self._window_start = time.perf_counter()
+        self._window_steps = 0
+        self._paused = 0.0
 
-    def record_step(self, step: int, loss: float | None) -> StepMetrics:
-        now = time.perf_counter()
-        dt, self._last = max(now - self._last, 1e-9), now
-        sps = self.samples_per_step / dt
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside is left out of the window (checkpoint saves and commits)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._paused += time.perf_counter() - t0
+
+    def record_step(self, step: int, loss: float | None, grad_norm: float | None = None) -> StepMetrics:
+        """Every step; `loss` is given on log steps only, and closes the window."""
+        self._window_steps += 1
+        if loss is not None:
+            now = time.perf_counter()
+            busy = max(now - self._window_start - self._paused, 1e-9)
+            self._rates = (busy / self._window_steps, self._window_steps * self.samples_per_step / busy)
+            self.start()
+        step_seconds, sps = self._rates
+        tps = sps * self.tokens_per_sample
         m = StepMetrics(
-            step=step, total_steps=self.total_steps, step_seconds=dt, samples_per_second=sps,
-            tokens_per_second=sps * self.tokens_per_sample, world_size=self.world_size, loss=loss,
+            step=step, total_steps=self.total_steps, step_seconds=step_seconds, samples_per_second=sps,
+            tokens_per_second=tps, world_size=self.world_size, loss=loss, grad_norm=grad_norm,
+            flops_per_token=self.flops_per_token,
+            mfu=mfu(tps, self.flops_per_token, self.world_size, self.peak_flops) if sps else None,
         )
         for sink in self.sinks:
             sink.step(m)
@@ -258,7 +326,8 @@ class Metrics:
 
 
 def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, restarts: int,
-                  total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int) -> Metrics:
+                  total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int,
+                  flops_per_token: float = 0.0, peak_flops: float | None = None) -> Metrics:
     sinks: list[Sink] = []
     server = None
     if is_rank0:
@@ -273,4 +342,5 @@ def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, r
     if not sinks:
         sinks.append(NullSink())
     return Metrics(sinks, total_steps=total_steps, world_size=world_size,
-                   samples_per_step=samples_per_step, tokens_per_sample=tokens_per_sample, server=server)
+                   samples_per_step=samples_per_step, tokens_per_sample=tokens_per_sample,
+                   flops_per_token=flops_per_token, peak_flops=peak_flops, server=server)

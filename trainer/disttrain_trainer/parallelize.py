@@ -5,13 +5,21 @@ with `parallelize_module` inside each block on the "tp" mesh dimension, FSDP2 on
 After wrapping, `to_empty()` allocates the (possibly sharded) storage and every parameter
 is filled from a generator seeded by (seed, parameter index), computed in full on every
 rank and then cut to the local shard: every strategy starts from the same weights.
+
+Mixed precision follows one rule per strategy (the split torchtitan makes): FSDP2 owns it
+through `MixedPrecisionPolicy` (parameters all-gathered and computed in the compute dtype,
+gradients reduce-scattered in fp32, the fp32 shards stepped by the optimizer), so no
+autocast runs around an FSDP model; single-device and DDP training use `torch.autocast`
+(weights stay fp32, DDP all-reduces fp32 gradients). `autocast()` below says which.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.distributed.tensor.parallel import parallelize_module
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -45,14 +53,42 @@ def apply_ddp(model: nn.Module, ctx: RunContext) -> nn.Module:
     return DDP(model, device_ids=device_ids, process_group=ctx.mesh.get_group())
 
 
+# Precision -> the dtype matmuls run in (None: fp32, no mixed precision).
+COMPUTE_DTYPES: dict[str, torch.dtype | None] = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16, "32": None}
+
+
+def compute_dtype(precision: str) -> torch.dtype | None:
+    return COMPUTE_DTYPES[precision]
+
+
+def fsdp_policy(precision: str) -> MixedPrecisionPolicy:
+    """Parameters (hence all-gathers and compute) in the compute dtype, gradient reductions
+    and their accumulation across micro-batches in fp32: halves the all-gather traffic and
+    the unsharded parameter memory, keeps the sum over ranks exact to fp32."""
+    dtype = compute_dtype(precision)
+    if dtype is None:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+
+
+def autocast(ctx: RunContext) -> contextlib.AbstractContextManager:
+    """The context the forward pass runs in: autocast for none/DDP in mixed precision,
+    nothing for FSDP (its policy casts) or fp32."""
+    dtype = compute_dtype(ctx.resolved.precision)
+    if dtype is None or ctx.resolved.strategy in ("fsdp", "fsdp_tp"):
+        return contextlib.nullcontext()
+    return torch.autocast(ctx.device.type, dtype=dtype)
+
+
 def apply_fsdp(model: nn.Module, ctx: RunContext) -> None:
     assert ctx.mesh is not None
     dp_mesh = ctx.mesh["dp"] if ctx.mesh.ndim > 1 else ctx.mesh
+    policy = fsdp_policy(ctx.resolved.precision)
     blocks: nn.ModuleList = model.blocks  # type: ignore[assignment]
     for i, block in enumerate(blocks):
         # The last block's params are needed right away in backward: keep them gathered.
-        fully_shard(block, mesh=dp_mesh, reshard_after_forward=i < len(blocks) - 1)
-    fully_shard(model, mesh=dp_mesh)
+        fully_shard(block, mesh=dp_mesh, reshard_after_forward=i < len(blocks) - 1, mp_policy=policy)
+    fully_shard(model, mesh=dp_mesh, mp_policy=policy)
 
 
 def apply_tp(model: nn.Module, ctx: RunContext) -> None:

@@ -231,11 +231,17 @@ def resolve_precision(spec: t.DistributedTrainingSpec, strategy: str, warnings: 
             "16-mixed needs CUDA GPUs (gpusPerNode is 0): falling back to 32; "
             "use bf16-mixed or 32 on CPU"))
         return "32"
-    if strategy == "fsdp" and on_gpu and asked != "bf16-mixed":
+    if strategy == "fsdp" and on_gpu and asked == "32":
         warnings.append(GuardrailWarning(
             reasons.FSDP_WITHOUT_BF16, "spec.precision",
-            f"FSDP on GPUs with precision {asked}: parameters and gradients are "
-            "communicated in full precision; bf16-mixed halves that traffic and memory"))
+            "FSDP on GPUs with precision 32: parameters are all-gathered and computed in fp32; "
+            "bf16-mixed all-gathers them in bf16, halving that traffic and the gathered parameters' "
+            "memory (gradients are reduced in fp32 either way)"))
+    elif strategy == "fsdp" and on_gpu and asked == "16-mixed":
+        warnings.append(GuardrailWarning(
+            reasons.FSDP_WITHOUT_BF16, "spec.precision",
+            "FSDP on GPUs with precision 16-mixed: fp16 needs a gradient scaler and can overflow; "
+            "bf16-mixed moves the same bytes (parameters in 16 bits, gradients reduced in fp32) without either"))
     return asked
 
 

@@ -1,6 +1,7 @@
 """Built-in models. Each exposes `blocks` (an nn.ModuleList, the FSDP/TP unit), a
-`tp_plan()` for tensor parallelism inside a block, and `init_tensor()` for the
-deterministic, strategy-independent initialisation done after `to_empty()`."""
+`tp_plan()` for tensor parallelism inside a block, `init_tensor()` for the
+deterministic, strategy-independent initialisation done after `to_empty()`, and
+`flops_per_token(seq_len)` for MFU (works on the `meta` device)."""
 
 from __future__ import annotations
 

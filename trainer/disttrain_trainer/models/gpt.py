@@ -87,6 +87,14 @@ class GPT(nn.Module):
             "mlp.proj": RowwiseParallel(),
         }
 
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token: 6 per matmul weight (forward 2, backward 4; the
+        embedding lookups do no matmul) plus causal-agnostic attention, 6 * 2 * layers *
+        d_model * seq_len for q.k and attn.v (the estimate of the PaLM paper, appendix B)."""
+        embeddings = self.tok.weight.numel() + self.pos.weight.numel()
+        weights = sum(p.numel() for p in self.parameters()) - embeddings
+        return 6.0 * weights + 12.0 * self.cfg.n_layer * self.cfg.d_model * seq_len
+
     def tp_check(self, tp: int) -> None:
         if self.cfg.n_head % tp:
             raise ValueError(f"tensor parallel degree {tp} must divide n_head={self.cfg.n_head}")

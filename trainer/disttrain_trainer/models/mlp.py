@@ -45,6 +45,10 @@ class MLP(nn.Module):
     def tp_plan(self) -> dict[str, object]:
         return {"fc": ColwiseParallel(), "proj": RowwiseParallel()}
 
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per sample (a "token" here): 6 per weight, forward and backward."""
+        return 6.0 * sum(p.numel() for p in self.parameters())
+
     def tp_check(self, tp: int) -> None:
         if (4 * self.cfg.width) % tp:
             raise ValueError(f"tensor parallel degree {tp} must divide {4 * self.cfg.width}")

@@ -43,6 +43,8 @@ class TrainerReport:
     checkpoint: CheckpointReport | None = None
     last_update_time: str | None = None
     outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
+    eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
+    eval_step: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -61,6 +63,10 @@ class TrainerReport:
             out["loss"] = round(self.loss, 6)
         if self.samples_per_second is not None:
             out["samplesPerSecond"] = round(self.samples_per_second, 6)
+        if self.eval_loss is not None:
+            out["evalLoss"] = round(self.eval_loss, 6)
+            if self.eval_step is not None:
+                out["evalStep"] = self.eval_step
         return out
 
 
@@ -86,6 +92,8 @@ def parse_report(data: Any) -> TrainerReport | None:
         checkpoint=_checkpoint(data.get("checkpoint")),
         last_update_time=data.get("lastUpdateTime") if isinstance(data.get("lastUpdateTime"), str) else None,
         outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
+        eval_loss=_num(data.get("evalLoss")),
+        eval_step=_int(data.get("evalStep")),
     )
 
 

@@ -10,7 +10,8 @@ from disttrain_trainer import loop
 from disttrain_trainer.checkpoint import CheckpointManager, ModelOptimState, SchedulerState, TrainState
 from disttrain_trainer.config import Config
 from disttrain_trainer.context import RunContext
-from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset
+from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset, holdout
+from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.metrics import build_metrics
 from disttrain_trainer.models import model_spec
 from disttrain_trainer.parallelize import parallelize
@@ -22,7 +23,10 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
     with torch.device("meta"):
         model = spec.build()
     model = parallelize(model, ctx, seed=cfg.train.seed)
-    dataset = build_dataset(cfg.data.dataset, seq_len=cfg.data.seq_len or spec.context, seed=cfg.data.seed)
+    dataset, held_out = holdout(
+        build_dataset(cfg.data.dataset, seq_len=cfg.data.seq_len or spec.context, seed=cfg.data.seed),
+        fraction=cfg.eval.fraction, fold=cfg.eval.fold,
+    )
     loader = ShardedLoader(
         dataset, batch_size=cfg.data.batch_size, accumulate=cfg.train.accumulate_grad_batches,
         dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, seed=cfg.data.seed, device=ctx.device,
@@ -44,6 +48,9 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
     return loop.Components(
         model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, loss_fn=spec.loss_fn,
         state=state, scaler=scaler,
+        evaluator=None if held_out is None else Evaluator(
+            cfg.eval, held_out, loss_fn=spec.loss_fn, batch_size=cfg.data.batch_size, dp_rank=ctx.dp_rank,
+            dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),  # type: ignore[arg-type]
         metrics=build_metrics(
             cfg.metrics, is_local_rank0=ctx.is_local_rank0, is_rank0=ctx.is_rank0,

@@ -157,6 +157,35 @@ class CheckpointConfig:
 
 
 @dataclass(kw_only=True, slots=True)
+class EvalConfig:
+    fraction: float = 0.1
+    """fraction: share of the dataset held out for evaluation (a contiguous block, never
+    trained on); 0 = no evaluation."""
+    fold: int = 0
+    """fold: which block is held out, 0 .. 1/fraction - 1 (k-fold: fraction 1/k, fold i)."""
+    interval_steps: int = 0
+    """interval_steps: evaluate every N steps as well as at the end; 0 = only at the end."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.fraction <= 0.5:
+            raise ValueError(f"eval fraction={self.fraction} must be within 0..0.5")
+        if self.interval_steps < 0:
+            raise ValueError(f"eval interval_steps={self.interval_steps} must be >= 0")
+        if self.fold < 0 or (self.fraction > 0 and self.fold >= self.folds):
+            raise ValueError(f"eval fold={self.fold} must be within 0..{max(0, self.folds - 1)} "
+                             f"for fraction {self.fraction}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.fraction > 0
+
+    @property
+    def folds(self) -> int:
+        """How many disjoint held-out blocks of this size the data has."""
+        return int(1 / self.fraction + 1e-9) if self.fraction > 0 else 0
+
+
+@dataclass(kw_only=True, slots=True)
 class MetricsConfig:
     port: int = 0
     """port: HTTP port of /metrics, /healthz, /status on local rank 0; 0 = off."""
@@ -189,6 +218,8 @@ class Config:
     """checkpoint: DCP checkpoints."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     """metrics: Prometheus / status server."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """eval: held-out split and evaluation schedule."""
 
     def __post_init__(self) -> None:
         allowed = _MODEL_DATASETS[self.model.name]
@@ -213,6 +244,13 @@ class Config:
                 return int(raw)
             except ValueError:
                 raise ValueError(f"DISTTRAIN_{name}={raw!r} is not an integer") from None
+
+        def real(name: str, default: float) -> float:
+            raw = get(name, str(default))
+            try:
+                return float(raw)
+            except ValueError:
+                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not a number") from None
 
         def flag(name: str) -> bool:
             raw = get(name, "false").lower()
@@ -253,6 +291,11 @@ class Config:
                 namespace=get("NAMESPACE", ""),
                 pod=get("POD_NAME", ""),
                 termination_log=get("TERMINATION_LOG", ""),
+            ),
+            eval=EvalConfig(
+                fraction=real("EVAL_FRACTION", 0.1),
+                fold=num("EVAL_FOLD", 0),
+                interval_steps=num("EVAL_INTERVAL_STEPS", 0),
             ),
         )
 

@@ -19,6 +19,7 @@ from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import ShardedLoader
+from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
 from disttrain_trainer.models import LossFn
 
@@ -36,6 +37,7 @@ class Components:
     checkpoint: CheckpointManager
     metrics: Metrics
     scaler: torch.amp.GradScaler | None = None
+    evaluator: Evaluator | None = None
 
 
 @dataclass(kw_only=True)
@@ -45,6 +47,8 @@ class Result:
     preempted: bool = False
     losses: dict[int, float] = field(default_factory=dict)
     """Data-parallel mean loss at each log step."""
+    eval_losses: dict[int, float] = field(default_factory=dict)
+    """Held-out loss at each evaluation step."""
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
@@ -88,17 +92,29 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
             mean_loss = _dp_mean(loss, ctx)
             result.losses[step] = mean_loss
         c.metrics.record_step(step, mean_loss)
+        if c.evaluator is not None and c.evaluator.due(step) and step < cfg.steps:
+            _evaluate(c, autocast, result)
         if c.checkpoint.should_save(step):
             c.checkpoint.save(step)
         c.checkpoint.poll()
         c.metrics.record_checkpoint(c.checkpoint.latest)
     else:
+        if c.evaluator is not None:
+            _evaluate(c, autocast, result)
         c.checkpoint.save(c.state.step)  # the final state (no-op if just saved)
     c.checkpoint.wait()
     c.metrics.record_checkpoint(c.checkpoint.latest)
     result.step = c.state.step
     c.metrics.finish(INTERRUPTED if result.preempted else FINISHED, result.step)
     return result
+
+
+def _evaluate(c: Components, autocast: contextlib.AbstractContextManager, result: Result) -> None:
+    assert c.evaluator is not None
+    loss = c.evaluator.evaluate(c.model, autocast)
+    result.eval_losses[c.state.step] = loss
+    c.metrics.record_eval(c.state.step, loss)
+    c.metrics.start()  # evaluation time is not the next step's
 
 
 def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: contextlib.AbstractContextManager) -> torch.Tensor:

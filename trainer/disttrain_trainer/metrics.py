@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,11 +51,16 @@ class Sink(Protocol):
 
     def checkpoint(self, info: CheckpointInfo) -> None: ...
 
+    def eval(self, step: int, loss: float) -> None: ...
+
     def close(self) -> None: ...
 
 
 class NullSink:
     def step(self, m: StepMetrics) -> None:
+        pass
+
+    def eval(self, step: int, loss: float) -> None:
         pass
 
     def checkpoint(self, info: CheckpointInfo) -> None:
@@ -78,6 +84,9 @@ class LogSink:
     def checkpoint(self, info: CheckpointInfo) -> None:
         pass
 
+    def eval(self, step: int, loss: float) -> None:
+        log.info("step %d eval loss %.4f (held-out split)", step, loss)
+
     def close(self) -> None:
         pass
 
@@ -99,6 +108,7 @@ class PrometheusSink:
         self.save_s = gauge("disttrain_checkpoint_save_seconds", "Duration of the last checkpoint save.")
         self.ckpt_step = gauge("disttrain_checkpoint_last_step", "Step of the newest complete checkpoint.")
         self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds", "Unix time of the newest complete checkpoint.")
+        self.eval_loss = gauge("disttrain_train_eval_loss", "Loss on the held-out split at the last evaluation.")
         self.restarts.set(restarts)
 
     def step(self, m: StepMetrics) -> None:
@@ -115,6 +125,9 @@ class PrometheusSink:
         if info.save_seconds:
             self.save_s.set(info.save_seconds)
 
+    def eval(self, step: int, loss: float) -> None:
+        self.eval_loss.set(loss)
+
     def close(self) -> None:
         pass
 
@@ -129,7 +142,7 @@ class StatusSink:
         default_factory=lambda: {
             "step": 0, "totalSteps": 0, "loss": None, "samplesPerSecond": 0.0,
             "tokensPerSecond": 0.0, "stepSeconds": None, "worldSize": 0, "checkpoint": None,
-            "lastUpdateTime": _now_iso(), "outcome": None,
+            "lastUpdateTime": _now_iso(), "outcome": None, "evalLoss": None, "evalStep": None,
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -147,6 +160,10 @@ class StatusSink:
     def checkpoint(self, info: CheckpointInfo) -> None:
         with self.lock:
             self.doc["checkpoint"] = info.as_status()
+
+    def eval(self, step: int, loss: float) -> None:
+        with self.lock:
+            self.doc.update(evalLoss=round(loss, 6) if math.isfinite(loss) else None, evalStep=step)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:
@@ -243,6 +260,10 @@ class Metrics:
         if info is not None:
             for sink in self.sinks:
                 sink.checkpoint(info)
+
+    def record_eval(self, step: int, loss: float) -> None:
+        for sink in self.sinks:
+            sink.eval(step, loss)
 
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""

@@ -45,6 +45,7 @@ class TrainerReport:
     outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
     eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
     eval_step: int | None = None
+    eval_history: tuple[tuple[int, float | None], ...] = ()  # the run's latest evaluations, oldest first
 
     @property
     def finished(self) -> bool:
@@ -94,6 +95,7 @@ def parse_report(data: Any) -> TrainerReport | None:
         outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
         eval_loss=_num(data.get("evalLoss")),
         eval_step=_int(data.get("evalStep")),
+        eval_history=_history(data.get("evalHistory")),
     )
 
 
@@ -111,6 +113,14 @@ def _checkpoint(value: Any) -> CheckpointReport | None:
     return CheckpointReport(step=_int(value["step"]),  # type: ignore[arg-type]
                             time=value.get("time") if isinstance(value.get("time"), str) else None,
                             path=value.get("path") if isinstance(value.get("path"), str) else None)
+
+
+def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple((step, _num(loss)) for item in value[:1000]
+                 if isinstance(item, list) and len(item) == 2 and (step := _int(item[0])) is not None
+                 for loss in item[1:])
 
 
 def _int(value: Any) -> int | None:

@@ -17,6 +17,10 @@ from disttrain_trainer.models import model_spec
 from disttrain_trainer.parallelize import parallelize
 
 
+# Evaluation keeps no activations for a backward pass: 4 training micro-batches fit.
+EVAL_BATCH_FACTOR = 4
+
+
 def build(cfg: Config, ctx: RunContext) -> loop.Components:
     spec = model_spec(cfg.model.name, dataset=cfg.data.dataset, vocab_size=VOCAB_SIZE,
                       in_features=IN_FEATURES, classes=CLASSES)
@@ -49,7 +53,7 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
         model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, loss_fn=spec.loss_fn,
         state=state, scaler=scaler,
         evaluator=None if held_out is None else Evaluator(
-            cfg.eval, held_out, loss_fn=spec.loss_fn, batch_size=cfg.data.batch_size, dp_rank=ctx.dp_rank,
+            cfg.eval, held_out, loss_fn=spec.loss_fn, batch_size=EVAL_BATCH_FACTOR * cfg.data.batch_size, dp_rank=ctx.dp_rank,
             dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),  # type: ignore[arg-type]
         metrics=build_metrics(

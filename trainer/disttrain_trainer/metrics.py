@@ -41,6 +41,11 @@ class StepMetrics:
     loss: float | None = None  # only on log steps (all-reduced there)
 
 
+# Evaluations /status keeps, newest last: a poller (a sweep's pruner) sees every one
+# though it polls less often than the trainer evaluates; small enough for the 4 KiB
+# termination message.
+EVAL_HISTORY = 32
+
 # The trainer's final word: all steps done, or stopped on a signal before the end.
 FINISHED = "Finished"
 INTERRUPTED = "Interrupted"
@@ -162,8 +167,10 @@ class StatusSink:
             self.doc["checkpoint"] = info.as_status()
 
     def eval(self, step: int, loss: float) -> None:
+        value = round(loss, 6) if math.isfinite(loss) else None
         with self.lock:
-            self.doc.update(evalLoss=round(loss, 6) if math.isfinite(loss) else None, evalStep=step)
+            history = [*self.doc.get("evalHistory", []), [step, value]][-EVAL_HISTORY:]
+            self.doc.update(evalLoss=value, evalStep=step, evalHistory=history)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:

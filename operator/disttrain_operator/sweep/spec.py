@@ -153,10 +153,11 @@ def _params(value: Any, errors: list[FieldError]) -> tuple[Param, ...]:
         where = f"parameters[{path}]"
         leaf = field_type(str(path))
         if leaf is None:
+            inside = [p for p in _all_paths() if p.startswith(f"{path}.")]
+            hint = (f"name one of its fields: {', '.join(inside[:6])}" if inside else
+                    did_you_mean(str(path), _all_paths()) or "e.g. spec.trainer.builtin.learningRate")
             errors.append(FieldError(where, path, "is not a field of a DistributedTraining's spec",
-                                     "a dotted path to a number, string or boolean field in docs/api.md",
-                                     did_you_mean(str(path), _all_paths()) or
-                                     "e.g. spec.trainer.builtin.learningRate"))
+                                     "a dotted path to a number, string or boolean field in docs/api.md", hint))
             continue
         param = _param(str(path), where, body, leaf, errors)
         if param is not None:
@@ -244,8 +245,8 @@ def _against_template(spec: SweepSpec) -> list[FieldError]:
             result = validate_document(patch(spec.template, {p.path: value}))
             bad = [e for e in result.errors if e.path == p.path] or result.errors[:1]
             for e in bad:
-                errors.append(FieldError(field_path, value, f"makes the template invalid: {e.problem}",
-                                         e.allowed, e.hint or "narrow the range"))
+                errors.append(FieldError(field_path, value, f"makes the template invalid: {e.problem}", e.allowed,
+                                         "remove it from choices" if p.choices else e.hint or "narrow the range"))
     builtin = values_at(spec.template, "spec.trainer.builtin")
     swept = {p.path for p in spec.params}
     if spec.folds:

@@ -116,11 +116,14 @@ def _checkpoint(value: Any) -> CheckpointReport | None:
 
 
 def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
+    """[[step, loss], ...] -> ((step, loss), ...); malformed entries are skipped."""
     if not isinstance(value, list):
         return ()
-    return tuple((step, _num(loss)) for item in value[:1000]
-                 if isinstance(item, list) and len(item) == 2 and (step := _int(item[0])) is not None
-                 for loss in item[1:])
+    out = []
+    for item in value[:1000]:
+        if isinstance(item, list) and len(item) == 2 and _int(item[0]) is not None:
+            out.append((item[0], _num(item[1])))
+    return tuple(out)
 
 
 def _int(value: Any) -> int | None:

@@ -74,3 +74,4 @@ def test_eval_loss_reaches_status_and_the_termination_message(tmp_path: Path) ->
     report = parse_report(doc)
     assert report is not None and report.progress()["evalLoss"] == doc["evalLoss"]
     assert report.progress()["evalStep"] == 4
+    assert [step for step, _ in report.eval_history] == [2, 4]  # every evaluation, for a sweep's pruner

@@ -59,5 +59,4 @@ class Evaluator:
         if self.world_size > 1:
             # Tensor-parallel peers score the same samples: both sums grow alike, the ratio holds.
             dist.all_reduce(totals, op=dist.ReduceOp.SUM)
-        mean = float(totals[0] / totals[1]) if totals[1] > 0 else math.nan
-        return mean
+        return float(totals[0] / totals[1]) if totals[1] > 0 else math.nan

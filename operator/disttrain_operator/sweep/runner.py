@@ -90,7 +90,9 @@ def run_sweep(spec: SweepSpec, backend: Backend, study: Any, *, stopping: thread
                     trial, resumed = study.ask(), False
                 else:
                     break
-                running[pool.submit(_run_trial, spec, backend, study, trial, resumed, out)] = trial
+                # Suggest here, not in the trial's thread: the next ask replaces study.sampler.
+                values = suggest(trial, spec.params)
+                running[pool.submit(_run_trial, spec, backend, study, trial, values, resumed, out)] = trial
             if not running:
                 break
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -105,11 +107,11 @@ def run_sweep(spec: SweepSpec, backend: Backend, study: Any, *, stopping: thread
     return study
 
 
-def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, resumed: bool, out: TextIO) -> None:
+def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values: dict[str, Any], resumed: bool,
+               out: TextIO) -> None:
     import optuna
 
     pruned = optuna.trial.TrialState.PRUNED
-    values = suggest(trial, spec.params)
     shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={_fmt(v)}" for p, v in values.items())
     _say(out, f"trial {trial.number}: {'resuming' if resumed else 'starting'} ({shown})")
     frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)

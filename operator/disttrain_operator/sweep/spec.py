@@ -104,7 +104,7 @@ def parse_sweep(data: Any, load_template: TemplateLoader) -> tuple[SweepSpec | N
     parallelism = _int(data, "parallelism", "parallelism", 1, 1, MAX_PARALLELISM, errors)
     mode = _choice(data, "", "mode", "local", MODES, errors)
     kfold = _section(data, "kfold", errors)
-    folds = _int(kfold, "kfold.folds", "folds", 0 if not kfold else unset(), 2, MAX_FOLDS, errors) if kfold else 0
+    folds = _int(kfold, "kfold.folds", "folds", unset(), 2, MAX_FOLDS, errors) if kfold else 0
     namespace = data.get("namespace")
     if namespace is not None and (not isinstance(namespace, str) or not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", namespace)):
         errors.append(FieldError("namespace", namespace, "is not a namespace name", "a DNS label",

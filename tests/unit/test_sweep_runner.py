@@ -11,7 +11,7 @@ import threading
 import optuna
 import pytest
 
-from disttrain_operator.sweep.runner import JobResult, open_study, run_sweep
+from disttrain_operator.sweep.runner import JobResult, open_study, run_sweep, space_changes
 from disttrain_operator.sweep.spec import parse_sweep
 
 TEMPLATE = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "metadata": {"name": "x"},
@@ -104,3 +104,14 @@ def test_pruning_failures_and_parallelism():
     # trial n is sampled with seed + n: the same file suggests the same values again
     again = run_sweep(spec, Backend(), open_study(spec, None), stopping=threading.Event(), out=io.StringIO())
     assert [t.params for t in again.trials] == [t.params for t in study.trials]
+
+
+def test_a_changed_search_space_is_refused_before_a_trial_runs():
+    spec = spec_of(trials=1, pruner={"type": "none"})
+    study = run_sweep(spec, Backend(), open_study(spec, None), stopping=threading.Event(), out=io.StringIO())
+    assert space_changes(spec, study) == []
+    wider = spec_of(parameters={"spec.trainer.builtin.learningRate": {"type": "float", "low": 1e-5, "high": 1e-1,
+                                                                      "log": True}})
+    assert space_changes(wider, study) == [
+        "parameters[spec.trainer.builtin.learningRate]: differs from trial 0's (FloatDistribution(high=0.1, "
+        "log=True, low=0.0001, step=None))"]

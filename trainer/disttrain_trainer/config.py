@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 Strategy = Literal["auto", "none", "ddp", "fsdp"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
@@ -238,19 +238,15 @@ class Config:
             value = env.get(f"DISTTRAIN_{name}", "")
             return value if value != "" else default
 
-        def num(name: str, default: int) -> int:
+        def num(name: str, default: float, cast: type = int, what: str = "an integer") -> Any:
             raw = get(name, str(default))
             try:
-                return int(raw)
+                return cast(raw)
             except ValueError:
-                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not an integer") from None
+                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not {what}") from None
 
         def real(name: str, default: float) -> float:
-            raw = get(name, str(default))
-            try:
-                return float(raw)
-            except ValueError:
-                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not a number") from None
+            return num(name, default, float, "a number")
 
         def flag(name: str) -> bool:
             raw = get(name, "false").lower()

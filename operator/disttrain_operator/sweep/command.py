@@ -63,7 +63,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _run(spec: SweepSpec, args: argparse.Namespace, root: Path) -> int:
-    from .runner import open_study, run_sweep
+    from .runner import open_study, run_sweep, space_changes
 
     storage = args.storage or f"sqlite:///{(root / 'study.db').resolve()}"
     stopping = threading.Event()
@@ -78,6 +78,12 @@ def _run(spec: SweepSpec, args: argparse.Namespace, root: Path) -> int:
     try:
         backend = _backend(spec, args, root, stopping)
         study = open_study(spec, storage)
+        changed = space_changes(spec, study)
+        if changed:
+            for line in changed:
+                print(f"{args.file}: error: {line}; the study {storage} was started with another search space. "
+                      "Fix: restore the ranges, or give the sweep a new name (or --workdir)", file=sys.stderr)
+            return 1
         print(f"disttrain: sweep {spec.name}: {spec.trials} trials, {spec.parallelism} at once, {spec.mode}, "
               f"sampler {spec.sampler} (seed {spec.seed}), pruner {spec.pruner}; study {storage}", flush=True)
         run_sweep(spec, backend, study, stopping=stopping, out=sys.stdout)

@@ -70,6 +70,30 @@ def open_study(spec: SweepSpec, storage: str) -> Any:
                                direction=spec.direction, pruner=make_pruner(spec))
 
 
+def space_changes(spec: SweepSpec, study: Any) -> list[str]:
+    """Where the file's search space differs from the one the stored trials were drawn
+    from (Optuna cannot resume a trial under another distribution)."""
+    import optuna.distributions as d
+
+    wanted: dict[str, Any] = {}
+    for p in spec.params:
+        if p.kind == "choice":
+            wanted[p.path] = d.CategoricalDistribution(list(p.choices))
+        elif p.kind == "int":
+            wanted[p.path] = d.IntDistribution(int(p.low), int(p.high), log=p.log, step=int(p.step or 1))
+        else:
+            wanted[p.path] = d.FloatDistribution(float(p.low), float(p.high), log=p.log, step=p.step)
+    out = []
+    for t in study.get_trials(deepcopy=False):
+        for name in sorted(set(t.distributions) | set(wanted)):
+            if t.distributions.get(name) != wanted.get(name):
+                out.append(f"parameters[{name}]: differs from trial {t.number}'s "
+                           f"({t.distributions.get(name, 'absent')})")
+        if out:
+            break
+    return out
+
+
 def run_sweep(spec: SweepSpec, backend: Backend, study: Any, *, stopping: threading.Event, out: TextIO) -> Any:
     """Run trials, at most `parallelism` at once, until `trials` have ended or `stopping`
     is set (then the running ones stop gracefully and stay resumable)."""

@@ -79,6 +79,8 @@ def test_a_template_by_path():
      "Fix: use one of median, none"),
     (sweep(objective={"metric": "accuracy"}), "objective.metric: is not supported (got 'accuracy'); allowed: "
      "evalLoss. Fix: use one of evalLoss"),
+    (sweep(sampler={"type": "random", "sead": 3}), "sampler.sead: is not a sampler field (got 3); allowed: type, "
+     "seed. Fix: did you mean 'seed'?"),
     (sweep(kfold={"folds": 1}), "kfold.folds: is out of range (got 1); allowed: an integer in 2..20. Fix: set folds"),
     (sweep(template="missing.yaml"), "template: cannot be read: missing.yaml: cannot read: No such file or "
      "directory (got 'missing.yaml'); allowed: a path to a DistributedTraining file (relative to the sweep file) "

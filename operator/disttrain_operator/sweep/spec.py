@@ -34,6 +34,7 @@ MAX_FOLDS = 20
 # <name>-t<trial, up to 5 digits>-f<fold, up to 2 digits> must still be a job name.
 MAX_NAME_LENGTH = MAX_JOB_NAME_LENGTH - len("-t00000-f00")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TOP_LEVEL = ("name", "template", "parameters", "objective", "sampler", "pruner", "trials", "parallelism",
              "mode", "kfold", "namespace")
 
@@ -90,23 +91,23 @@ def parse_sweep(data: Any, load_template: TemplateLoader) -> tuple[SweepSpec | N
                                  "starting with a letter)", "e.g. name: lr-search; it prefixes every trial's job name"))
     template = _template(data.get("template", unset()), load_template, errors)
     params = _params(data.get("parameters", unset()), errors)
-    objective = _section(data, "objective", errors)
+    objective = _section(data, "objective", ("metric", "direction"), errors)
     metric = _choice(objective, "objective", "metric", "evalLoss", OBJECTIVES, errors)
     direction = _choice(objective, "objective", "direction", "minimize", DIRECTIONS, errors)
-    sampler_section = _section(data, "sampler", errors)
+    sampler_section = _section(data, "sampler", ("type", "seed"), errors)
     sampler = _choice(sampler_section, "sampler", "type", "tpe", SAMPLERS, errors)
     seed = _int(sampler_section, "sampler.seed", "seed", 0, 0, 2**31 - 1, errors)
-    pruner_section = _section(data, "pruner", errors)
+    pruner_section = _section(data, "pruner", ("type", "startupTrials", "warmupSteps"), errors)
     pruner = _choice(pruner_section, "pruner", "type", "median", PRUNERS, errors)
     startup = _int(pruner_section, "pruner.startupTrials", "startupTrials", 2, 0, MAX_TRIALS, errors)
     warmup = _int(pruner_section, "pruner.warmupSteps", "warmupSteps", 0, 0, 100_000_000, errors)
     trials = _int(data, "trials", "trials", unset(), 1, MAX_TRIALS, errors)
     parallelism = _int(data, "parallelism", "parallelism", 1, 1, MAX_PARALLELISM, errors)
     mode = _choice(data, "", "mode", "local", MODES, errors)
-    kfold = _section(data, "kfold", errors)
+    kfold = _section(data, "kfold", ("folds",), errors)
     folds = _int(kfold, "kfold.folds", "folds", unset(), 2, MAX_FOLDS, errors) if kfold else 0
     namespace = data.get("namespace")
-    if namespace is not None and (not isinstance(namespace, str) or not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", namespace)):
+    if namespace is not None and (not isinstance(namespace, str) or not _NAMESPACE.match(namespace)):
         errors.append(FieldError("namespace", namespace, "is not a namespace name", "a DNS label",
                                  "set the namespace trials run in (cluster mode), or remove it"))
     if errors:
@@ -321,7 +322,7 @@ def _all_paths(cls: Any = t.DistributedTrainingSpec, prefix: str = "spec") -> li
 # ---- small readers -----------------------------------------------------------------------
 
 
-def _section(data: dict[str, Any], key: str, errors: list[FieldError]) -> dict[str, Any]:
+def _section(data: dict[str, Any], key: str, fields_: tuple[str, ...], errors: list[FieldError]) -> dict[str, Any]:
     value = data.get(key)
     if value is None:
         return {}
@@ -329,6 +330,10 @@ def _section(data: dict[str, Any], key: str, errors: list[FieldError]) -> dict[s
         errors.append(FieldError(key, value, "is not a mapping", "a mapping (see docs/sweeps.md)",
                                  f"write {key}: {{...}} or remove it"))
         return {}
+    for name in value:
+        if name not in fields_:
+            errors.append(FieldError(f"{key}.{name}", value[name], f"is not a {key} field", ", ".join(fields_),
+                                     did_you_mean(name, fields_) or "remove it"))
     return value
 
 

@@ -197,3 +197,15 @@ def test_table_best_and_median():
     ]
     assert summary(trials) == ("4 trials: 2 done, 1 pruned, 1 failed; best trial 2: evalLoss 1.2500 "
                                "(median over all trials 1.5000)")
+
+
+def test_the_example_sweeps_are_valid():
+    from pathlib import Path
+
+    from disttrain_operator.sweep.command import load_sweep
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "manifests" / "examples" / "sweeps").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        spec = load_sweep(str(path))
+        assert spec is not None and spec.params, path

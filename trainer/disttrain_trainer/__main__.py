@@ -53,7 +53,7 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
         model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, loss_fn=spec.loss_fn,
         state=state, scaler=scaler,
         evaluator=None if held_out is None else Evaluator(
-            cfg.eval, held_out, loss_fn=spec.loss_fn, batch_size=EVAL_BATCH_FACTOR * cfg.data.batch_size,
+            cfg=cfg.eval, dataset=held_out, loss_fn=spec.loss_fn, batch_size=EVAL_BATCH_FACTOR * cfg.data.batch_size,
             dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),  # type: ignore[arg-type]
         metrics=build_metrics(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -20,17 +21,16 @@ from disttrain_trainer.data import Dataset
 from disttrain_trainer.models import LossFn
 
 
+@dataclass(kw_only=True)
 class Evaluator:
-    def __init__(self, cfg: EvalConfig, dataset: Dataset, *, loss_fn: LossFn, batch_size: int,
-                 dp_rank: int, dp_size: int, world_size: int, device: torch.device) -> None:
-        self.cfg = cfg
-        self.dataset = dataset
-        self.loss_fn = loss_fn
-        self.batch_size = batch_size
-        self.dp_rank = dp_rank
-        self.dp_size = dp_size
-        self.world_size = world_size
-        self.device = device
+    cfg: EvalConfig
+    dataset: Dataset  # the held-out split
+    loss_fn: LossFn
+    batch_size: int
+    dp_rank: int
+    dp_size: int
+    world_size: int
+    device: torch.device
 
     def due(self, step: int) -> bool:
         """An interval evaluation falls on this step (the final one is the loop's call)."""

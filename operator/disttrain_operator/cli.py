@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where checkpoints and logs go (default: ./.disttrain/<job>)")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
     p.set_defaults(func=cmd_run)
+
+    from .sweep.command import add_parser as add_sweep_parser
+
+    add_sweep_parser(sub)
     return parser
 
 

@@ -373,7 +373,8 @@ async def poll_progress(shared: Shared, body: kopf.Body, pods_index: Any, stoppe
 def _moved(old: TrainerReport | None, new: TrainerReport) -> bool:
     if old is None:
         return True
-    return (old.step, old.checkpoint, old.outcome, old.loss) != (new.step, new.checkpoint, new.outcome, new.loss)
+    return ((old.step, old.checkpoint, old.outcome, old.loss, old.eval_loss)
+            != (new.step, new.checkpoint, new.outcome, new.loss, new.eval_loss))
 
 
 # ---- small glue ----------------------------------------------------------------------

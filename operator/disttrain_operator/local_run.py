@@ -36,9 +36,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -236,16 +238,33 @@ def _kill_tree(pid: int, sig: int) -> None:
             pass
 
 
+@dataclass(kw_only=True)
+class LocalOutcome:
+    code: int  # 0 on success, 130 when interrupted or stopped, else 1
+    final: TrainerReport | None  # the trainer's newest report (its termination message at the end)
+    stopped: bool = False  # `watch` asked to stop (a sweep pruning the trial)
+
+
 def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".disttrain", progress: bool = True,
               out: TextIO | None = None, poll_seconds: float = 0.5) -> int:
     """Run the job's pods as local torchrun agents; 0 on success, 130 on Ctrl-C, else 1."""
+    return run_local_job(job, resolved, workdir=workdir, progress=progress, out=out,
+                         poll_seconds=poll_seconds).code
+
+
+def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".disttrain", progress: bool = True,
+                  out: TextIO | None = None, poll_seconds: float = 0.5, cpus: int | None = None,
+                  watch: Callable[[dict[str, Any]], bool] | None = None) -> LocalOutcome:
+    """run_local for callers that want the final report. `watch` sees rank 0's /status at
+    every poll; when it returns True the run stops as on Ctrl-C (SIGTERM: checkpoint, exit
+    75). Off the main thread no signal handler is bound: the caller's watch stops the run."""
     out = out or sys.stderr
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
     children = render_children(job, resolved)
     n_pods = sum(1 for c in children if c.get("kind") == "Pod")
     plan = localize(children, workdir=Path(workdir), rdzv_port=free_port(),
                     metrics_ports=[free_port() for _ in range(n_pods)], rdzv_id=uuid.uuid4().hex,
-                    torchrun=torchrun, cpus=os.cpu_count() or 1)
+                    torchrun=torchrun, cpus=cpus or os.cpu_count() or 1)
     for w in plan.warnings:
         print(f"warning: {w}", file=out)
     resume = newest_checkpoint(plan.checkpoint_dir)
@@ -260,7 +279,8 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DISTTRAIN_"))}
     # Started from a background shell, SIGINT arrives ignored: Ctrl-C (and SIGTERM) must
     # still stop the run gracefully, so both are bound here whatever we inherited.
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     for node in plan.nodes:
         node.log.parent.mkdir(parents=True, exist_ok=True)
         node.report.parent.mkdir(parents=True, exist_ok=True)
@@ -271,18 +291,21 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
                                            preexec_fn=_die_with_parent))
     bar = _Progress(progress, out)
     last: dict[str, Any] = {}
-    interrupted = False
+    interrupted = stopped = False
     try:
         while any(a.poll() is None for a in agents):
             status = read_status(plan.nodes[0].metrics_port)
             if status:
                 last = status
                 bar.update(status)
+            if watch is not None and watch(status or {}):
+                stopped = True
+                raise KeyboardInterrupt
             time.sleep(poll_seconds)
     except KeyboardInterrupt:
         interrupted = True
-        print("\ninterrupted: sending SIGTERM to the agents (emergency checkpoint), "
-              f"waiting up to {plan.grace_seconds}s", file=out, flush=True)
+        print(f"\n{'stopping' if stopped else 'interrupted'}: sending SIGTERM to the agents (emergency "
+              f"checkpoint), waiting up to {plan.grace_seconds}s", file=out, flush=True)
         for a in agents:
             if a.poll() is None:
                 a.send_signal(signal.SIGTERM)
@@ -313,7 +336,7 @@ def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".di
             if code != 0:
                 tail = node.log.read_text(errors="replace").splitlines()[-25:]
                 print(f"--- last lines of {node.log} ---\n" + "\n".join(tail), file=out)
-    return 0 if ok else (130 if interrupted else 1)
+    return LocalOutcome(code=0 if ok else (130 if interrupted else 1), final=final, stopped=stopped)
 
 
 def _summary(plan: LocalPlan, codes: list[int], final: TrainerReport | None, ckpt: tuple[int, Path] | None,

@@ -43,6 +43,9 @@ class TrainerReport:
     checkpoint: CheckpointReport | None = None
     last_update_time: str | None = None
     outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
+    eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
+    eval_step: int | None = None
+    eval_history: tuple[tuple[int, float | None], ...] = ()  # the run's latest evaluations, oldest first
 
     @property
     def finished(self) -> bool:
@@ -61,6 +64,10 @@ class TrainerReport:
             out["loss"] = round(self.loss, 6)
         if self.samples_per_second is not None:
             out["samplesPerSecond"] = round(self.samples_per_second, 6)
+        if self.eval_loss is not None:
+            out["evalLoss"] = round(self.eval_loss, 6)
+            if self.eval_step is not None:
+                out["evalStep"] = self.eval_step
         return out
 
 
@@ -86,6 +93,9 @@ def parse_report(data: Any) -> TrainerReport | None:
         checkpoint=_checkpoint(data.get("checkpoint")),
         last_update_time=data.get("lastUpdateTime") if isinstance(data.get("lastUpdateTime"), str) else None,
         outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
+        eval_loss=_num(data.get("evalLoss")),
+        eval_step=_int(data.get("evalStep")),
+        eval_history=_history(data.get("evalHistory")),
     )
 
 
@@ -103,6 +113,17 @@ def _checkpoint(value: Any) -> CheckpointReport | None:
     return CheckpointReport(step=_int(value["step"]),  # type: ignore[arg-type]
                             time=value.get("time") if isinstance(value.get("time"), str) else None,
                             path=value.get("path") if isinstance(value.get("path"), str) else None)
+
+
+def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
+    """[[step, loss], ...] -> ((step, loss), ...); malformed entries are skipped."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for item in value[:1000]:
+        if isinstance(item, list) and len(item) == 2 and _int(item[0]) is not None:
+            out.append((item[0], _num(item[1])))
+    return tuple(out)
 
 
 def _int(value: Any) -> int | None:

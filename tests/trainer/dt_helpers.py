@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 import dt_worker as worker  # noqa: E402  (tests/trainer is on sys.path via conftest.py)
 from disttrain_operator.local_run import descendants  # noqa: E402
 from disttrain_trainer.config import (  # noqa: E402
-    CheckpointConfig, Config, DataConfig, ModelConfig, ParallelConfig, TrainConfig,
+    CheckpointConfig, Config, DataConfig, EvalConfig, ModelConfig, ParallelConfig, TrainConfig,
 )
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -50,8 +50,10 @@ def free_port() -> int:
 def tiny_config(*, steps: int = 4, batch: int = 4, accumulate: int = 1, strategy: str = "none",
                 mesh: tuple[int, int] = (0, 0), ckpt_dir: str = "", interval: int = 0, keep: int = 3,
                 async_save: bool = False, model: str = "gpt-nano", dataset: str = "text",
-                lr: float = 3e-3, precision: str = "32") -> Config:
-    """A config small enough that a step takes a few ms on one core."""
+                lr: float = 3e-3, precision: str = "32", eval_fraction: float = 0.0,
+                eval_interval: int = 0) -> Config:
+    """A config small enough that a step takes a few ms on one core (no held-out split
+    unless asked: the parity tests train on every sample)."""
     return Config(
         model=ModelConfig(name=model),  # type: ignore[arg-type]
         data=DataConfig(dataset=dataset, batch_size=batch, seq_len=16 if dataset == "text" else 0, seed=7),  # type: ignore[arg-type]
@@ -59,6 +61,7 @@ def tiny_config(*, steps: int = 4, batch: int = 4, accumulate: int = 1, strategy
         train=TrainConfig(steps=steps, learning_rate=lr, accumulate_grad_batches=accumulate, log_every=1,
                           warmup_steps=2, seed=11),
         checkpoint=CheckpointConfig(dir=ckpt_dir, interval_steps=interval, keep=keep, async_save=async_save),
+        eval=EvalConfig(fraction=eval_fraction, interval_steps=eval_interval),
     )
 
 

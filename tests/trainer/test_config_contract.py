@@ -11,7 +11,7 @@ import pytest
 from disttrain_operator.api import load_job
 from disttrain_operator.render import render_pod
 from disttrain_trainer.config import (
-    DEVICES_CLAMPED, FP16_ON_CPU, CheckpointConfig, Config, DataConfig, MetricsConfig, ParallelConfig,
+    DEVICES_CLAMPED, FP16_ON_CPU, CheckpointConfig, Config, DataConfig, EvalConfig, MetricsConfig, ParallelConfig,
     TrainConfig, resolve_parallel,
 )
 
@@ -49,7 +49,8 @@ def rendered_env(**spec) -> dict[str, str]:
 
 SPEC = dict(nodes=2, gpusPerNode=4, mesh={"fsdp": 4, "tp": 2}, precision="bf16-mixed", accumulateGradBatches=3,
             trainer={"builtin": {"model": "mlp", "dataset": "synthetic-classification", "steps": 77,
-                                 "batchSize": 5, "learningRate": 0.02, "seed": 11}},
+                                 "batchSize": 5, "learningRate": 0.02, "seed": 11,
+                                 "evalFraction": 0.25, "evalFold": 3, "evalIntervalSteps": 7}},
             checkpoint={"path": "/ck", "intervalSteps": 9, "keep": 4, "async": True, "claimName": "c"},
             metrics={"port": 9500})
 
@@ -65,6 +66,7 @@ def test_config_from_the_rendered_pod_env_is_the_spec():
         checkpoint=CheckpointConfig(dir="/ck", interval_steps=9, keep=4, async_save=True),
         metrics=MetricsConfig(port=9500, job="gpt", namespace="team-a", pod="gpt-worker-1",
                               termination_log="/dev/termination-log"),
+        eval=EvalConfig(fraction=0.25, fold=3, interval_steps=7),
     )
     rendered = {k for k in env.values if k.startswith("DISTTRAIN_")}
     assert env.read == rendered, "the trainer reads exactly the DISTTRAIN_* names the operator sets"
@@ -98,6 +100,10 @@ def test_boolean_env(raw, expected):
     (lambda: TrainConfig(grad_clip=-0.5), r"grad_clip=-0.5 must be >= 0"),
     (lambda: CheckpointConfig(interval_steps=-1), r"checkpoint interval_steps=-1 must be >= 0"),
     (lambda: CheckpointConfig(keep=0), r"checkpoint keep=0 must be >= 1"),
+    (lambda: EvalConfig(fraction=0.6), r"eval fraction=0.6 must be within 0..0.5"),
+    (lambda: EvalConfig(interval_steps=-1), r"eval interval_steps=-1 must be >= 0"),
+    (lambda: EvalConfig(fraction=0.25, fold=4), r"eval fold=4 must be within 0..3 for fraction 0.25"),
+    (lambda: Config.from_env({"DISTTRAIN_EVAL_FRACTION": "a tenth"}), r"DISTTRAIN_EVAL_FRACTION='a tenth' is not a number"),
     (lambda: MetricsConfig(port=65536), r"metrics port=65536 must be within 0..65535"),
     (lambda: MetricsConfig(port=-1), r"metrics port=-1 must be within 0..65535"),
     (lambda: Config(data=DataConfig(dataset="text"), model=Config().model.__class__(name="mlp")),

@@ -10,11 +10,16 @@ from disttrain_trainer import loop
 from disttrain_trainer.checkpoint import CheckpointManager, ModelOptimState, SchedulerState, TrainState
 from disttrain_trainer.config import Config
 from disttrain_trainer.context import RunContext
-from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset
+from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset, holdout
+from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.flops import peak_flops
 from disttrain_trainer.metrics import build_metrics
 from disttrain_trainer.models import model_spec
 from disttrain_trainer.parallelize import parallelize
+
+
+# Evaluation keeps no activations for a backward pass: 4 training micro-batches fit.
+EVAL_BATCH_FACTOR = 4
 
 
 def build(cfg: Config, ctx: RunContext) -> loop.Components:
@@ -22,7 +27,10 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
                       in_features=IN_FEATURES, classes=CLASSES)
     with torch.device("meta"):
         model = spec.build()
-    dataset = build_dataset(cfg.data.dataset, seq_len=cfg.data.seq_len or spec.context, seed=cfg.data.seed)
+    dataset, held_out = holdout(
+        build_dataset(cfg.data.dataset, seq_len=cfg.data.seq_len or spec.context, seed=cfg.data.seed),
+        fraction=cfg.eval.fraction, fold=cfg.eval.fold,
+    )
     flops_per_token = model.flops_per_token(dataset.tokens_per_sample)  # type: ignore[operator]
     model = parallelize(model, ctx, seed=cfg.train.seed)
     loader = ShardedLoader(
@@ -46,6 +54,9 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
     return loop.Components(
         model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, loss_fn=spec.loss_fn,
         state=state, scaler=scaler,
+        evaluator=None if held_out is None else Evaluator(
+            cfg=cfg.eval, dataset=held_out, loss_fn=spec.loss_fn, batch_size=EVAL_BATCH_FACTOR * cfg.data.batch_size,
+            dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),  # type: ignore[arg-type]
         metrics=build_metrics(
             cfg.metrics, is_local_rank0=ctx.is_local_rank0, is_rank0=ctx.is_rank0,

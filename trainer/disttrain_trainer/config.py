@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 Strategy = Literal["auto", "none", "ddp", "fsdp"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
@@ -157,6 +157,35 @@ class CheckpointConfig:
 
 
 @dataclass(kw_only=True, slots=True)
+class EvalConfig:
+    fraction: float = 0.1
+    """fraction: share of the dataset held out for evaluation (a contiguous block, never
+    trained on); 0 = no evaluation."""
+    fold: int = 0
+    """fold: which block is held out, 0 .. 1/fraction - 1 (k-fold: fraction 1/k, fold i)."""
+    interval_steps: int = 0
+    """interval_steps: evaluate every N steps as well as at the end; 0 = only at the end."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.fraction <= 0.5:
+            raise ValueError(f"eval fraction={self.fraction} must be within 0..0.5")
+        if self.interval_steps < 0:
+            raise ValueError(f"eval interval_steps={self.interval_steps} must be >= 0")
+        if self.fold < 0 or (self.fraction > 0 and self.fold >= self.folds):
+            raise ValueError(f"eval fold={self.fold} must be within 0..{max(0, self.folds - 1)} "
+                             f"for fraction {self.fraction}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.fraction > 0
+
+    @property
+    def folds(self) -> int:
+        """How many disjoint held-out blocks of this size the data has."""
+        return int(1 / self.fraction + 1e-9) if self.fraction > 0 else 0
+
+
+@dataclass(kw_only=True, slots=True)
 class MetricsConfig:
     port: int = 0
     """port: HTTP port of /metrics, /healthz, /status on local rank 0; 0 = off."""
@@ -189,6 +218,8 @@ class Config:
     """checkpoint: DCP checkpoints."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     """metrics: Prometheus / status server."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """eval: held-out split and evaluation schedule."""
 
     def __post_init__(self) -> None:
         allowed = _MODEL_DATASETS[self.model.name]
@@ -207,12 +238,15 @@ class Config:
             value = env.get(f"DISTTRAIN_{name}", "")
             return value if value != "" else default
 
-        def num(name: str, default: int) -> int:
+        def num(name: str, default: float, cast: type = int, what: str = "an integer") -> Any:
             raw = get(name, str(default))
             try:
-                return int(raw)
+                return cast(raw)
             except ValueError:
-                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not an integer") from None
+                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not {what}") from None
+
+        def real(name: str, default: float) -> float:
+            return num(name, default, float, "a number")
 
         def flag(name: str) -> bool:
             raw = get(name, "false").lower()
@@ -253,6 +287,11 @@ class Config:
                 namespace=get("NAMESPACE", ""),
                 pod=get("POD_NAME", ""),
                 termination_log=get("TERMINATION_LOG", ""),
+            ),
+            eval=EvalConfig(
+                fraction=real("EVAL_FRACTION", 0.1),
+                fold=num("EVAL_FOLD", 0),
+                interval_steps=num("EVAL_INTERVAL_STEPS", 0),
             ),
         )
 

@@ -20,6 +20,7 @@ from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import ShardedLoader
+from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
 from disttrain_trainer.models import LossFn
 
@@ -37,6 +38,7 @@ class Components:
     checkpoint: CheckpointManager
     metrics: Metrics
     scaler: torch.amp.GradScaler | None = None
+    evaluator: Evaluator | None = None
 
 
 @dataclass(kw_only=True)
@@ -46,6 +48,8 @@ class Result:
     preempted: bool = False
     losses: dict[int, float] = field(default_factory=dict)
     """Data-parallel mean loss at each log step."""
+    eval_losses: dict[int, float] = field(default_factory=dict)
+    """Held-out loss at each evaluation step."""
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
@@ -91,18 +95,30 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
             result.losses[step] = mean_loss
             grad_norm = None if norm is None else float(norm)
         c.metrics.record_step(step, mean_loss, grad_norm)
+        if c.evaluator is not None and c.evaluator.due(step) and step < cfg.steps:
+            _evaluate(c, autocast, result)
         with c.metrics.paused():  # checkpoint work is reported on its own, not as step time
             if c.checkpoint.should_save(step):
                 c.checkpoint.save(step)
             c.checkpoint.poll()
             c.metrics.record_checkpoint(c.checkpoint.latest)
     else:
+        if c.evaluator is not None:
+            _evaluate(c, autocast, result)
         c.checkpoint.save(c.state.step)  # the final state (no-op if just saved)
     c.checkpoint.finish(hand_off=result.preempted)
     c.metrics.record_checkpoint(c.checkpoint.latest)
     result.step = c.state.step
     c.metrics.finish(INTERRUPTED if result.preempted else FINISHED, result.step)
     return result
+
+
+def _evaluate(c: Components, autocast: contextlib.AbstractContextManager, result: Result) -> None:
+    assert c.evaluator is not None
+    with c.metrics.paused():  # evaluation time is not step time
+        loss = c.evaluator.evaluate(c.model, autocast)
+    result.eval_losses[c.state.step] = loss
+    c.metrics.record_eval(c.state.step, loss)
 
 
 def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: contextlib.AbstractContextManager,

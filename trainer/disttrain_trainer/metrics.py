@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -52,6 +53,11 @@ class StepMetrics:
     mfu: float | None = None  # None when the device's peak is unknown (CPU, unlisted GPU)
 
 
+# Evaluations /status keeps, newest last: a poller (a sweep's pruner) sees every one
+# though it polls less often than the trainer evaluates; small enough for the 4 KiB
+# termination message.
+EVAL_HISTORY = 32
+
 # The trainer's final word: all steps done, or stopped on a signal before the end.
 FINISHED = "Finished"
 INTERRUPTED = "Interrupted"
@@ -62,11 +68,16 @@ class Sink(Protocol):
 
     def checkpoint(self, info: CheckpointInfo) -> None: ...
 
+    def eval(self, step: int, loss: float) -> None: ...
+
     def close(self) -> None: ...
 
 
 class NullSink:
     def step(self, m: StepMetrics) -> None:
+        pass
+
+    def eval(self, step: int, loss: float) -> None:
         pass
 
     def checkpoint(self, info: CheckpointInfo) -> None:
@@ -91,6 +102,9 @@ class LogSink:
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         pass
+
+    def eval(self, step: int, loss: float) -> None:
+        log.info("step %d eval loss %.4f (held-out split)", step, loss)
 
     def close(self) -> None:
         pass
@@ -128,6 +142,7 @@ class PrometheusSink:
                                "synchronous, the copy to CPU memory when async); excluded from step time.")
         self.ckpt_step = gauge("disttrain_checkpoint_last_step", "Step of the newest complete checkpoint.")
         self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds", "Unix time of the newest complete checkpoint.")
+        self.eval_loss = gauge("disttrain_train_eval_loss", "Loss on the held-out split at the last evaluation.")
         self.restarts.set(restarts)
 
     def step(self, m: StepMetrics) -> None:
@@ -151,6 +166,9 @@ class PrometheusSink:
             self.save_s.set(info.save_seconds)
             self.blocked_s.set(info.blocked_seconds)
 
+    def eval(self, step: int, loss: float) -> None:
+        self.eval_loss.set(loss)
+
     def close(self) -> None:
         pass
 
@@ -166,7 +184,7 @@ class StatusSink:
             "step": 0, "totalSteps": 0, "loss": None, "gradNorm": None, "samplesPerSecond": 0.0,
             "tokensPerSecond": 0.0, "stepSeconds": None, "flopsPerToken": 0.0, "mfu": None,
             "worldSize": 0, "checkpoint": None, "checkpointSaveSeconds": None, "checkpointBlockedSeconds": None,
-            "lastUpdateTime": _now_iso(), "outcome": None,
+            "lastUpdateTime": _now_iso(), "outcome": None, "evalLoss": None, "evalStep": None,
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -190,6 +208,12 @@ class StatusSink:
             if info.save_seconds:  # saved by this process (not found on disk at start)
                 self.doc["checkpointSaveSeconds"] = round(info.save_seconds, 6)
                 self.doc["checkpointBlockedSeconds"] = round(info.blocked_seconds, 6)
+
+    def eval(self, step: int, loss: float) -> None:
+        value = round(loss, 6) if math.isfinite(loss) else None
+        with self.lock:
+            history = [*self.doc.get("evalHistory", []), [step, value]][-EVAL_HISTORY:]
+            self.doc.update(evalLoss=value, evalStep=step, evalHistory=history)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:
@@ -311,6 +335,10 @@ class Metrics:
         if info is not None:
             for sink in self.sinks:
                 sink.checkpoint(info)
+
+    def record_eval(self, step: int, loss: float) -> None:
+        for sink in self.sinks:
+            sink.eval(step, loss)
 
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""

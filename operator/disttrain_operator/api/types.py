@@ -71,6 +71,19 @@ class BuiltinTrainer:
     seed: int | None = spec_field(
         "seed: seeds weights, data order and dropout; the same seed gives the same run.",
         default=1234, minimum=0, maximum=2**31 - 1)
+    eval_fraction: float | None = spec_field(
+        "evalFraction: share of the dataset held out as a contiguous block, never trained "
+        "on, to measure status.progress.evalLoss. 0 turns evaluation off.",
+        default=0.1, minimum=0, maximum=0.5)
+    eval_fold: int | None = spec_field(
+        "evalFold: which block of size evalFraction is held out, counted from the start "
+        "of the dataset: 0 .. 1/evalFraction - 1. For k-fold cross-validation run k jobs "
+        "with evalFraction 1/k and evalFold 0 .. k-1.",
+        default=0, minimum=0, maximum=1000)
+    eval_interval_steps: int | None = spec_field(
+        "evalIntervalSteps: evaluate every N steps as well as after the last one; 0 = "
+        "only after the last step.",
+        default=0, minimum=0, maximum=100_000_000)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -373,6 +386,9 @@ class Progress:
     total_steps: int | None = spec_field("totalSteps: steps the job will run.")
     loss: float | None = spec_field("loss: training loss at the last logged step.")
     samples_per_second: float | None = spec_field("samplesPerSecond: global throughput.")
+    eval_loss: float | None = spec_field(
+        "evalLoss: loss on the held-out split (builtin.evalFraction) at evalStep.")
+    eval_step: int | None = spec_field("evalStep: the step evalLoss was measured at.")
     percent_complete: str | None = spec_field("percentComplete: step / totalSteps, e.g. 45%.")
 
 

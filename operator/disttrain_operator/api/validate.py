@@ -112,6 +112,11 @@ def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
             errors.append(FieldError("spec.trainer.builtin.dataset", builtin.dataset,
                                      f"does not fit model {builtin.model}", fit,
                                      f"set dataset to {fit.split(' or ')[0]} or remove it"))
+        folds = int(1 / builtin.eval_fraction + 1e-9) if builtin.eval_fraction else 1
+        if builtin.eval_fold >= folds:
+            errors.append(FieldError("spec.trainer.builtin.evalFold", builtin.eval_fold,
+                                     f"is past the last block of evalFraction {builtin.eval_fraction}",
+                                     f"0..{folds - 1}", "lower evalFold or evalFraction (k-fold: 1/k and 0..k-1)"))
     return errors
 
 

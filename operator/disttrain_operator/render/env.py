@@ -52,6 +52,11 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
         values |= {"DISTTRAIN_MODEL": b.model, "DISTTRAIN_DATASET": b.dataset,
                    "DISTTRAIN_STEPS": b.steps, "DISTTRAIN_BATCH_SIZE": b.batch_size,
                    "DISTTRAIN_LEARNING_RATE": b.learning_rate, "DISTTRAIN_SEED": b.seed}
+        # Only when set away from the trainer's own defaults: a new env entry changes the
+        # pod template hash, and an upgraded operator would replace every running worker.
+        evaluation = {"DISTTRAIN_EVAL_FRACTION": (b.eval_fraction, 0.1), "DISTTRAIN_EVAL_FOLD": (b.eval_fold, 0),
+                      "DISTTRAIN_EVAL_INTERVAL_STEPS": (b.eval_interval_steps, 0)}
+        values |= {name: value for name, (value, default) in evaluation.items() if value != default}
     values |= {
         "DISTTRAIN_CHECKPOINT_DIR": ckpt.path,
         "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS": ckpt.interval_steps,

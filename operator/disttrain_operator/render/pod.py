@@ -154,9 +154,17 @@ _LIVE_FIELDS = frozenset(f.name for f, _ in fields_of(t.DistributedTrainingSpec)
                          if not meta_of(f).immutable_while_running)
 
 
+# builtin fields added after the hash was fixed, at the values that render no env.
+_ADDED_DEFAULTS = {"eval_fraction": 0.1, "eval_fold": 0, "eval_interval_steps": 0}
+
+
 def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     """Changes exactly when running pods no longer match the spec and must be replaced."""
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
+    builtin = spec["trainer"].get("builtin")
+    if builtin:  # fields added later count only when used: an upgrade replaces no workers
+        spec["trainer"]["builtin"] = {k: v for k, v in builtin.items()
+                                      if k not in _ADDED_DEFAULTS or v != _ADDED_DEFAULTS[k]}
     topology = {"min": resolved.min_nodes, "max": resolved.max_nodes,
                 "nproc": resolved.nproc_per_node, "strategy": resolved.strategy,
                 "precision": resolved.precision}

@@ -70,6 +70,36 @@ class SyntheticDataset:
         return self.x[idx], self.y[idx]
 
 
+class Subset:
+    """Some samples of a dataset, renumbered 0..len-1 (the training or held-out split)."""
+
+    def __init__(self, dataset: Dataset, indices: torch.Tensor) -> None:
+        self.dataset = dataset
+        self.indices = indices
+        self.tokens_per_sample = dataset.tokens_per_sample
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def get(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.dataset.get(self.indices[idx])
+
+
+def holdout(dataset: Dataset, *, fraction: float, fold: int) -> tuple[Dataset, Dataset | None]:
+    """(train, held out): block `fold` of size floor(len * fraction), counted from the
+    start, is held out. Contiguous and seed-free, so every run, world size and trial of a
+    sweep scores on the same samples; fraction 1/k with folds 0..k-1 is k-fold."""
+    size = int(len(dataset) * fraction)
+    if size == 0:
+        return dataset, None
+    start = fold * size
+    if start + size > len(dataset):
+        raise ValueError(f"eval fold {fold} of size {size} is past the dataset's {len(dataset)} samples")
+    every = torch.arange(len(dataset))
+    held = (every >= start) & (every < start + size)
+    return Subset(dataset, every[~held]), Subset(dataset, every[held])
+
+
 def build_dataset(name: str, *, seq_len: int, seed: int) -> Dataset:
     if name == "text":
         return TextDataset(seq_len)

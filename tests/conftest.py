@@ -126,6 +126,13 @@ class Cluster:
             )
         return proc
 
+    def wait_established(self, crd: str = "distributedtrainings.disttrain.dev", timeout: float = 60) -> None:
+        """Wait for a CRD just applied to be served. `kubectl wait` alone can answer
+        "status.conditions accessor error" when it runs before the CRD has any status (a
+        fresh, loaded cluster), so it is retried."""
+        self.wait_for(lambda: self.kubectl("wait", "--for=condition=Established", "--timeout=10s", f"crd/{crd}",
+                                           check=False).returncode == 0, timeout=timeout, what=f"CRD {crd} established")
+
     def apply(
         self,
         manifest: str | dict[str, Any] | list[dict[str, Any]],

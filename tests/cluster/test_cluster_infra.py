@@ -272,8 +272,7 @@ def test_every_manifest_passes_server_side_dry_run(cluster: Cluster) -> None:
                         errors[f"{f.relative_to(REPO)} (CRD {d['metadata']['name']})"] = err
                         continue
                     ensure("customresourcedefinition", d["metadata"]["name"], d)
-                    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                    f"customresourcedefinition/{d['metadata']['name']}")
+                    cluster.wait_established(d["metadata"]["name"])
                 namespaces = {d.get("metadata", {}).get("namespace")} - {None}
                 if d.get("kind") == "Namespace":
                     namespaces.add(d["metadata"]["name"])

@@ -19,7 +19,7 @@ EXAMPLES = sorted(glob.glob(os.path.join(REPO, "manifests", "examples", "*.yaml"
 @pytest.fixture(scope="module")
 def crd(cluster):
     cluster.kubectl("apply", "-f", CRD)
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/distributedtrainings.disttrain.dev")
+    cluster.wait_established()
     return cluster
 
 

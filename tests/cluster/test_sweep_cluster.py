@@ -105,9 +105,7 @@ class FakeOperator(threading.Thread):
 @pytest.mark.timeout(300)
 def test_cluster_sweep_bounds_labels_reads_status_and_cleans_up(cluster, namespace, tmp_path: Path) -> None:
     cluster.kubectl("apply", "-f", str(REPO / "manifests" / "crd"))
-    cluster.wait_for(lambda: cluster.kubectl("wait", "--for=condition=Established", "--timeout=10s",
-                                             "crd/distributedtrainings.disttrain.dev", check=False).returncode == 0,
-                     timeout=60, what="the CRD established")
+    cluster.wait_established()
     api = CustomObjectsApi(config.new_client_from_config(cluster.kubeconfig))
     fake = FakeOperator(api, namespace)
     env = cluster.env | {"PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}

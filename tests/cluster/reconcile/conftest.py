@@ -50,8 +50,7 @@ def operator_kubeconfig(cluster) -> str:
     cluster.kubectl("apply", "-f", str(MANIFESTS / "crd"))
     cluster.kubectl("apply", "-f", str(MANIFESTS / "operator" / "namespace.yaml"))
     cluster.kubectl("apply", "-f", str(MANIFESTS / "rbac"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/distributedtrainings.disttrain.dev")
+    cluster.wait_established()
     return cluster.kubeconfig_for_service_account(OPERATOR_NS, OPERATOR_SA)
 
 

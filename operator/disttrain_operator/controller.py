@@ -29,7 +29,7 @@ import kopf
 from . import conditions as c
 from .api.names import worker_index
 from .api.policy import PodPolicy
-from .api.validate import validate_document
+from .api.validate import Validation, validate_document
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, status_patch
@@ -94,6 +94,7 @@ class Shared:
     memories: dict[str, JobMemory] = field(default_factory=dict)  # by job uid
     seen: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # what last woke a job
     gone: dict[str, float] = field(default_factory=dict)  # uids of deleted jobs -> when (monotonic)
+    validations: dict[str, tuple[Any, Validation]] = field(default_factory=dict)  # uid -> (generation, result)
 
     def wake(self, key: Key) -> None:
         waker = self.wakers.get(key)
@@ -121,11 +122,23 @@ class Shared:
         for old in [u for u, when in self.gone.items() if clock - when > GONE_SECONDS]:
             del self.gone[old]
 
+    def validate(self, body: kopf.Body) -> Validation:
+        """The job's spec validated once per generation: the API server bumps it on every
+        spec change, and passes and progress polls between changes reuse the result."""
+        uid, generation = body.metadata.uid, body.metadata.get("generation")
+        cached = self.validations.get(uid)
+        if cached is not None and generation is not None and cached[0] == generation:
+            return cached[1]
+        validation = validate_document(_document(body), self.pod_policy)
+        self.validations[uid] = (generation, validation)
+        return validation
+
     def forget(self, key: Key, uid: str | None) -> None:
         self.reports.pop(key, None)
         self.seen.pop(key, None)
         if uid:
             self.memories.pop(uid, None)
+            self.validations.pop(uid, None)
         self.metrics.forget(*key)
 
 
@@ -195,7 +208,7 @@ async def reconcile(shared: Shared, body: kopf.Body, observed: list[PodInfo]) ->
         return None  # being deleted: the garbage collector removes the children
     mem = shared.memories.setdefault(uid, JobMemory())
     moment = now()
-    validation = validate_document(_document(body), shared.pod_policy)
+    validation = shared.validate(body)
     base = mem.last_status if mem.last_status is not None else dict(body.get("status") or {})
     job = JobState(name=name, namespace=namespace, generation=body.metadata.get("generation"),
                    status=base, validation=validation)
@@ -349,25 +362,42 @@ def _observe_metrics(shared: Shared, plan: Plan, job: JobState, body: kopf.Body,
 
 async def poll_progress(shared: Shared, body: kopf.Body, pods_index: Any, stopped: kopf.DaemonStopped) -> None:
     """Read a ready trainer's /status every progress period; wake the job when it moved.
-    Its own loop, so slow or silent trainers never delay a reconcile."""
-    key = (body.metadata.namespace, body.metadata.name)
-    while not stopped and body.metadata.uid not in shared.gone:
-        await stopped.wait(shared.settings.progress_seconds)
-        if stopped or body.metadata.uid in shared.gone or (body.get("status") or {}).get("phase") not in ("Running", "Restarting"):
+    Its own loop, so slow or silent trainers never delay a reconcile. A job whose trainer
+    does not answer (a script without a status server, a network policy in the way) is
+    asked less and less often, up to SILENT_TRAINER_MAX_SECONDS, and at the normal
+    period again as soon as it answers."""
+    key, uid = (body.metadata.namespace, body.metadata.name), body.metadata.uid
+    silent = 0  # polls in a row that got no report
+    while not stopped and uid not in shared.gone:
+        await stopped.wait(silent_poll_seconds(shared.settings.progress_seconds, silent))
+        if stopped or uid in shared.gone or (body.get("status") or {}).get("phase") not in ("Running", "Restarting"):
             continue
-        validation = validate_document(_document(body), shared.pod_policy)
+        validation = shared.validate(body)
         if not validation.ok:
             continue
         port = validation.job.spec.metrics.port
-        own = [p for p in _pods_of(pods_index, key) if p.owner_uid == body.metadata.uid]
+        own = [p for p in _pods_of(pods_index, key) if p.owner_uid == uid]
         report = None
         for pod in status_sources(own):
             report = parse_report(await shared.kube.trainer_status(pod.ip, port))
             if report is not None:
                 break
+        silent = 0 if report is not None else silent + 1
         if report is not None and _moved(shared.reports.get(key), report):
             shared.reports[key] = report
             shared.wake(key)
+
+
+# A trainer that does not answer /status is asked at most this rarely.
+SILENT_TRAINER_MAX_SECONDS = 120.0
+
+
+def silent_poll_seconds(period: float, silent: int) -> float:
+    """The wait before the next /status poll after `silent` unanswered ones in a row:
+    the period, doubling from the second miss, capped (the first miss may be a restart)."""
+    if silent <= 1:
+        return period
+    return min(period * 2 ** (silent - 1), max(period, SILENT_TRAINER_MAX_SECONDS))
 
 
 def _moved(old: TrainerReport | None, new: TrainerReport) -> bool:

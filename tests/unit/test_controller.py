@@ -111,3 +111,21 @@ def test_the_phase_gauge_moves_one_job_at_a_time():
     metrics.observe_phase(("ns", "j1"), None)
     values = {p: metrics.jobs.labels(phase=p)._value.get() for p in ("Pending", "Running")}
     assert values == {"Pending": 1, "Running": 1}
+
+
+def test_a_silent_trainer_is_polled_less_and_less_often_up_to_a_cap():
+    from disttrain_operator.controller import SILENT_TRAINER_MAX_SECONDS, silent_poll_seconds
+
+    assert [silent_poll_seconds(15, n) for n in range(7)] == [15, 15, 30, 60, 120, 120, 120]
+    assert SILENT_TRAINER_MAX_SECONDS == 120
+    assert silent_poll_seconds(300, 5) == 300  # a longer configured period is never shortened
+
+
+def test_a_spec_is_validated_once_per_generation_and_forgotten_with_the_job():
+    shared = Shared(settings=Settings(), kube=None, metrics=OperatorMetrics(), policy=Policy())  # type: ignore[arg-type]
+    first = shared.validate(body())
+    assert shared.validate(body()) is first  # status writes and polls between changes reuse it
+    assert shared.validate(body(generation=2)) is not first  # a spec change is validated again
+    assert shared.validate(body(uid="u2")) is not first  # another job of the same name too
+    shared.job_event(("ns", "demo"), body(), "DELETED")
+    assert "u1" not in shared.validations and "u1" in shared.gone

@@ -1,0 +1,106 @@
+"""manifests/ as users apply it: every file and every kustomization passes kubeconform
+strict against the API server's own schemas, and `kubectl apply -k manifests/` works in one
+shot on a fresh cluster (no "no matches for kind", no second run)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from api_schemas import REPO, kubeconform, problems
+
+pytestmark = pytest.mark.cluster
+
+MANIFESTS = REPO / "manifests"
+# Applied in one shot on a fresh cluster; manifests/ha/ goes on top of manifests/.
+ONE_SHOT = ["manifests", "manifests/namespaced"]
+KUSTOMIZATIONS = [*ONE_SHOT, "manifests/ha"]
+FILES = sorted(p for p in glob.glob(str(MANIFESTS / "**" / "*.yaml"), recursive=True)
+               if os.path.basename(p) != "kustomization.yaml")
+
+
+def build(cluster, path: str) -> list[dict]:
+    out = cluster.kubectl("kustomize", str(REPO / path)).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_every_manifest_file_passes_kubeconform_strict(cluster):
+    results = kubeconform(cluster, *FILES)
+    assert {r["filename"] for r in results} == set(FILES)
+    assert not problems(results), "\n".join(problems(results))
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_every_kustomization_passes_kubeconform_strict(cluster, path):
+    docs = build(cluster, path)
+    results = kubeconform(cluster, text=yaml.safe_dump_all(docs))
+    assert len(results) == len(docs)
+    assert not problems(results), "\n".join(problems(results))
+
+
+@pytest.mark.parametrize("path", ONE_SHOT)
+def test_one_shot_kustomizations_hold_no_object_of_a_kind_they_define(cluster, path):
+    """kubectl maps every object to a served resource before it applies any: an object whose
+    kind a CRD in the same apply defines fails until a second run."""
+    docs = build(cluster, path)
+    defined = {(d["spec"]["group"], d["spec"]["names"]["kind"]) for d in docs
+               if d["kind"] == "CustomResourceDefinition"}
+    used = {(d["apiVersion"].split("/")[0], d["kind"]) for d in docs}
+    assert not used & defined, used & defined
+
+
+@pytest.fixture(scope="module")
+def fresh_cluster(request, cluster):
+    """A second control plane with nothing installed. It asks for `cluster` first so the
+    session cluster's KUBECONFIG is the one restored after this module."""
+    from e2e.conftest import start_cluster  # tests/conftest.py's, loaded by path there
+
+    env = {"DISTTRAIN_FAKE_GPU_NODES": "0", "DISTTRAIN_FAKE_CPU_NODES": "0"}
+    yield from start_cluster(request, f"fresh-{os.getpid()}", env)
+
+
+def test_apply_k_manifests_in_one_shot_on_a_fresh_cluster_then_ha_on_top(fresh_cluster):
+    assert fresh_cluster.kubectl("get", "crd", "-o", "name").stdout.strip() == ""
+    proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower(), proc.stderr
+    deployment = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")
+    # One replica, no peering: nothing here needs an object of the peering CRD.
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces"]
+    for kind, name in [("crd", "distributedtrainings.disttrain.dev"), ("crd", "clusterkopfpeerings.kopf.dev"),
+                       ("clusterrole", "disttrain-operator"), ("clusterrolebinding", "disttrain-operator")]:
+        assert fresh_cluster.try_get(kind, name), (kind, name)
+    assert fresh_cluster.try_get("serviceaccount", "disttrain-operator", "disttrain-system")
+    assert fresh_cluster.try_get("service", "disttrain-operator-metrics", "disttrain-system")
+
+    proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "ha"), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert fresh_cluster.try_get("clusterkopfpeering", "disttrain")
+    args = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+    assert args == ["--all-namespaces", "--peering=disttrain", "--priority=100"]
+
+    proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "namespaced"), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert fresh_cluster.try_get("role", "disttrain-operator", "disttrain-jobs")
+
+
+def test_the_old_layout_would_fail_on_a_fresh_cluster(cluster, tmp_path):
+    """The failure the one-shot layout avoids, shown with kubectl itself: a CRD and an
+    object of its kind in one apply are refused when the kind is not served yet."""
+    crd = next(yaml.safe_load_all((MANIFESTS / "crd" / "kopf-peering.yaml").read_text()))
+    crd["metadata"]["name"] = "oneshotprobes.example.dev"
+    crd["spec"].update(group="example.dev", names={"kind": "OneShotProbe", "plural": "oneshotprobes",
+                                                   "singular": "oneshotprobe"})
+    probe = {"apiVersion": "example.dev/v1", "kind": "OneShotProbe", "metadata": {"name": "probe"}}
+    (tmp_path / "both.yaml").write_text(yaml.safe_dump_all([crd, probe]))
+    try:
+        proc = subprocess.run(["kubectl", "apply", "-f", str(tmp_path / "both.yaml")], env=cluster.env,
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and 'no matches for kind "OneShotProbe"' in proc.stderr, proc.stderr
+    finally:
+        cluster.kubectl("delete", "crd", "oneshotprobes.example.dev", "--ignore-not-found", check=False)

@@ -9,8 +9,9 @@
 #   hack/images.sh names            print "NAME KEY" per image
 #   hack/images.sh pause-name       the pod sandbox image containerd is told to use
 #   hack/images.sh archive NAME OUT write a docker-archive (kind load image-archive)
-#   hack/images.sh build-args       the --build-arg flags both builders pass (this one,
-#                                   and docker in hack/kind-up.sh) besides BASE_IMAGE
+#   hack/images.sh build-args       the flags both builders pass (this one, and docker in
+#                                   hack/kind-up.sh) besides BASE_IMAGE: the version and
+#                                   revision (the source key) for the OCI labels
 #   hack/images.sh sizes            print "NAME SIZE" per built image (uncompressed)
 #
 # The Dockerfile's base is the build arg BASE_IMAGE (default python:3.11-slim,
@@ -118,9 +119,9 @@ build_pause() {
   log "pause: $name built"
 }
 
-# VERSION and REVISION for the Dockerfile's OCI labels: the package version and the
-# source key (what the image was built from).
-build_args() { printf -- '--build-arg VERSION=%s --build-arg REVISION=%s\n' "$VERSION" "$(source_key)"; }
+# The OCI version (a build arg) and revision: the source key, what the image was built
+# from, as a --label, which touches no cached layer.
+build_args() { printf -- '--build-arg VERSION=%s --label org.opencontainers.image.revision=%s\n' "$VERSION" "$(source_key)"; }
 
 build_image() {
   local name=$1 target=${TARGETS[$1]} key stamp start=$SECONDS args

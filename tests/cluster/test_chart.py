@@ -9,6 +9,7 @@ import subprocess
 import pytest
 import yaml
 
+from api_schemas import kubeconform, problems
 from unit.test_chart_sources import METRICS, metric_names
 
 pytestmark = pytest.mark.cluster
@@ -18,6 +19,24 @@ CHART = os.path.join(REPO, "charts", "disttrain")
 ALL_ON = ["--set", "serviceMonitor.enabled=true", "--set", "podMonitor.enabled=true",
           "--set", "prometheusRule.enabled=true", "--set", "dashboards.enabled=true",
           "--set", "standby.enabled=true"]
+# Value sets the chart is linted and kubeconform-checked with: the default, everything
+# on, the namespaced mode, and other non-default values.
+VALUE_SETS = {
+    "default": [],
+    "monitoring-dashboards-standby": ALL_ON,
+    "namespaced": ["--set", "watchNamespaces={team-a,team-b}", "--set", "podPolicy.allowNamespaces={team-a}",
+                   "--set", "standby.enabled=true"],
+    "other-values": ["--set", "peering.enabled=false", "--set", "networkPolicy.enabled=false",
+                     "--set", "logFormat=plain", "--set", "metrics.port=9090", "--set", "healthPort=9091",
+                     "--set-string", "image.tag=0.2.0", "--set", "image.pullPolicy=Always",
+                     "--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
+                     "--set", "tolerations[0].operator=Exists", "--set", "tolerations[0].effect=NoSchedule",
+                     "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                              ".nodeSelectorTerms[0].matchExpressions[0].key=pool",
+                     "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                              ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+                     "--set", "resources.requests.cpu=50m", "--set", "resources.limits.cpu=1"],
+}
 
 
 def helm(cluster, *args: str) -> str:
@@ -26,8 +45,72 @@ def helm(cluster, *args: str) -> str:
     return proc.stdout
 
 
-def test_chart_lints(cluster):
-    assert "0 chart(s) failed" in helm(cluster, "lint", CHART, *ALL_ON)
+def helm_fails(cluster, *args: str) -> str:
+    proc = subprocess.run([str(cluster.bin_dir / "helm"), *args], capture_output=True, text=True, env=cluster.env)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_chart_lints_strict(cluster, values):
+    assert "0 chart(s) failed" in helm(cluster, "lint", "--strict", CHART, *values)
+
+
+def test_rendered_chart_passes_kubeconform_strict(cluster, tmp_path):
+    """Every value set, in one kubeconform run (it compiles the schemas once)."""
+    files = {}
+    for name, values in VALUE_SETS.items():
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(helm(cluster, "template", "disttrain", CHART, "-n", "disttrain-system", *values))
+    results = kubeconform(cluster, *map(str, files.values()))
+    for name, path in files.items():
+        rendered = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        assert sum(r["filename"] == str(path) for r in results) == len(rendered), name
+    assert {"Role", "KopfPeering"} <= {r["kind"] for r in results if r["filename"] == str(files["namespaced"])}
+    assert not problems(results), "\n".join(problems(results))
+
+
+def test_kubeconform_refuses_a_misspelt_field(cluster):
+    """The strict schemas fail an unknown field deep in an object, as the API server would."""
+    docs = [d for d in yaml.safe_load_all(helm(cluster, "template", "disttrain", CHART)) if d]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    (result,) = kubeconform(cluster, text=yaml.safe_dump(deployment))
+    assert result["status"] == "statusInvalid" and "readinessProbes" in result["msg"], result
+
+
+def test_helm_install_refuses_a_value_of_the_wrong_type_naming_it(cluster, namespace):
+    err = helm_fails(cluster, "install", "bad-type", CHART, "-n", namespace, "--set", "metrics.port=metrics")
+    assert "/metrics/port" in err and "want integer" in err, err
+    err = helm_fails(cluster, "install", "bad-enum", CHART, "-n", namespace, "--set", "logFormat=yaml")
+    assert "/logFormat" in err and "'json', 'plain'" in err, err
+    assert "bad-type" not in helm(cluster, "list", "-n", namespace, "-q")
+
+
+def test_helm_install_refuses_an_unknown_key_naming_it(cluster, namespace):
+    err = helm_fails(cluster, "install", "typo", CHART, "-n", namespace, "--set", "serviceMonitor.enable=true")
+    assert "/serviceMonitor" in err and "'enable' not allowed" in err, err
+    err = helm_fails(cluster, "install", "typo", CHART, "-n", namespace, "--set", "imagee.tag=x")
+    assert "'imagee' not allowed" in err, err
+    assert helm(cluster, "list", "-n", namespace, "-q").strip() == ""
+
+
+def test_standby_without_peering_fails_saying_why(cluster):
+    err = helm_fails(cluster, "template", "x", CHART, "--set", "standby.enabled=true", "--set", "peering.enabled=false")
+    assert "standby.enabled=true needs peering.enabled=true" in err, err
+
+
+def test_notes_print_the_next_commands(cluster):
+    out = helm(cluster, "install", "--dry-run=client", "dt", CHART, "-n", "ops")
+    notes = out[out.index("NOTES:"):]
+    assert "kubectl -n ops rollout status deployment/dt-operator" in notes
+    assert "kubectl -n default apply -f manifests/examples/cpu-ddp-2x1.yaml" in notes
+    assert "Monitoring" not in notes
+    out = helm(cluster, "install", "--dry-run=client", "dt", CHART, "-n", "ops", "--set", "watchNamespaces={ml}",
+               "--set", "prometheusRule.enabled=true")
+    notes = out[out.index("NOTES:"):]
+    assert "watches ml (namespaced mode)" in notes and "kubectl -n ml get dt -w" in notes
+    assert "PrometheusRule dt-operator" in notes
 
 
 def test_chart_renders_objects_the_api_server_accepts(cluster, namespace):

@@ -132,3 +132,51 @@ def test_docs_name_only_metrics_we_export():
         assert names <= METRICS, (os.path.relpath(path, ROOT), sorted(names - METRICS))
         seen |= names
     assert seen >= {"disttrain_train_step", "disttrain_operator_jobs"}, "the docs name the metrics"
+
+
+def _hack(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "hack", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_values_schema_is_generated():
+    with open(os.path.join(CHART, "values.schema.json")) as handle:
+        assert handle.read() == _hack("chart_values_schema").render(), \
+            "charts/disttrain/values.schema.json drifted from hack/chart_values_schema.py: run `make chart-docs`"
+
+
+def test_chart_readme_values_table_is_generated():
+    table = _hack("chart_values_table")
+    with open(os.path.join(CHART, "README.md")) as handle:
+        readme = handle.read()
+    assert table.replace_block(readme, table.table(*table.load())) == readme, \
+        "the values table of charts/disttrain/README.md drifted: run `make chart-docs`"
+
+
+def test_values_schema_refuses_unknown_keys_and_describes_every_value():
+    with open(os.path.join(CHART, "values.schema.json")) as handle:
+        schema = json.load(handle)
+    open_objects = []
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        if "properties" in node and node.get("additionalProperties") is not False:
+            open_objects.append(path)
+        for name, sub in node.get("properties", {}).items():
+            walk(sub, f"{path}.{name}")
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key), f"{path}[]")
+    walk(schema, "")
+    assert open_objects == [], open_objects
+    with open(os.path.join(CHART, "values.yaml")) as handle:
+        values = yaml.safe_load(handle)
+    keys = [row[0] for row in _hack("chart_values_table").rows(schema, values)]
+    assert all(row[3] for row in _hack("chart_values_table").rows(schema, values))
+    # every default in values.yaml is a documented key (helm lint checks the types)
+    for top, value in values.items():
+        assert any(k == top or k.startswith(top + ".") for k in keys), top

@@ -1,0 +1,148 @@
+"""charts/disttrain/values.schema.json, generated: types, enums and bounds for every value,
+additionalProperties false on every object with fixed keys, so `helm install` with a value
+of the wrong type or an unknown key fails naming it. The Kubernetes types among the values
+(affinity, tolerations, label selectors) are the pinned API server's own schemas, vendored
+in operator/disttrain_operator/api/k8s_openapi.py (`make openapi`), made strict the same way.
+
+    python hack/chart_values_schema.py           # print it
+    python hack/chart_values_schema.py --write   # write it (make chart-docs)
+
+tests/unit/test_chart_sources.py fails when the committed file differs from this output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+HACK = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HACK)
+sys.path[:0] = [HACK, os.path.join(ROOT, "operator")]
+
+from disttrain_operator.api import k8s  # noqa: E402
+from kubeconform_schemas import strict  # noqa: E402
+
+PATH = os.path.join(ROOT, "charts", "disttrain", "values.schema.json")
+
+
+def api_type(name: str, description: str) -> dict[str, Any]:
+    """A Kubernetes type as the API server defines it, unknown fields refused."""
+    return {**strict(k8s.schema(name, description_depth=0)), "description": description}
+
+
+def obj(desc: str, props: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """An object with fixed keys: any other key is refused."""
+    return {"type": "object", "description": desc, "additionalProperties": False, "properties": props, **kw}
+
+
+def boolean(d: str) -> dict[str, Any]:
+    return {"type": "boolean", "description": d}
+
+
+def string_map(d: str) -> dict[str, Any]:
+    return {"type": "object", "description": d, "additionalProperties": {"type": "string"}}
+
+
+def selector(d: str) -> dict[str, Any]:
+    return api_type("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector", d)
+
+
+def resources_map(d: str) -> dict[str, Any]:
+    return {"type": "object", "description": d, "additionalProperties": QUANTITY}
+
+
+DNS_LABEL = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+QUANTITY = {"oneOf": [{"type": "string", "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"},
+                      {"type": "number", "minimum": 0}]}
+DURATION = {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$"}
+PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+
+
+def values_schema() -> dict[str, Any]:
+    """The chart's values.schema.json."""
+    return {
+      "$schema": "http://json-schema.org/draft-07/schema#",
+      "title": "disttrain chart values",
+      "description": "Values of the disttrain operator chart. Unknown keys are refused (a typo fails the install instead of being ignored).",
+      "type": "object",
+      "additionalProperties": False,
+      "properties": {
+        "global": {"type": "object", "description": "global: Helm's values shared with subcharts; unused by this chart."},
+        "image": obj("image: the operator image.", {
+            "repository": {"type": "string", "minLength": 1, "description": "image.repository: the operator image without its tag."},
+            "tag": {"type": "string", "description": "image.tag: the image tag; empty means the chart's appVersion. Use --set-string for numeric tags."},
+            "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"], "description": "image.pullPolicy: the container's imagePullPolicy."}}),
+        "watchNamespaces": {"type": "array", "uniqueItems": True, "items": {**DNS_LABEL, "description": "A namespace name."},
+            "description": "watchNamespaces: the namespaces the operator watches. Empty: all namespaces (cluster-wide mode, a ClusterRole). A list: the namespaced mode, a Role and RoleBinding in each (docs/security.md)."},
+        "peering": obj("peering: kopf peering, so operator replicas elect one active.", {
+            "enabled": boolean("peering.enabled: run with --peering and create the peering object (a ClusterKopfPeering, or a KopfPeering per watched namespace)."),
+            "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "maxLength": 253, "description": "peering.name: the peering object's name, shared by the replicas."}}),
+        "standby": obj("standby: a second Deployment that waits and takes over.", {
+            "enabled": boolean("standby.enabled: add a replica with a lower peering priority (needs peering.enabled).")}),
+        "resyncSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "resyncSeconds: safety resync of a job with nothing happening (DISTTRAIN_RESYNC_SECONDS)."},
+        "progressSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "progressSeconds: how often a running trainer's /status is read (DISTTRAIN_PROGRESS_SECONDS)."},
+        "restartBackoffSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffSeconds: first back-off before recreating a crashed worker."},
+        "restartBackoffMaxSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffMaxSeconds: cap of that exponential back-off."},
+        "logFormat": {"type": "string", "enum": ["json", "plain"], "description": "logFormat: the operator's log lines: one JSON object each, or kopf's plain text."},
+        "podPolicy": obj("podPolicy: which namespaces' jobs may set podTemplate settings that leave the sandbox (docs/security.md).", {
+            "allowAll": boolean("podPolicy.allowAll: allow podTemplate settings that leave the sandbox in every namespace."),
+            "allowNamespaces": {"type": "array", "uniqueItems": True, "items": DNS_LABEL, "description": "podPolicy.allowNamespaces: allow podTemplate settings that leave the sandbox in these namespaces only."}}),
+        "networkPolicy": obj("networkPolicy: a NetworkPolicy per job (needs a CNI that enforces it).", {
+            "enabled": boolean("networkPolicy.enabled: give every job a NetworkPolicy: its workers accept traffic only from their own job, the operator and metricsFrom (needs a CNI that enforces it)."),
+            "metricsFrom": {"type": "array", "description": "networkPolicy.metricsFrom: NetworkPolicyPeers allowed to scrape the workers' metrics port (where Prometheus runs).",
+                "items": obj("A NetworkPolicyPeer.", {
+                    "namespaceSelector": selector("namespaceSelector: namespaces by label."),
+                    "podSelector": selector("podSelector: pods by label."),
+                    "ipBlock": obj("ipBlock: a CIDR range.", {
+                        "cidr": {"type": "string", "minLength": 1, "description": "cidr: the range."},
+                        "except": {"type": "array", "items": {"type": "string"}, "description": "except: ranges left out."}}, required=["cidr"])})}}),
+        "metrics": obj("metrics: the operator's Prometheus endpoint.", {
+            "port": {**PORT, "description": "metrics.port: the /metrics port (container and Service)."}}),
+        "healthPort": {**PORT, "description": "healthPort: the /healthz port the probes use."},
+        "resources": obj("resources: the operator container's requests and limits.", {
+            "requests": resources_map("resources.requests: the operator container's requests (Kubernetes quantities)."),
+            "limits": resources_map("resources.limits: the operator container's limits (Kubernetes quantities).")}),
+        "nodeSelector": string_map("nodeSelector: node labels the operator pod needs."),
+        "tolerations": {"type": "array", "description": "tolerations: taints the operator pod tolerates (core/v1 Toleration).",
+                        "items": api_type(k8s.TOLERATION, "A toleration.")},
+        "affinity": api_type(k8s.AFFINITY, "affinity: the operator pod's affinity (core/v1 Affinity)."),
+        "serviceMonitor": obj("serviceMonitor: a Prometheus Operator ServiceMonitor for the operator (needs the monitoring.coreos.com CRDs).", {
+            "enabled": boolean("serviceMonitor.enabled: create a ServiceMonitor for the operator (needs the Prometheus Operator's CRDs)."),
+            "interval": {**DURATION, "description": "serviceMonitor.interval: the operator's scrape interval (a Prometheus duration, e.g. 30s)."},
+            "labels": string_map("serviceMonitor.labels: extra labels on it, e.g. the ones your Prometheus selects.")}),
+        "podMonitor": obj("podMonitor: a PodMonitor scraping the trainer pods' /metrics.", {
+            "enabled": boolean("podMonitor.enabled: create a PodMonitor scraping every trainer pod's /metrics."),
+            "interval": {**DURATION, "description": "podMonitor.interval: the trainers' scrape interval (a Prometheus duration)."},
+            "labels": string_map("podMonitor.labels: extra labels on it.")}),
+        "prometheusRule": obj("prometheusRule: the alert rules (job failed, stalled, checkpoint too old, restarting often).", {
+            "enabled": boolean("prometheusRule.enabled: create the alert rules as a PrometheusRule."),
+            "labels": string_map("prometheusRule.labels: extra labels on it."),
+            "stallMinutes": {"type": "integer", "minimum": 1, "description": "prometheusRule.stallMinutes: a running job whose step has not moved this long is stalled."},
+            "checkpointMaxAgeMinutes": {"type": "integer", "minimum": 1, "description": "prometheusRule.checkpointMaxAgeMinutes: a newest checkpoint older than this fires DistTrainCheckpointTooOld."}}),
+        "dashboards": obj("dashboards: the Grafana dashboards as ConfigMaps for the Grafana sidecar.", {
+            "enabled": boolean("dashboards.enabled: create the two Grafana dashboards (operator, training) as ConfigMaps."),
+            "labels": string_map("dashboards.labels: the labels the Grafana sidecar looks for.")}),
+      },
+    }
+
+
+def render() -> str:
+    return json.dumps(values_schema(), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--write"]:
+        with open(PATH, "w") as handle:
+            handle.write(render())
+    elif argv:
+        print("usage: chart_values_schema.py [--write]", file=sys.stderr)
+        return 2
+    else:
+        sys.stdout.write(render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

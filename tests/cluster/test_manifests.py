@@ -1,0 +1,148 @@
+"""manifests/ as users apply it: every file and every kustomization passes kubeconform
+strict against the API server's own schemas, and `kubectl apply -k manifests/` works in one
+shot on a fresh cluster (no "no matches for kind", no second run)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from api_schemas import REPO, kubeconform, problems
+
+pytestmark = pytest.mark.cluster
+
+MANIFESTS = REPO / "manifests"
+# Applied in one shot on a fresh cluster; manifests/ha/ goes on top of manifests/.
+ONE_SHOT = ["manifests", "manifests/namespaced"]
+KUSTOMIZATIONS = [*ONE_SHOT, "manifests/ha"]
+FILES = sorted(p for p in glob.glob(str(MANIFESTS / "**" / "*.yaml"), recursive=True)
+               if os.path.basename(p) != "kustomization.yaml")
+
+
+def build(cluster, path: str) -> list[dict]:
+    out = cluster.kubectl("kustomize", str(REPO / path)).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_every_manifest_file_and_kustomization_passes_kubeconform_strict(cluster, tmp_path):
+    """One kubeconform run (it compiles the schemas once): every file, every kustomize build."""
+    builds = {}
+    for path in KUSTOMIZATIONS:
+        builds[tmp_path / f"{path.replace('/', '_')}.yaml"] = docs = build(cluster, path)
+        list(builds)[-1].write_text(yaml.safe_dump_all(docs))
+    results = kubeconform(cluster, *FILES, *map(str, builds))
+    assert {r["filename"] for r in results} == set(FILES) | set(map(str, builds))
+    for path, docs in builds.items():
+        assert sum(r["filename"] == str(path) for r in results) == len(docs), path
+    assert not problems(results), "\n".join(problems(results))
+
+
+@pytest.mark.parametrize("path", ONE_SHOT)
+def test_one_shot_kustomizations_hold_no_object_of_a_kind_they_define(cluster, path):
+    """kubectl maps every object to a served resource before it applies any: an object whose
+    kind a CRD in the same apply defines fails until a second run."""
+    docs = build(cluster, path)
+    defined = {(d["spec"]["group"], d["spec"]["names"]["kind"]) for d in docs
+               if d["kind"] == "CustomResourceDefinition"}
+    used = {(d["apiVersion"].split("/")[0], d["kind"]) for d in docs}
+    assert not used & defined, used & defined
+
+
+@pytest.fixture(scope="module")
+def fresh_cluster(request, cluster):
+    """A second control plane with nothing installed. It asks for `cluster` first so the
+    session cluster's KUBECONFIG is the one restored after this module."""
+    from e2e.conftest import start_cluster  # tests/conftest.py's, loaded by path there
+
+    env = {"DISTTRAIN_FAKE_GPU_NODES": "0", "DISTTRAIN_FAKE_CPU_NODES": "0"}
+    yield from start_cluster(request, f"fresh-{os.getpid()}", env)
+
+
+def test_apply_k_manifests_in_one_shot_on_a_fresh_cluster_then_ha_on_top(fresh_cluster):
+    assert fresh_cluster.kubectl("get", "crd", "-o", "name").stdout.strip() == ""
+    proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower(), proc.stderr
+    deployment = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")
+    # One replica, no peering: nothing here needs an object of the peering CRD.
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces"]
+    for kind, name in [("crd", "distributedtrainings.disttrain.dev"), ("crd", "clusterkopfpeerings.kopf.dev"),
+                       ("clusterrole", "disttrain-operator"), ("clusterrolebinding", "disttrain-operator")]:
+        assert fresh_cluster.try_get(kind, name), (kind, name)
+    assert fresh_cluster.try_get("serviceaccount", "disttrain-operator", "disttrain-system")
+    assert fresh_cluster.try_get("service", "disttrain-operator-metrics", "disttrain-system")
+
+    proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "ha"), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert fresh_cluster.try_get("clusterkopfpeering", "disttrain")
+    args = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+    assert args == ["--all-namespaces", "--peering=disttrain", "--priority=100"]
+
+    proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "namespaced"), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert fresh_cluster.try_get("role", "disttrain-operator", "disttrain-jobs")
+
+
+def test_the_old_layout_would_fail_on_a_fresh_cluster(cluster, tmp_path):
+    """The failure the one-shot layout avoids, shown with kubectl itself: a CRD and an
+    object of its kind in one apply are refused when the kind is not served yet."""
+    crd = next(yaml.safe_load_all((MANIFESTS / "crd" / "kopf-peering.yaml").read_text()))
+    crd["metadata"]["name"] = "oneshotprobes.example.dev"
+    crd["spec"].update(group="example.dev", names={"kind": "OneShotProbe", "plural": "oneshotprobes",
+                                                   "singular": "oneshotprobe"})
+    probe = {"apiVersion": "example.dev/v1", "kind": "OneShotProbe", "metadata": {"name": "probe"}}
+    (tmp_path / "both.yaml").write_text(yaml.safe_dump_all([crd, probe]))
+    try:
+        proc = subprocess.run(["kubectl", "apply", "-f", str(tmp_path / "both.yaml")], env=cluster.env,
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and 'no matches for kind "OneShotProbe"' in proc.stderr, proc.stderr
+    finally:
+        cluster.kubectl("delete", "crd", "oneshotprobes.example.dev", "--ignore-not-found", check=False)
+
+
+def kind_up(cluster, *args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {**cluster.env, **({"PATH": path} if path else {})}
+    return subprocess.run([shutil.which("bash"), str(REPO / "hack" / "kind-up.sh"), *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_kind_up_installs_what_kubeconform_and_the_example_accept(cluster, tmp_path):
+    """hack/kind-up.sh cannot run here (no Docker): what it installs is checked instead:
+    its helm values render a chart kubeconform passes, with the images hack/images.sh
+    builds, and its volume is the claim the CPU example names."""
+    assert subprocess.run(["bash", "-n", str(REPO / "hack" / "kind-up.sh")]).returncode == 0
+    proc = kind_up(cluster, "print")
+    assert proc.returncode == 0, proc.stderr
+    values_text, objects_text = proc.stdout.split("# objects\n")
+    values = yaml.safe_load(values_text)
+    names = subprocess.run(["bash", str(REPO / "hack" / "images.sh"), "names"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert f"{values['image']['repository']}:{values['image']['tag']}" in names
+    assert values["image"]["pullPolicy"] == "Never"
+    (tmp_path / "values.yaml").write_text(values_text)
+    rendered = subprocess.run([str(cluster.bin_dir / "helm"), "template", "disttrain", str(REPO / "charts" /
+                               "disttrain"), "-n", "disttrain-system", "-f", str(tmp_path / "values.yaml")],
+                              capture_output=True, text=True, env=cluster.env)
+    assert rendered.returncode == 0, rendered.stderr
+    results = kubeconform(cluster, text=rendered.stdout + "\n---\n" + objects_text)
+    assert not problems(results), "\n".join(problems(results))
+    objects = [d for d in yaml.safe_load_all(objects_text) if d]
+    claim = next(d for d in objects if d["kind"] == "PersistentVolumeClaim")
+    example = next(d for d in yaml.safe_load_all((MANIFESTS / "examples" / "cpu-ddp-2x1.yaml").read_text()) if d)
+    assert claim["metadata"]["name"] == example["spec"]["checkpoint"]["claimName"]
+    assert "ReadWriteMany" in claim["spec"]["accessModes"]
+
+
+def test_kind_up_without_docker_says_what_is_missing(cluster, tmp_path):
+    for tool in ("dirname", "sed", "head"):  # what the script runs before its checks
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    proc = kind_up(cluster, "up", path=str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("[kind-up disttrain] ERROR: kind not found on PATH"), \
+        proc.stderr

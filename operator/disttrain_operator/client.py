@@ -189,7 +189,7 @@ class Client:
             if decision == MET:
                 return view
             if decision == NEVER:
-                raise JobFailed(f"error: {RESOURCE}/{name} is {view.phase}; it will never be {phase}"
+                raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be {phase}"
                                 + _failure_reason(view), view)
         raise AssertionError("unreachable: the watch ends only by a return or an error")
 
@@ -235,7 +235,7 @@ class Client:
             workers = [w for w in workers if w[0] == worker]
         if not workers:
             which = f"worker {worker}" if worker is not None else "worker pods"
-            raise NotFound(f"error: {RESOURCE}/{name} has no {which} now (pods appear while it runs; "
+            raise NotFound(f"error: {OBJECT}/{name} has no {which} now (pods appear while it runs; "
                            "cleanPodPolicy may have removed finished ones)")
         if not follow:
             lines = [line for index, pod in workers for line in self._pod_log(ns, pod, index, False, tail)]
@@ -267,7 +267,7 @@ class Client:
         from kubernetes import watch
 
         def expired() -> WaitTimeout:
-            return WaitTimeout(f"error: timed out waiting for {RESOURCE}/{name}")
+            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}")
 
         try:
             obj = self.get(name, ns)

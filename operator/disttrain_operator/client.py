@@ -322,9 +322,11 @@ class Client:
 
     def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, tail: int | None) -> Iterator[LogLine]:
         def start() -> Any:
+            # A followed log may stay quiet for long: no read timeout then.
+            limit = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, 120)}
             return self._core.read_namespaced_pod_log(
                 pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, tail_lines=tail,
-                _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, None if follow else 120))
+                _preload_content=False, **limit)
 
         while True:
             try:
@@ -438,7 +440,7 @@ def _merged(sources: list[Any]) -> Iterator[LogLine]:
         try:
             for line in source():
                 lines.put(line)
-        except DisttrainError as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
             lines.put(exc)
         finally:
             lines.put(done)
@@ -451,7 +453,7 @@ def _merged(sources: list[Any]) -> Iterator[LogLine]:
         item = lines.get()
         if item is done:
             running -= 1
-        elif isinstance(item, DisttrainError):
+        elif isinstance(item, BaseException):
             raise item
         else:
             yield item

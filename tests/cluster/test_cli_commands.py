@@ -176,6 +176,22 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
         out = cli(cluster, *args, *ns)
         assert (out.returncode, out.stdout, out.stderr) == (1, "", missing), args
 
+    # Through kubectl's plugin mechanism: `kubectl disttrain` runs kubectl-disttrain from PATH
+    # (a wrapper for this checkout's CLI, as the kubectl-disttrain console script is).
+    plugins = tmp_path / "bin"
+    plugins.mkdir()
+    wrapper = plugins / "kubectl-disttrain"
+    wrapper.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO / 'operator')!r}]\n"
+                       "from disttrain_operator.cli import main\nsys.exit(main())\n")
+    wrapper.chmod(0o755)
+    env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}
+    helped = subprocess.run(["kubectl", "disttrain", "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert helped.stdout.startswith("usage: kubectl disttrain ") and "  submit    kubectl disttrain submit job.yaml" \
+        in helped.stdout, helped.stderr
+    out = subprocess.run(["kubectl", "disttrain", "get", "ghost", *ns], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert (out.returncode, out.stderr) == (1, missing)
+
     # Nothing listens on that port: kubectl's "connection refused", at once (no retries).
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     admin["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"

@@ -363,10 +363,11 @@ def cmd_get(args: argparse.Namespace) -> int:
             dump({"apiVersion": "v1", "kind": "List", "items": objs}, args.output, sys.stdout)
             return 0
         lines = top_table([view_of(o) for o in objs], _now(), args.all_namespaces)
-        if not lines:
+        if lines:
+            print("\n".join(lines))
+        else:  # kubectl's words
             where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
             print(f"No resources found in {where}.", file=sys.stderr)
-        print("\n".join(lines)) if lines else None
         return 0
     if args.all_namespaces:
         print("error: a NAME takes one namespace: drop -A and pass -n NAMESPACE", file=sys.stderr)

@@ -182,7 +182,8 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     lines = [
         f"Name:        {view.name}",
         f"Namespace:   {view.namespace or '-'}",
-        f"Phase:       {view.phase or 'Pending'}" + (" (suspended)" if view.suspended and view.phase != "Suspended" else ""),
+        f"Phase:       {view.phase or 'Pending'}"
+        + (" (suspending)" if view.suspended and view.phase != "Suspended" else ""),
         f"Workers:     {workers} active, world size {view.world_size if view.world_size is not None else '-'}, "
         f"restarts {view.restarts}",
         f"Progress:    {bar(view.step, view.total_steps)}  step {_steps(view)}",

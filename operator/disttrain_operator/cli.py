@@ -221,6 +221,15 @@ def _jobs_in(path: str) -> list[Document]:
     return jobs
 
 
+def _read_jobs(path: str) -> list[Document] | None:
+    """The jobs of one file, or None after printing why it cannot be read."""
+    try:
+        return _jobs_in(path)
+    except DocumentError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 # ---- render, crd --------------------------------------------------------------------
 
 
@@ -268,10 +277,8 @@ def dump(data: Any, fmt: str, out: TextIO, multi: bool = False) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    try:
-        documents = _jobs_in(args.file)
-    except DocumentError as exc:
-        print(exc, file=sys.stderr)
+    documents = _read_jobs(args.file)
+    if documents is None:
         return 1
     if len(documents) != 1:
         print(f"{args.file}: holds {len(documents)} DistributedTrainings; run --local takes one "
@@ -309,10 +316,8 @@ def _ref(name: str) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    try:
-        documents = _jobs_in(args.file)
-    except DocumentError as exc:
-        print(exc, file=sys.stderr)
+    documents = _read_jobs(args.file)
+    if documents is None:
         return 1
     checked = [(doc, validate_document(doc.data)) for doc in documents]
     for doc, result in checked:

@@ -37,6 +37,8 @@ OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtrainin
 # The longest a single server-side watch runs before the client re-opens it.
 WATCH_SECONDS = 300
 CONNECT_TIMEOUT = 10
+# (connect, read) seconds for one request that is not a watch or a followed log.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
 
 
 class DisttrainError(Exception):
@@ -101,7 +103,6 @@ class Client:
                  kubeconfig: str | None = None):
         from kubernetes import client as k8s
 
-        self._k8s = k8s
         self._api, context_namespace = _connect(kubeconfig, context)
         self.namespace = namespace or context_namespace or "default"
         self._custom = k8s.CustomObjectsApi(self._api)
@@ -123,12 +124,14 @@ class Client:
             label = (obj.get("metadata") or {}).get("name") or "(unnamed)"
             raise InvalidJob(f"error: {label} is invalid: {'; '.join(errors)}", errors)
         return self._call(lambda: self._custom.create_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, obj), name=obj["metadata"].get("name", ""))
+            t.GROUP, t.VERSION, ns, t.PLURAL, obj, _request_timeout=REQUEST_TIMEOUT),
+            name=obj["metadata"].get("name", ""))
 
     def get(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The job's object as the API returns it."""
         return self._call(lambda: self._custom.get_namespaced_custom_object(
-            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name), name=name)
+            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name, _request_timeout=REQUEST_TIMEOUT),
+            name=name)
 
     def status(self, name: str, namespace: str | None = None) -> JobView:
         return view_of(self.get(name, namespace))
@@ -141,7 +144,7 @@ class Client:
         ns = namespace or self.namespace
         found = self._call(lambda: self._core.list_namespaced_event(
             ns, field_selector=f"involvedObject.name={name},involvedObject.kind={t.KIND}",
-            _request_timeout=CONNECT_TIMEOUT * 3))
+            _request_timeout=REQUEST_TIMEOUT))
         return [self._api.sanitize_for_serialization(e) for e in found.items]
 
     def suspend(self, name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -157,7 +160,7 @@ class Client:
         """Delete the job (its pods go with it); with wait, until the object is gone."""
         ns = namespace or self.namespace
         self._call(lambda: self._custom.delete_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, name), name=name)
+            t.GROUP, t.VERSION, ns, t.PLURAL, name, _request_timeout=REQUEST_TIMEOUT), name=name)
         if wait:
             deadline = None if timeout is None else time.monotonic() + timeout
             for _ in self._watch_one(name, ns, deadline, until_deleted=True):
@@ -229,7 +232,7 @@ class Client:
         ns = namespace or self.namespace
         self.get(name, ns)  # NotFound before anything else
         pods = self._call(lambda: self._core.list_namespaced_pod(
-            ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=CONNECT_TIMEOUT * 3)).items
+            ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=REQUEST_TIMEOUT)).items
         workers = sorted(((_index(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
         if worker is not None:
             workers = [w for w in workers if w[0] == worker]
@@ -248,7 +251,8 @@ class Client:
     def _patch_suspend(self, name: str, namespace: str | None, value: bool) -> dict[str, Any]:
         ns = namespace or self.namespace
         return self._call(lambda: self._custom.patch_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, name, {"spec": {"suspend": value}}), name=name)
+            t.GROUP, t.VERSION, ns, t.PLURAL, name, {"spec": {"suspend": value}},
+            _request_timeout=REQUEST_TIMEOUT), name=name)
 
     def _list_call(self, namespace: str | None, all_namespaces: bool) -> tuple[Any, ...]:
         if all_namespaces:
@@ -258,7 +262,7 @@ class Client:
 
     def _list(self, namespace: str | None, all_namespaces: bool) -> dict[str, Any]:
         call, *args = self._list_call(namespace, all_namespaces)
-        return self._call(lambda: call(*args, _request_timeout=CONNECT_TIMEOUT * 3))
+        return self._call(lambda: call(*args, _request_timeout=REQUEST_TIMEOUT))
 
     def _watch_one(self, name: str, ns: str, deadline: float | None,
                    until_deleted: bool = False) -> Iterator[dict[str, Any]]:

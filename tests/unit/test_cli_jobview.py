@@ -201,3 +201,19 @@ def test_wait_rejects_a_bad_timeout_as_a_usage_error():
     assert out.returncode == 2
     assert out.stderr == ("error: --timeout: invalid duration 'soon': use a number of seconds or units h, m, s, "
                           "e.g. 90s, 5m, 1h30m\n")
+
+
+def test_shell_completion_offers_commands_and_options_and_no_names_without_a_cluster(tmp_path):
+    """argcomplete's protocol, as bash's `complete` drives it: candidates on fd 8."""
+    def complete(line: str) -> list[str]:
+        env = {"PYTHONPATH": f"{ROOT}/operator", "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
+               "COMP_LINE": line, "COMP_POINT": str(len(line)), "KUBECONFIG": str(tmp_path / "none"),
+               "PATH": "/usr/bin:/bin"}
+        out = subprocess.run(["bash", "-c", '"$0" -m disttrain_operator.cli 8>&1 9>/dev/null', sys.executable],
+                             env=env, timeout=60, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return sorted(out.stdout.split())
+
+    assert complete("disttrain s") == ["status", "submit", "suspend"]
+    assert complete("disttrain wait x --f") == ["--for"]
+    assert complete("disttrain status g") == []  # job names come from the cluster; none is reachable

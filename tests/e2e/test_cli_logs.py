@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from .conftest import EXAMPLE, REPO, shared_checkpoints
+from .conftest import EXAMPLE, REPO, shared_checkpoints, worker_pods
 
 pytestmark = [pytest.mark.slow]
 
@@ -31,7 +31,10 @@ def test_logs_interleave_workers_with_a_prefix_and_follow(node_cluster, chart_op
                                text=True, env=env, timeout=120)
     assert submitted.stdout == "distributedtraining.disttrain.dev/cpu-ddp created\n", submitted.stderr
 
-    # -f started before the containers run: it waits for them, then streams both.
+    # -f started before the containers run (the pods exist, their containers may not yet):
+    # it waits for them, then streams both.
+    node_cluster.wait_for(lambda: len(worker_pods(node_cluster, ns, "cpu-ddp")) == 2, timeout=120,
+                          what="the operator to create both worker pods")
     follow = subprocess.Popen(cli_command("logs", "cpu-ddp", "-f", "-n", ns), text=True, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     lines: list[str] = []

@@ -230,12 +230,7 @@ class Client:
         index. Without follow, lines are ordered by the kubelet's timestamps across
         workers; with follow, as they arrive, until every worker's log ends."""
         ns = namespace or self.namespace
-        self.get(name, ns)  # NotFound before anything else
-        pods = self._call(lambda: self._core.list_namespaced_pod(
-            ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=REQUEST_TIMEOUT)).items
-        workers = sorted(((_index(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
-        if worker is not None:
-            workers = [w for w in workers if w[0] == worker]
+        workers = self._workers(ns, name, worker, follow)
         if not workers:
             which = f"worker {worker}" if worker is not None else "worker pods"
             raise NotFound(f"error: {OBJECT}/{name} has no {which} now (pods appear while it runs; "
@@ -247,6 +242,22 @@ class Client:
         yield from _merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, tail) for i, p in workers])
 
     # ---- internals --------------------------------------------------------------
+
+    def _workers(self, ns: str, name: str, worker: int | None, follow: bool) -> list[tuple[int | None, str]]:
+        """(index, pod name) of the job's workers. Following a job that is still starting
+        (`submit -d` then `logs -f`), wait until the pods it wants exist."""
+        while True:
+            job = self.get(name, ns)  # NotFound before anything else
+            pods = self._call(lambda: self._core.list_namespaced_pod(
+                ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=REQUEST_TIMEOUT)).items
+            workers = sorted(((_index(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
+            if worker is not None:
+                workers = [w for w in workers if w[0] == worker]
+            view = view_of(job)
+            wanted = 1 if worker is not None else (view.desired or (job.get("spec") or {}).get("nodes") or 1)
+            if not follow or len(workers) >= wanted or view.finished or view.phase == "Suspended":
+                return workers
+            time.sleep(1)
 
     def _patch_suspend(self, name: str, namespace: str | None, value: bool) -> dict[str, Any]:
         ns = namespace or self.namespace

@@ -348,8 +348,10 @@ class Client:
                 response = self._call(start, name=pod, resource="pods")
                 break
             except DisttrainError as exc:
-                # -f on a worker whose container has not started yet: wait for it.
-                if not (follow and "BadRequest" in str(exc) and "waiting to start" in str(exc)):
+                # -f on a worker not yet scheduled, or whose container has not started: wait.
+                text = str(exc)
+                if not (follow and "(BadRequest)" in text
+                        and ("waiting to start" in text or "does not have a host assigned" in text)):
                     raise
                 time.sleep(1)
         try:

@@ -31,10 +31,9 @@ def test_logs_interleave_workers_with_a_prefix_and_follow(node_cluster, chart_op
                                text=True, env=env, timeout=120)
     assert submitted.stdout == "distributedtraining.disttrain.dev/cpu-ddp created\n", submitted.stderr
 
-    # -f started before the containers run (the pods exist, their containers may not yet):
-    # it waits for them, then streams both.
-    node_cluster.wait_for(lambda: len(worker_pods(node_cluster, ns, "cpu-ddp")) == 2, timeout=120,
-                          what="the operator to create both worker pods")
+    # -f while both workers train: their lines come as they are written.
+    node_cluster.wait_for(lambda: [p["status"].get("phase") for p in worker_pods(node_cluster, ns, "cpu-ddp")]
+                          == ["Running", "Running"], timeout=300, interval=1, what="both workers running")
     follow = subprocess.Popen(cli_command("logs", "cpu-ddp", "-f", "-n", ns), text=True, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     lines: list[str] = []
@@ -44,7 +43,7 @@ def test_logs_interleave_workers_with_a_prefix_and_follow(node_cluster, chart_op
         def both_workers() -> bool:
             return {line.split(" ", 1)[0] for line in list(lines)} >= {"[worker-0]", "[worker-1]"}
         node_cluster.wait_for(both_workers, timeout=300, interval=1,
-                              what=f"lines of both workers from logs -f; so far: {lines[-10:]}")
+                              what=f"lines of both workers from logs -f (exit {follow.poll()}); so far: {lines[-10:]}")
         assert follow.poll() is None, follow.stderr.read()  # still following while the job trains
     finally:
         follow.terminate()

@@ -1,14 +1,24 @@
-"""`disttrain`: validate, render and run DistributedTraining files without a cluster.
+# PYTHON_ARGCOMPLETE_OK
+"""`disttrain` (also installed as `kubectl-disttrain`, so `kubectl disttrain` finds it).
 
-Prints the same errors and warnings the operator writes to status and Events.
-Exit codes: 0 valid, 1 invalid input, 2 usage errors (argparse).
+Offline: validate, render, crd, docs and `run --local` print the same errors and warnings
+the operator writes to status and Events. In a cluster: submit, get/status, logs, wait,
+suspend, resume, delete and top, all through the Python client (client.py).
+
+Exit codes: 0 ok; 1 invalid input or a failed operation (an API error, no cluster, a job
+that Failed while waited for); 2 usage errors (argparse); 124 `wait` timed out; 130
+interrupted. Commands are rows of COMMANDS: add one with `register(Command(...))`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, TextIO
 
 import yaml
@@ -18,10 +28,35 @@ from .api.errors import FieldError
 from .api.validate import Validation, validate_document
 from .documents import Document, DocumentError, describe, is_distributed_training, load_documents
 from .render import render_children
+from .sweep import command as sweep_command
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One subcommand: its arguments (setup), what it does (run), and the example the
+    top-level --help shows."""
+
+    name: str
+    help: str
+    example: str
+    setup: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    cluster: bool = False  # takes -n, --context, --kubeconfig
+    aliases: tuple[str, ...] = ()
+
+
+COMMANDS: list[Command] = []
+
+
+def register(command: Command) -> Command:
+    COMMANDS.append(command)
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    _autocomplete(parser)
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except BrokenPipeError:  # `disttrain render x.yaml | head`
@@ -29,46 +64,76 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except _client_error() as exc:  # one line, kubectl's words, no traceback
+        print(exc, file=sys.stderr)
+        return exc.exit_code
+
+
+def _client_error() -> type[Exception]:
+    """DisttrainError, imported only once a cluster command has imported the client."""
+    module = sys.modules.get(f"{__package__}.client")
+    return module.DisttrainError if module else _NeverRaised
+
+
+class _NeverRaised(Exception):
+    exit_code = 1
+
+
+def program_name() -> str:
+    """`kubectl disttrain` when kubectl runs us as the plugin kubectl-disttrain."""
+    return "kubectl disttrain" if os.path.basename(sys.argv[0]).startswith("kubectl-") else "disttrain"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    prog = program_name()
+    width = max(len(c.name) for c in COMMANDS)
+    examples = "\n".join(f"  {c.name:<{width}}  {prog} {c.example}" for c in COMMANDS)
     parser = argparse.ArgumentParser(
-        prog="disttrain", description="Validate, render and run DistributedTraining jobs.")
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Validate, render and run DistributedTraining jobs; submit and follow them in a cluster.",
+        epilog=f"examples:\n{examples}\n\nexit codes: 0 ok, 1 failed (invalid file, API error, no cluster, "
+               f"job Failed), 2 usage, 124 wait timed out, 130 interrupted.\nMore: docs/cli.md")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("validate", help="check files offline with the operator's rules")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
-    p.set_defaults(func=cmd_validate)
-
-    p = sub.add_parser("render", help="print the Service and Pods the operator would create")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("-n", "--namespace", help="namespace to render into (default: the "
-                   "object's own, else default)")
-    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
-    p.set_defaults(func=cmd_render)
-
-    p = sub.add_parser("crd", help="print the CustomResourceDefinition")
-    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
-    p.set_defaults(func=cmd_crd)
-
-    p = sub.add_parser("docs", help="print generated documentation (api: the API reference)")
-    p.add_argument("topic", choices=("api",))
-    p.set_defaults(func=cmd_docs)
-
-    p = sub.add_parser("run", help="run a job on this machine (--local), no cluster needed")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--local", action="store_true", required=True,
-                   help="start one torchrun agent per node on this machine")
-    p.add_argument("--workdir", default=".disttrain",
-                   help="where checkpoints and logs go (default: ./.disttrain/<job>)")
-    p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
-    p.set_defaults(func=cmd_run)
-
-    from .sweep.command import add_parser as add_sweep_parser
-
-    add_sweep_parser(sub)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, aliases=list(command.aliases), help=command.help,
+                           description=f"{command.help}.\n\nexample:\n  {prog} {command.example}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        if command.cluster:
+            _cluster_options(p)
+        command.setup(p)
+        p.set_defaults(func=command.run)
     return parser
+
+
+def _cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--namespace", help="the namespace (default: the kubeconfig context's, else default)")
+    p.add_argument("--context", help="the kubeconfig context to use (default: the current one)")
+    p.add_argument("--kubeconfig", help="path of the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
+
+
+def _autocomplete(parser: argparse.ArgumentParser) -> None:
+    """Shell completion (docs/cli.md); does nothing unless the shell asks for it."""
+    if "_ARGCOMPLETE" in os.environ:
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
+
+
+def _job_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """Completer: the names of the jobs in the namespace, or none when the cluster is away."""
+    from .client import Client, DisttrainError
+
+    try:
+        client = Client(getattr(parsed_args, "namespace", None), context=getattr(parsed_args, "context", None),
+                        kubeconfig=getattr(parsed_args, "kubeconfig", None))
+        return [o["metadata"]["name"] for o in client.list() if o["metadata"]["name"].startswith(prefix)]
+    except DisttrainError:
+        return []
+
+
+def _job_argument(p: argparse.ArgumentParser, nargs: str | None = None) -> None:
+    p.add_argument("name", nargs=nargs, metavar="NAME", help="the DistributedTraining's name"
+                   ).completer = _job_names  # type: ignore[attr-defined]
 
 
 # ---- validate -----------------------------------------------------------------------
@@ -157,6 +222,15 @@ def _jobs_in(path: str) -> list[Document]:
     return jobs
 
 
+def _read_jobs(path: str) -> list[Document] | None:
+    """The jobs of one file, or None after printing why it cannot be read."""
+    try:
+        return _jobs_in(path)
+    except DocumentError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 # ---- render, crd --------------------------------------------------------------------
 
 
@@ -204,10 +278,8 @@ def dump(data: Any, fmt: str, out: TextIO, multi: bool = False) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    try:
-        documents = _jobs_in(args.file)
-    except DocumentError as exc:
-        print(exc, file=sys.stderr)
+    documents = _read_jobs(args.file)
+    if documents is None:
         return 1
     if len(documents) != 1:
         print(f"{args.file}: holds {len(documents)} DistributedTrainings; run --local takes one "
@@ -223,6 +295,275 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     return run_local(result.job, result.resolved, workdir=args.workdir,
                      progress=not args.no_progress)
+
+
+# ---- in a cluster -------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from .client import Client  # the kubernetes client: imported only for cluster commands
+
+    return Client(args.namespace, context=args.context, kubeconfig=args.kubeconfig)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _ref(name: str) -> str:
+    from .client import OBJECT
+
+    return f"{OBJECT}/{name}"
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    documents = _read_jobs(args.file)
+    if documents is None:
+        return 1
+    checked = [(doc, validate_document(doc.data)) for doc in documents]
+    for doc, result in checked:
+        entry = report(doc, result)
+        if not result.ok or entry["warnings"]:
+            print_report(entry, sys.stderr)
+    if not all(result.ok for _, result in checked):
+        return 1  # nothing was sent: the operator would refuse it too
+    client = _client(args)
+    names = []
+    for doc, _ in checked:
+        ns = (doc.data.get("metadata") or {}).get("namespace")
+        if ns and args.namespace and ns != args.namespace:
+            print(f"error: {doc.label}: the object's namespace {ns!r} does not match -n {args.namespace!r}; "
+                  "drop one of them", file=sys.stderr)
+            return 1
+        created = client.create(doc.data)
+        names.append((created["metadata"]["name"], created["metadata"]["namespace"]))
+        print(f"{_ref(names[-1][0])} created")
+    if args.detach or len(names) != 1:
+        return 0
+    return _follow(client, *names[0])
+
+
+def _follow(client: Any, name: str, namespace: str) -> int:
+    """Print a line on every change until the job ends: 0 Succeeded, 1 Failed."""
+    from .jobview import progress_line
+
+    print(f"following {name} (Ctrl-C stops following; the job keeps running)", file=sys.stderr)
+    last = None
+    for view in client.watch(name, namespace):
+        if view != last:
+            print(progress_line(view, _now()), flush=True)
+            last = view
+    for c in last.conditions if last else ():
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            print(f"{name} failed: {c.get('reason')}: {c.get('message')}", file=sys.stderr)
+    return 0 if last and last.phase == "Succeeded" else 1
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from .jobview import status_lines, top_table, view_of
+
+    client = _client(args)
+    if args.name is None:
+        objs = client.list(all_namespaces=args.all_namespaces)
+        if args.output != "text":
+            dump({"apiVersion": "v1", "kind": "List", "items": objs}, args.output, sys.stdout)
+            return 0
+        lines = top_table([view_of(o) for o in objs], _now(), args.all_namespaces)
+        if lines:
+            print("\n".join(lines))
+        else:  # kubectl's words
+            where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+            print(f"No resources found in {where}.", file=sys.stderr)
+        return 0
+    if args.all_namespaces:
+        print("error: a NAME takes one namespace: drop -A and pass -n NAMESPACE", file=sys.stderr)
+        return 2
+    obj = client.get(args.name)
+    if args.output != "text":
+        dump(obj, args.output, sys.stdout)
+        return 0
+    print("\n".join(status_lines(view_of(obj), client.events(args.name), _now())))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    client = _client(args)
+    for line in client.logs(args.name, worker=args.worker, follow=args.follow, tail=args.tail):
+        prefix = f"[worker-{line.worker}]" if line.worker is not None else "[worker-?]"
+        print(f"{prefix} {line.text}", flush=args.follow)
+    return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    from .jobview import parse_duration
+
+    try:
+        timeout = parse_duration(args.timeout) if args.timeout else None
+    except ValueError as exc:
+        print(f"error: --timeout: {exc}", file=sys.stderr)
+        return 2
+    view = _client(args).wait(args.name, args.phase, timeout=timeout)
+    print(f"{_ref(args.name)} is {view.phase}")
+    return 0
+
+
+def cmd_suspend(args: argparse.Namespace) -> int:
+    _client(args).suspend(args.name)
+    print(f"{_ref(args.name)} suspended (its pods are deleted; resume continues from the newest checkpoint)")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    _client(args).resume(args.name)
+    print(f"{_ref(args.name)} resumed")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from .client import OBJECT
+
+    _client(args).delete(args.name, wait=args.wait)
+    print(f'{OBJECT} "{args.name}" deleted')
+    return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    """Redraw on every watch event: no polling, so the API server sees one watch."""
+    from .jobview import top_table, view_of
+
+    client = _client(args)
+    tty = sys.stdout.isatty()
+    views: dict[tuple[str, str], Any] = {}
+    synced = False
+    for kind, obj in client.watch_all(all_namespaces=args.all_namespaces):
+        if kind == "RELIST":
+            views.clear()
+            synced = False
+            continue
+        if kind == "SYNCED":
+            synced = True
+        else:
+            key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+            if kind == "DELETED":
+                views.pop(key, None)
+            else:
+                views[key] = view_of(obj)
+        if not synced:
+            continue
+        lines = top_table(list(views.values()), _now(), args.all_namespaces) or ["(no jobs yet)"]
+        stamp = _now().strftime("%H:%M:%S")
+        if tty:
+            sys.stdout.write("\x1b[H\x1b[2J")
+        sys.stdout.write("\n".join(lines) + f"\n-- {stamp}, {len(views)} job(s); updates on every change, "
+                         "Ctrl-C quits\n" + ("" if tty else "\n"))
+        sys.stdout.flush()
+    return 0
+
+
+# ---- the table of commands ----------------------------------------------------------
+
+
+def _setup_validate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+
+
+def _setup_render(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-n", "--namespace", help="namespace to render into (default: the "
+                   "object's own, else default)")
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+
+def _setup_crd(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+
+def _setup_docs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topic", choices=("api",))
+
+
+def _setup_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--local", action="store_true", required=True,
+                   help="start one torchrun agent per node on this machine")
+    p.add_argument("--workdir", default=".disttrain",
+                   help="where checkpoints and logs go (default: ./.disttrain/<job>)")
+    p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
+
+
+def _setup_submit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-d", "--detach", action="store_true", help="return once created; do not follow")
+
+
+def _setup_get(p: argparse.ArgumentParser) -> None:
+    _job_argument(p, nargs="?")
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="list jobs of every namespace")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+
+
+def _setup_status(p: argparse.ArgumentParser) -> None:
+    _job_argument(p)
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.set_defaults(all_namespaces=False)
+
+
+def _setup_logs(p: argparse.ArgumentParser) -> None:
+    _job_argument(p)
+    p.add_argument("-f", "--follow", action="store_true", help="stream new lines until every worker's log ends")
+    p.add_argument("--worker", type=int, metavar="I", help="only worker I (pod NAME-worker-I)")
+    p.add_argument("--tail", type=int, metavar="N", help="the last N lines of each worker")
+
+
+def _setup_wait(p: argparse.ArgumentParser) -> None:
+    from .jobview import WAITABLE
+
+    _job_argument(p)
+    p.add_argument("--for", dest="phase", choices=WAITABLE, default="Succeeded",
+                   help="the phase to wait for (default: Succeeded)")
+    p.add_argument("--timeout", metavar="DURATION", help="give up after this long: 90s, 5m, 1h (default: never); "
+                   "exit code 124")
+
+
+def _setup_delete(p: argparse.ArgumentParser) -> None:
+    _job_argument(p)
+    p.add_argument("--wait", action="store_true", help="return once the job and its pods are gone")
+
+
+def _setup_top(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="jobs of every namespace")
+
+
+for _command in (
+    Command("validate", "check files offline with the operator's rules", "validate job.yaml",
+            _setup_validate, cmd_validate),
+    Command("render", "print the Service and Pods the operator would create", "render job.yaml",
+            _setup_render, cmd_render),
+    Command("crd", "print the CustomResourceDefinition", "crd | kubectl apply -f -", _setup_crd, cmd_crd),
+    Command("docs", "print generated documentation (api: the API reference)", "docs api", _setup_docs, cmd_docs),
+    Command("run", "run a job on this machine (--local), no cluster needed", "run --local job.yaml",
+            _setup_run, cmd_run),
+    Command("submit", "validate offline, create the job, then follow it until it ends",
+            "submit job.yaml", _setup_submit, cmd_submit, cluster=True),
+    Command("get", "list jobs, or show one (phase, progress, conditions, events)", "get -A",
+            _setup_get, cmd_get, cluster=True),
+    Command("status", "one job: phase, progress bar, loss, samples/s, ETA, checkpoint age, conditions, "
+            "recent events", "status my-job", _setup_status, cmd_get, cluster=True),
+    Command("logs", "the trainer logs of every worker, interleaved, each line prefixed [worker-i]",
+            "logs my-job -f", _setup_logs, cmd_logs, cluster=True),
+    Command("wait", "block until the job is Running, Succeeded or Suspended",
+            "wait my-job --for Succeeded --timeout 1h", _setup_wait, cmd_wait, cluster=True),
+    Command("suspend", "suspend the job: delete its pods, keep the job and its checkpoints",
+            "suspend my-job", _job_argument, cmd_suspend, cluster=True),
+    Command("resume", "resume a suspended job from its newest checkpoint", "resume my-job",
+            _job_argument, cmd_resume, cluster=True),
+    Command("delete", "delete the job and its pods", "delete my-job", _setup_delete, cmd_delete, cluster=True),
+    Command("top", "every job of a namespace (or all), one live line each, redrawn on every change",
+            "top -A", _setup_top, cmd_top, cluster=True),
+    Command("sweep", sweep_command.HELP, "sweep sweep.yaml", sweep_command.setup_parser, sweep_command.cmd_sweep),
+):
+    register(_command)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,10 @@ from .space import best_job
 from .spec import SweepSpec, parse_sweep
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("sweep", help="hyperparameter search: one job per trial, locally or in a cluster "
-                                     "(docs/sweeps.md)")
+HELP = "hyperparameter search: one job per trial, locally or in a cluster (docs/sweeps.md)"
+
+
+def setup_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="SWEEP.yaml")
     p.add_argument("--workdir", default=".disttrain",
                    help="the sweep's study, trial runs and best job go to WORKDIR/<sweep>/ (default .disttrain)")
@@ -37,7 +38,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", choices=("local", "cluster"), help="override the file's mode")
     p.add_argument("-n", "--namespace", help="cluster mode: namespace of the trial jobs (default: the "
                    "file's namespace, the template's, else default)")
-    p.set_defaults(func=cmd_sweep)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -1,0 +1,476 @@
+"""A small Python client for DistributedTraining jobs: `from disttrain import Client`.
+
+    from disttrain import Client
+    client = Client(namespace="team-a")           # kubeconfig as kubectl reads it
+    client.create({"metadata": {"name": "demo"}, "spec": {"nodes": 1}})
+    for view in client.watch("demo"):              # one JobView per change, until it ends
+        print(view.phase, view.step, view.loss)
+    client.wait("demo", "Succeeded", timeout=600)
+    for worker, line in client.logs("demo"):
+        print(worker, line)
+    client.delete("demo")
+
+It needs only the official `kubernetes` client and the pure API model: no torch, no kopf,
+so it imports in a notebook. Every failure is a `DisttrainError` whose str() is the
+one-line message kubectl would print; the CLI (cli.py) is this client plus formatting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .api import types as t
+from .api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+from .api.validate import validate_document
+from .jobview import MET, NEVER, WAITABLE, JobView, view_of, wait_decision
+from .manifest import manifest_of
+
+RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
+OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtraining.disttrain.dev/NAME
+# The longest a single server-side watch runs before the client re-opens it.
+WATCH_SECONDS = 300
+CONNECT_TIMEOUT = 10
+# (connect, read) seconds for one request that is not a watch or a followed log.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
+
+
+class DisttrainError(Exception):
+    """A failed operation; str() is one line, exit_code what the CLI exits with."""
+
+    exit_code = 1
+
+
+class NotFound(DisttrainError):
+    pass
+
+
+class Forbidden(DisttrainError):
+    pass
+
+
+class Unreachable(DisttrainError):
+    pass
+
+
+class InvalidJob(DisttrainError):
+    """The offline validator refused the job; `errors` holds one line per problem."""
+
+    def __init__(self, message: str, errors: list[str]):
+        super().__init__(message)
+        self.errors = errors
+
+
+class JobFailed(DisttrainError):
+    """The job ended without reaching what was waited for."""
+
+    def __init__(self, message: str, view: JobView):
+        super().__init__(message)
+        self.view = view
+
+
+class WaitTimeout(DisttrainError):
+    # `timeout`'s code (GNU coreutils): scripts can tell "not yet" from "failed".
+    exit_code = 124
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    worker: int | None
+    text: str
+    time: str = ""  # RFC 3339 from the kubelet; orders lines across workers
+
+    def __iter__(self) -> Iterator[Any]:  # `for worker, line in client.logs(...)`
+        return iter((self.worker, self.text))
+
+
+class Client:
+    """DistributedTraining jobs in one cluster (a kubeconfig context) and namespace.
+
+    namespace: default for every call; else the context's namespace, else "default".
+    context: a kubeconfig context name (like kubectl --context); else the current one.
+    kubeconfig: a path, or several joined with ':' (like $KUBECONFIG); else $KUBECONFIG,
+    else ~/.kube/config; in a pod without either, the pod's service account.
+    """
+
+    def __init__(self, namespace: str | None = None, *, context: str | None = None,
+                 kubeconfig: str | None = None):
+        from kubernetes import client as k8s
+
+        self._api, context_namespace = _connect(kubeconfig, context)
+        self.namespace = namespace or context_namespace or "default"
+        self._custom = k8s.CustomObjectsApi(self._api)
+        self._core = k8s.CoreV1Api(self._api)
+
+    # ---- jobs -------------------------------------------------------------------
+
+    def create(self, job: dict[str, Any] | t.DistributedTrainingSpec, *, name: str | None = None,
+               namespace: str | None = None) -> dict[str, Any]:
+        """Validate offline with the operator's rules, then create. `job` is a whole
+        object (dict) or a typed spec (api.types.DistributedTrainingSpec) with `name`.
+        Raises InvalidJob naming every bad field before anything reaches the cluster."""
+        obj = manifest_of(job, name=name)
+        ns = namespace or (obj.get("metadata") or {}).get("namespace") or self.namespace
+        obj["metadata"]["namespace"] = ns
+        result = validate_document(obj)
+        if not result.ok:
+            errors = [str(e) for e in result.errors]
+            label = (obj.get("metadata") or {}).get("name") or "(unnamed)"
+            raise InvalidJob(f"error: {label} is invalid: {'; '.join(errors)}", errors)
+        return self._call(lambda: self._custom.create_namespaced_custom_object(
+            t.GROUP, t.VERSION, ns, t.PLURAL, obj, _request_timeout=REQUEST_TIMEOUT),
+            name=obj["metadata"].get("name", ""))
+
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The job's object as the API returns it."""
+        return self._call(lambda: self._custom.get_namespaced_custom_object(
+            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name, _request_timeout=REQUEST_TIMEOUT),
+            name=name)
+
+    def status(self, name: str, namespace: str | None = None) -> JobView:
+        return view_of(self.get(name, namespace))
+
+    def list(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        return self._list(namespace, all_namespaces)["items"]
+
+    def events(self, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """core/v1 Events about the job (they expire after about an hour)."""
+        ns = namespace or self.namespace
+        found = self._call(lambda: self._core.list_namespaced_event(
+            ns, field_selector=f"involvedObject.name={name},involvedObject.kind={t.KIND}",
+            _request_timeout=REQUEST_TIMEOUT))
+        return [self._api.sanitize_for_serialization(e) for e in found.items]
+
+    def suspend(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """spec.suspend=true: the operator deletes the pods and keeps the job."""
+        return self._patch_suspend(name, namespace, True)
+
+    def resume(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """spec.suspend=false: pods come back and resume from the newest checkpoint."""
+        return self._patch_suspend(name, namespace, False)
+
+    def delete(self, name: str, namespace: str | None = None, *, wait: bool = False,
+               timeout: float | None = None) -> None:
+        """Delete the job (its pods go with it); with wait, until the object is gone."""
+        ns = namespace or self.namespace
+        self._call(lambda: self._custom.delete_namespaced_custom_object(
+            t.GROUP, t.VERSION, ns, t.PLURAL, name, _request_timeout=REQUEST_TIMEOUT), name=name)
+        if wait:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for _ in self._watch_one(name, ns, deadline, until_deleted=True):
+                pass
+
+    # ---- following --------------------------------------------------------------
+
+    def watch(self, name: str, namespace: str | None = None, *, timeout: float | None = None,
+              stop_when_finished: bool = True) -> Iterator[JobView]:
+        """A JobView now and on every change of the job, from a watch (no polling); ends
+        after the Succeeded or Failed view. Raises NotFound if the job is deleted and
+        WaitTimeout after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for obj in self._watch_one(name, namespace or self.namespace, deadline):
+            view = view_of(obj)
+            yield view
+            if stop_when_finished and view.finished:
+                return
+
+    def wait(self, name: str, phase: str = "Succeeded", namespace: str | None = None, *,
+             timeout: float | None = None) -> JobView:
+        """Block until the job's phase is `phase` (Running, Succeeded or Suspended).
+        Raises JobFailed when it can no longer get there (it Failed, or ended) and
+        WaitTimeout after `timeout` seconds."""
+        if phase not in WAITABLE:
+            raise ValueError(f"phase {phase!r} cannot be waited for; allowed: {', '.join(WAITABLE)}")
+        for view in self.watch(name, namespace, timeout=timeout, stop_when_finished=False):
+            decision = wait_decision(view, phase)
+            if decision == MET:
+                return view
+            if decision == NEVER:
+                raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be {phase}"
+                                + _failure_reason(view), view)
+        raise AssertionError("unreachable: the watch ends only by a return or an error")
+
+    def watch_all(self, namespace: str | None = None, *, all_namespaces: bool = False
+                  ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """("ADDED"|"MODIFIED"|"DELETED", object) for every job in the namespace (or all):
+        the current ones first, then ("SYNCED", {}), then changes as the API server sends
+        them. ("RELIST", {}) when the watch expired: forget all, the list follows. Endless."""
+        from kubernetes import watch
+
+        while True:
+            listing = self._list(namespace, all_namespaces)
+            for obj in listing["items"]:
+                yield "ADDED", obj
+            yield "SYNCED", {}
+            version = listing["metadata"]["resourceVersion"]
+            while True:
+                stream = watch.Watch().stream(*self._list_call(namespace, all_namespaces),
+                                              resource_version=version, timeout_seconds=WATCH_SECONDS,
+                                              allow_watch_bookmarks=True,
+                                              _request_timeout=(CONNECT_TIMEOUT, WATCH_SECONDS + 30))
+                try:
+                    for event in self._guard(stream):
+                        obj = event["object"]
+                        version = obj.get("metadata", {}).get("resourceVersion", version)
+                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            yield event["type"], obj
+                except _Expired:
+                    yield "RELIST", {}
+                    break
+
+    def logs(self, name: str, namespace: str | None = None, *, worker: int | None = None,
+             follow: bool = False, tail: int | None = None) -> Iterator[LogLine]:
+        """The trainer container's log lines of every worker (or one), with the worker
+        index. Without follow, lines are ordered by the kubelet's timestamps across
+        workers; with follow, as they arrive, until every worker's log ends."""
+        ns = namespace or self.namespace
+        workers = self._workers(ns, name, worker, follow)
+        if not workers:
+            which = f"worker {worker}" if worker is not None else "worker pods"
+            raise NotFound(f"error: {OBJECT}/{name} has no {which} now (pods appear while it runs; "
+                           "cleanPodPolicy may have removed finished ones)")
+        if not follow:
+            lines = [line for index, pod in workers for line in self._pod_log(ns, pod, index, False, tail)]
+            yield from sorted(lines, key=lambda line: line.time)
+            return
+        yield from _merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, tail) for i, p in workers])
+
+    # ---- internals --------------------------------------------------------------
+
+    def _workers(self, ns: str, name: str, worker: int | None, follow: bool) -> list[tuple[int | None, str]]:
+        """(index, pod name) of the job's workers. Following a job that is still starting
+        (`submit -d` then `logs -f`), wait until the pods it wants exist."""
+        while True:
+            job = self.get(name, ns)  # NotFound before anything else
+            pods = self._call(lambda: self._core.list_namespaced_pod(
+                ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=REQUEST_TIMEOUT)).items
+            workers = sorted(((_index(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
+            if worker is not None:
+                workers = [w for w in workers if w[0] == worker]
+            view = view_of(job)
+            wanted = 1 if worker is not None else (view.desired or (job.get("spec") or {}).get("nodes") or 1)
+            if not follow or len(workers) >= wanted or view.finished or view.phase == "Suspended":
+                return workers
+            time.sleep(1)
+
+    def _patch_suspend(self, name: str, namespace: str | None, value: bool) -> dict[str, Any]:
+        ns = namespace or self.namespace
+        return self._call(lambda: self._custom.patch_namespaced_custom_object(
+            t.GROUP, t.VERSION, ns, t.PLURAL, name, {"spec": {"suspend": value}},
+            _request_timeout=REQUEST_TIMEOUT), name=name)
+
+    def _list_call(self, namespace: str | None, all_namespaces: bool) -> tuple[Any, ...]:
+        if all_namespaces:
+            return (self._custom.list_cluster_custom_object, t.GROUP, t.VERSION, t.PLURAL)
+        return (self._custom.list_namespaced_custom_object, t.GROUP, t.VERSION, namespace or self.namespace,
+                t.PLURAL)
+
+    def _list(self, namespace: str | None, all_namespaces: bool) -> dict[str, Any]:
+        call, *args = self._list_call(namespace, all_namespaces)
+        return self._call(lambda: call(*args, _request_timeout=REQUEST_TIMEOUT))
+
+    def _watch_one(self, name: str, ns: str, deadline: float | None,
+                   until_deleted: bool = False) -> Iterator[dict[str, Any]]:
+        """The job now, then on every change; ends when it is deleted (until_deleted) or
+        raises NotFound then."""
+        from kubernetes import watch
+
+        def expired() -> WaitTimeout:
+            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}")
+
+        try:
+            obj = self.get(name, ns)
+        except NotFound:
+            if until_deleted:
+                return
+            raise
+        yield obj
+        version = obj["metadata"]["resourceVersion"]
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise expired()
+            seconds = int(min(WATCH_SECONDS, left)) + 1 if left is not None else WATCH_SECONDS
+            stream = watch.Watch().stream(
+                self._custom.list_namespaced_custom_object, t.GROUP, t.VERSION, ns, t.PLURAL,
+                field_selector=f"metadata.name={name}", resource_version=version, timeout_seconds=seconds,
+                _request_timeout=(CONNECT_TIMEOUT, seconds + 30))
+            try:
+                for event in self._guard(stream):
+                    obj = event["object"]
+                    if event["type"] == "DELETED":
+                        if until_deleted:
+                            return
+                        raise NotFound(f'Error from server (NotFound): {RESOURCE} "{name}" was deleted')
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        version = obj["metadata"]["resourceVersion"]
+                        yield obj
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise expired()
+            except _Expired:  # the version is too old: read the object again
+                obj = self.get(name, ns)
+                version = obj["metadata"]["resourceVersion"]
+                yield obj
+
+    def _guard(self, stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """A watch stream with API errors mapped; 410 Gone raises _Expired."""
+        it = iter(stream)
+        while True:
+            try:
+                event = self._call(lambda: next(it, None))
+            except DisttrainError as exc:
+                if "(Expired)" in str(exc) or "(Gone)" in str(exc):
+                    raise _Expired() from None
+                raise
+            if event is None:
+                return
+            if event["type"] == "ERROR":
+                raise _Expired() if event["object"].get("code") == 410 else \
+                    DisttrainError(f"Error from server: {event['object'].get('message')}")
+            yield event
+
+    def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, tail: int | None) -> Iterator[LogLine]:
+        def start() -> Any:
+            # A followed log may stay quiet for long: no read timeout then.
+            limit = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, 120)}
+            return self._core.read_namespaced_pod_log(
+                pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, tail_lines=tail,
+                _preload_content=False, **limit)
+
+        while True:
+            try:
+                response = self._call(start, name=pod, resource="pods")
+                break
+            except DisttrainError as exc:
+                # -f on a worker not yet scheduled, or whose container has not started: wait.
+                text = str(exc)
+                if not (follow and "(BadRequest)" in text
+                        and ("waiting to start" in text or "does not have a host assigned" in text)):
+                    raise
+                time.sleep(1)
+        try:
+            for raw in response:
+                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
+                yield LogLine(index, text, stamp)
+        finally:
+            response.release_conn()
+
+    def _call(self, fn: Any, *, name: str = "", resource: str = RESOURCE) -> Any:
+        """fn() with the client's errors turned into kubectl's one-line messages."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn()
+        except ApiException as exc:
+            raise api_error(exc.status, exc.reason, exc.body, name, resource) from None
+        except HTTPError as exc:
+            raise Unreachable(f"Unable to connect to the server {self._api.configuration.host}: "
+                              f"{_reason(exc)}") from None
+
+
+class _Expired(Exception):
+    """A watch's resourceVersion is too old (410): list again."""
+
+
+def api_error(status: int | None, reason: str | None, body: Any, name: str, resource: str = RESOURCE
+              ) -> DisttrainError:
+    """An API error as kubectl prints it: `Error from server (Reason): message`."""
+    message, why = "", reason or ""
+    try:
+        parsed = json.loads(body) if body else {}
+        message, why = parsed.get("message", ""), parsed.get("reason", why)
+    except (TypeError, ValueError):
+        message = str(body or "")
+    if status == 404:
+        return NotFound(f'Error from server (NotFound): {resource} "{name}" not found')
+    text = f"Error from server ({why or status}): {' '.join(message.split()) or reason}"
+    return Forbidden(text) if status == 403 else DisttrainError(text)
+
+
+def _reason(exc: Exception) -> str:
+    """The innermost cause of a connection failure, one line ('connection refused')."""
+    inner: BaseException = exc
+    while getattr(inner, "reason", None) is not None and isinstance(inner.reason, BaseException):
+        inner = inner.reason
+    text = str(inner)
+    if "Connection refused" in text:
+        return "connection refused - did you specify the right host or port?"
+    return " ".join(text.split()) or type(inner).__name__
+
+
+def _connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str | None]:
+    """(ApiClient, the context's namespace) from a kubeconfig, like kubectl; in a pod
+    with no kubeconfig, its service account."""
+    from kubernetes import client as k8s
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    present = any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p)
+    configuration = type.__call__(k8s.Configuration)
+    if not present and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+        namespace_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+        namespace = open(namespace_file).read().strip() if os.path.exists(namespace_file) else None
+    else:
+        if not present:
+            raise Unreachable(f"error: no kubeconfig at {path}: set KUBECONFIG or pass --kubeconfig "
+                              "(make cluster-up prints the path of a local cluster's)")
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+            chosen = next((c for c in contexts if c["name"] == context), None) if context else current
+            if context and chosen is None:
+                raise Unreachable(f'error: context "{context}" does not exist in {path}; '
+                                  f"known: {', '.join(c['name'] for c in contexts) or 'none'}")
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
+                                    persist_config=False)
+        except ConfigException as exc:
+            raise Unreachable(f"error: {path}: {' '.join(str(exc).split())}") from None
+        namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    configuration.retries = 0  # fail at once like kubectl, not after urllib3's three retries
+    return k8s.ApiClient(configuration), namespace
+
+
+def _index(pod: Any) -> int | None:
+    value = (pod.metadata.labels or {}).get(INDEX_LABEL)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _failure_reason(view: JobView) -> str:
+    failed = next((c for c in view.conditions if c.get("type") == "Failed" and c.get("status") == "True"), None)
+    return f": {failed.get('reason')}: {failed.get('message')}" if failed else ""
+
+
+def _merged(sources: list[Any]) -> Iterator[LogLine]:
+    """Lines of several generators, as they come, from one thread each."""
+    lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
+    done = object()
+
+    def pump(source: Any) -> None:
+        try:
+            for line in source():
+                lines.put(line)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+            lines.put(exc)
+        finally:
+            lines.put(done)
+
+    threads = [threading.Thread(target=pump, args=(s,), daemon=True) for s in sources]
+    for thread in threads:
+        thread.start()
+    running = len(threads)
+    while running:
+        item = lines.get()
+        if item is done:
+            running -= 1
+        elif isinstance(item, BaseException):
+            raise item
+        else:
+            yield item

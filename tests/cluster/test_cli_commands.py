@@ -1,0 +1,293 @@
+"""`disttrain` / `kubectl disttrain` in a cluster, and `from disttrain import Client`, on the
+real control plane + KWOK with the operator running (tests/cluster/reconcile/conftest.py:
+its own ServiceAccount, the manifests' RBAC). A job's progress comes from the trainer's
+real /status server on loopback, which the test moves.
+
+The CLI runs as `python -m disttrain_operator.cli` from this checkout, as admin; errors are
+checked as one line on stderr with kubectl's exit code. Logs need pods that really log:
+tests/e2e/test_cli_logs.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from reconcile.conftest import (REPO, annotate_exit, checkpoint_claim, job_manifest,  # noqa: F401 (fixtures)
+                                operator_kubeconfig, running_operator)
+from reconcile.test_metrics_progress import trainer_status_server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.cluster
+
+REF = "distributedtraining.disttrain.dev"
+
+
+def cli_env(kubeconfig: str) -> dict[str, str]:
+    return {**os.environ, "KUBECONFIG": kubeconfig,
+            "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
+
+
+def cli(cluster, *args: str, kubeconfig: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`disttrain ARGS` as admin (or with `kubeconfig`), from this checkout."""
+    return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True, text=True,
+                          env=cli_env(kubeconfig or cluster.kubeconfig), timeout=timeout)
+
+
+def cli_at_once(cluster, *calls: list[str], kubeconfig: str | None = None) -> list[subprocess.CompletedProcess]:
+    """Several independent `disttrain` calls run side by side (they are mostly Python start-up)."""
+    procs = [subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=cli_env(kubeconfig or cluster.kubeconfig))
+             for args in calls]
+    done = []
+    for args, proc in zip(calls, procs):
+        out, err = proc.communicate(timeout=120)
+        done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+    return done
+
+
+class Streaming:
+    """A CLI command left running (submit following, top); its stdout lines as they come."""
+
+    def __init__(self, cluster, *args: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", *args], text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(cluster.kubeconfig),
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
+                                        daemon=True)
+        self._reader.start()
+
+    def wait_line(self, predicate, timeout: float = 60, start: int = 0) -> str:
+        """The first line from `start` on that satisfies `predicate`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = next((line for line in list(self.lines)[start:] if predicate(line)), None)
+            if found:
+                return found
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.1)
+        pytest.fail(f"no such line in {timeout}s; output so far:\n{''.join(self.lines)[-3000:]}"
+                    f"\nstderr: {self.stderr() if self.proc.poll() is not None else '(running)'}", pytrace=False)
+
+    def stderr(self) -> str:
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+    def finish(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+        self._reader.join(timeout=5)
+
+
+@pytest.fixture
+def operator(cluster, namespace, operator_kubeconfig):  # noqa: F811
+    """The operator, cluster-wide install mode only: the CLI reads what it writes."""
+    with running_operator(cluster, namespace, operator_kubeconfig) as handle:
+        yield handle
+
+
+def watched_job(cluster, name: str, port: int, **spec) -> dict:
+    """One worker whose /status is the test's trainer status server on loopback."""
+    return job_manifest(name, nodes=1, metrics={"port": port}, trainer={"builtin": {"steps": 100, "batchSize": 8}},
+                        podTemplate={"metadata": {"annotations": {cluster.POD_IP_ANNOTATION: "127.0.0.1"}}}, **spec)
+
+
+def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operator, trainer_status_server,  # noqa: F811
+                                                      tmp_path: Path):
+    port, sink = trainer_status_server
+    sink.doc.update(step=40, totalSteps=100, loss=2.5, samplesPerSecond=64.0, worldSize=1,
+                    checkpoint={"step": 40, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                "path": "/checkpoints/step-00000040"})
+    path = tmp_path / "job.yaml"
+    # ddp on one device: the operator falls back to auto and says so in a Warning Event.
+    path.write_text(yaml.safe_dump(watched_job(cluster, "cli", port, strategy="ddp")))
+    ns = ["-n", namespace]
+
+    top = Streaming(cluster, "top", *ns)
+    submit = Streaming(cluster, "submit", str(path), *ns)
+    try:
+        assert submit.wait_line(lambda line: line.startswith(REF)) == f"{REF}/cli created\n"
+        # top learns of the job from its watch and redraws when the operator writes progress.
+        top.wait_line(lambda line: line.startswith("cli ") and "40/100" in line)
+        line = submit.wait_line(lambda line: "step 40/100" in line)
+        assert line.startswith("cli: Running  step 40/100 [########------------]  40%  loss 2.5  64.0 samples/s  "
+                               "ETA 7s  checkpoint step 40 (")  # (100-40) steps x 8 samples / 64 samples/s
+
+        waited = cli(cluster, "wait", "cli", "--for", "Running", "--timeout", "30s", *ns)
+        assert (waited.returncode, waited.stdout) == (0, f"{REF}/cli is Running\n"), waited.stderr
+
+        status, as_yaml, listing, table = cli_at_once(
+            cluster, ["status", "cli", *ns], ["get", "cli", *ns, "-o", "yaml"], ["get", "-A", "-o", "json"],
+            ["get", *ns])
+        assert status.returncode == 0, status.stderr
+        text = status.stdout
+        for expected in ("Phase:       Running", "Workers:     1/1 active, world size 1, restarts 0",
+                         "Progress:    [########------------]  40%  step 40/100", "Loss:        2.5",
+                         "Throughput:  64.0 samples/s", "ETA:         7s", "Checkpoint:  step 40 (",
+                         "  Running=True ", "  Validated=True "):
+            assert expected in text, text
+        assert "Warning DDPSingleDevice: " in text.split("Events:\n")[1], text
+        assert yaml.safe_load(as_yaml.stdout)["status"]["progress"]["step"] == 40
+        assert any(o["metadata"]["name"] == "cli" for o in yaml.safe_load(listing.stdout)["items"])
+        table = table.stdout.splitlines()
+        assert table[0].split()[:3] == ["NAME", "PHASE", "WORLD"] and table[1].split()[:3] == ["cli", "Running", "1"]
+
+        late = cli(cluster, "wait", "cli", "--for", "Succeeded", "--timeout", "2s", *ns)
+        assert (late.returncode, late.stdout, late.stderr) == (
+            124, "", "error: timed out waiting for distributedtraining.disttrain.dev/cli\n")
+
+        drawn = len(top.lines)
+        suspended = cli(cluster, "suspend", "cli", *ns)
+        assert suspended.returncode == 0 and suspended.stdout.startswith(f"{REF}/cli suspended"), suspended.stderr
+        assert cli(cluster, "wait", "cli", "--for", "Suspended", "--timeout", "30s", *ns).returncode == 0
+        submit.wait_line(lambda line: line.startswith("cli: Suspended"))
+        top.wait_line(lambda line: line.split()[:2] == ["cli", "Suspended"], start=drawn)  # redrawn on the event
+        assert cli(cluster, "resume", "cli", *ns).stdout == f"{REF}/cli resumed\n"
+        assert cli(cluster, "wait", "cli", "--for", "Running", "--timeout", "30s", *ns).returncode == 0
+
+        cluster.wait_for(lambda: cluster.try_get("pod", "cli-worker-0", namespace), timeout=30, what="pod back")
+        annotate_exit(cluster, namespace, "cli-worker-0", 0)
+        assert submit.finish(timeout=60) == 0, submit.stderr()  # submit follows to the end: Succeeded is 0
+        assert submit.lines[-1].startswith("cli: Succeeded")
+        done = cli(cluster, "wait", "cli", *ns)  # --for Succeeded, already there
+        assert done.stdout == f"{REF}/cli is Succeeded\n"
+        never = cli(cluster, "wait", "cli", "--for", "Running", *ns)
+        assert (never.returncode, never.stderr) == (
+            1, f"error: {REF}/cli is Succeeded; it will never be Running\n")
+
+        drawn = len(top.lines)
+        deleted = cli(cluster, "delete", "cli", "--wait", *ns)
+        assert (deleted.returncode, deleted.stdout) == (0, f'{REF} "cli" deleted\n'), deleted.stderr
+        assert cluster.try_get("dt", "cli", namespace) is None
+        top.wait_line(lambda line: line.startswith("(no jobs yet)"), start=drawn)
+    finally:
+        top.stop()
+        submit.stop()
+
+
+def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line_errors(
+        cluster, namespace, operator_kubeconfig, tmp_path: Path):  # noqa: F811
+    ns = ["-n", namespace]
+    missing = 'Error from server (NotFound): distributedtrainings.disttrain.dev "ghost" not found\n'
+    commands = ("get", "status", "logs", "wait", "suspend", "resume", "delete")
+    for out in cli_at_once(cluster, *([command, "ghost", *ns] for command in commands)):
+        assert (out.returncode, out.stdout, out.stderr) == (1, "", missing), out.args
+
+    # Through kubectl's plugin mechanism: `kubectl disttrain` runs kubectl-disttrain from PATH
+    # (a wrapper for this checkout's CLI, as the kubectl-disttrain console script is).
+    plugins = tmp_path / "bin"
+    plugins.mkdir()
+    wrapper = plugins / "kubectl-disttrain"
+    wrapper.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO / 'operator')!r}]\n"
+                       "from disttrain_operator.cli import main\nsys.exit(main())\n")
+    wrapper.chmod(0o755)
+    env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}
+    helped = subprocess.run(["kubectl", "disttrain", "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert helped.stdout.startswith("usage: kubectl disttrain ") and "  submit    kubectl disttrain submit job.yaml" \
+        in helped.stdout, helped.stderr
+    out = subprocess.run(["kubectl", "disttrain", "get", "ghost", *ns], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert (out.returncode, out.stderr) == (1, missing)
+
+    # Nothing listens on that port: kubectl's "connection refused", at once (no retries).
+    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    admin["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"
+    away = tmp_path / "away.kubeconfig"
+    away.write_text(yaml.safe_dump(admin))
+    started = time.monotonic()
+    out = cli(cluster, "get", "x", *ns, kubeconfig=str(away))
+    assert (out.returncode, out.stderr) == (
+        1, "Unable to connect to the server https://127.0.0.1:9: connection refused - did you specify the right "
+           "host or port?\n")
+    assert time.monotonic() - started < 20
+    no_config, no_context = cli_at_once(cluster, ["top", "--kubeconfig", str(tmp_path / "none")],
+                                        ["get", "--context", "elsewhere"])
+    assert (no_config.returncode, no_config.stderr) == (
+        1, f"error: no kubeconfig at {tmp_path / 'none'}: set KUBECONFIG or pass --kubeconfig "
+           "(make cluster-up prints the path of a local cluster's)\n")
+    assert no_context.returncode == 1 and no_context.stderr.startswith('error: context "elsewhere" does not exist')
+
+    # A service account with no rights at all: the API server's Forbidden, verbatim.
+    cluster.kubectl("create", "serviceaccount", "nobody", *ns)
+    nobody = cluster.kubeconfig_for_service_account(namespace, "nobody", duration="10m")
+    # (the context's namespace is the test's)
+    for out in cli_at_once(cluster, ["get", "ghost"], ["delete", "ghost"], kubeconfig=nobody):
+        verb = out.args[0]
+        assert (out.returncode, out.stderr) == (1, (
+            f'Error from server (Forbidden): distributedtrainings.disttrain.dev "ghost" is forbidden: User '
+            f'"system:serviceaccount:{namespace}:nobody" cannot {verb} resource "distributedtrainings" in API '
+            f'group "disttrain.dev" in the namespace "{namespace}"\n')), out.args
+
+    # An invalid file is refused offline: exit 1, the validator's words, nothing created.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(job_manifest("bad", strategy="ddpp")))
+    out = cli(cluster, "submit", str(bad), *ns)
+    assert out.returncode == 1 and "spec.strategy: is not allowed (got 'ddpp')" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and cluster.try_get("dt", "bad", namespace) is None
+
+    usage = cli(cluster, "wait")  # argparse: NAME is missing
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+
+def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, operator,
+                                                         trainer_status_server):  # noqa: F811
+    from disttrain import Client, DistributedTrainingSpec, InvalidJob, JobFailed, NotFound
+    from disttrain_operator.api import types as t
+
+    port, sink = trainer_status_server
+    sink.doc.update(step=10, totalSteps=100, loss=3.0, samplesPerSecond=32.0)
+    client = Client(namespace, kubeconfig=cluster.kubeconfig)
+    assert client.namespace == namespace
+
+    spec = DistributedTrainingSpec(nodes=1, metrics=t.Metrics(port=port),
+                                   trainer=t.TrainerSpec(builtin=t.BuiltinTrainer(steps=100, batch_size=8)),
+                                   pod_template=t.PodTemplate(metadata=t.PodMetadata(
+                                       annotations={cluster.POD_IP_ANNOTATION: "127.0.0.1"})))
+    created = client.create(spec, name="typed")
+    assert created["metadata"]["namespace"] == namespace and created["spec"]["nodes"] == 1
+
+    seen = []
+    for view in client.watch("typed", timeout=90):  # a view per change, from the watch
+        seen.append(view)
+        if view.step == 10 and not view.suspended:
+            running = view
+            client.suspend("typed")
+        if view.phase == "Suspended":
+            break
+    assert running.phase == "Running" and running.loss == 3.0 and running.eta_seconds == 90 * 8 / 32
+    assert [v.phase for v in seen].index("Running") < [v.phase for v in seen].index("Suspended")
+    client.resume("typed")
+    assert client.wait("typed", "Running", timeout=60).phase == "Running"
+    assert [o["metadata"]["name"] for o in client.list()] == ["typed"]
+
+    with pytest.raises(InvalidJob) as refused:
+        client.create({"metadata": {"name": "bad"}, "spec": {"nodes": 0}})
+    assert any("spec.nodes" in e for e in refused.value.errors)
+    assert cluster.try_get("dt", "bad", namespace) is None
+
+    client.create(job_manifest("doomed", nodes=1, backoffLimit=0))
+    client.wait("doomed", "Running", timeout=30)
+    annotate_exit(cluster, namespace, "doomed-worker-0", 1)
+    with pytest.raises(JobFailed) as failed:
+        client.wait("doomed", timeout=60)
+    assert failed.value.view.phase == "Failed"
+    assert str(failed.value).startswith(f"error: {REF}/doomed is Failed; it will never be Succeeded: ")
+    out = cli(cluster, "wait", "doomed", "-n", namespace)
+    assert out.returncode == 1 and out.stderr.startswith(f"error: {REF}/doomed is Failed")
+
+    client.delete("typed", wait=True, timeout=30)
+    with pytest.raises(NotFound, match='Error from server \\(NotFound\\): distributedtrainings.disttrain.dev '
+                                       '"typed" not found'):
+        client.get("typed")

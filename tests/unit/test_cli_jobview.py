@@ -1,0 +1,219 @@
+"""What `disttrain get|status|top|submit|wait` print, from the object alone (jobview.py), and
+the typed spec the Python client sends (manifest.py). Pure: no cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from disttrain_operator.api import types as t
+from disttrain_operator.api.validate import validate_document
+from disttrain_operator.jobview import (MET, NEVER, WAITING, JobView, bar, duration, event_line, parse_duration,
+                                        progress_line, status_lines, top_table, view_of, wait_decision)
+from disttrain_operator.manifest import manifest_of
+
+from .conftest import ROOT
+
+NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def stamp(seconds_ago: float) -> str:
+    return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job(**status) -> dict:
+    return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+            "metadata": {"name": "gpt", "namespace": "team", "creationTimestamp": stamp(750)},
+            "spec": {"nodes": 2, "trainer": {"builtin": {"steps": 100, "batchSize": 8}}, "accumulateGradBatches": 2},
+            "status": {"phase": "Running", "resolved": {"worldSize": 4}, "workers": {"active": 2, "desired": 2},
+                       "progress": {"step": 40, "totalSteps": 100, "loss": 2.5, "samplesPerSecond": 64.0},
+                       "checkpoint": {"step": 40, "time": stamp(30)}, "restarts": 1, **status}}
+
+
+def test_view_reads_progress_checkpoint_and_eta_from_status():
+    view = view_of(job())
+    assert (view.phase, view.step, view.total_steps, view.world_size, view.restarts) == ("Running", 40, 100, 4, 1)
+    # global batch 8 x 4 ranks x 2 accumulation = 64 samples/step at 64 samples/s: 1 s/step, 60 left
+    assert view.global_batch == 64 and view.eta_seconds == 60
+    assert view.checkpoint_age(NOW) == 30
+
+
+def test_eta_needs_throughput_and_is_not_told_for_a_users_script_or_a_finished_job():
+    assert view_of(job(progress={"step": 5, "totalSteps": 100})).eta_seconds is None
+    script = job()
+    script["spec"]["trainer"] = {"command": ["python", "train.py"]}
+    assert view_of(script).eta_seconds is None
+    assert view_of(job(phase="Succeeded")).eta_seconds is None
+    fsdp = job()
+    fsdp["spec"]["mesh"] = {"fsdp": 2, "tp": 2}  # data-parallel degree is the fsdp axis
+    assert view_of(fsdp).global_batch == 8 * 2 * 2
+
+
+def test_the_default_batch_size_is_the_apis():
+    spec = job()
+    del spec["spec"]["trainer"]["builtin"]["batchSize"]
+    assert view_of(spec).global_batch == 8 * 4 * 2  # api/types.py: batchSize default 8
+
+
+def test_a_fresh_object_without_status_is_pending_with_dashes():
+    view = view_of({"metadata": {"name": "new"}, "spec": {}})
+    assert view.phase is None and view.eta_seconds is None
+    assert progress_line(view, NOW) == "new: Pending"
+    assert "  (none yet: is the operator running?)" in status_lines(view, [], NOW)
+
+
+@pytest.mark.parametrize("seconds,text", [(None, "-"), (0, "0s"), (119, "119s"), (125, "2m5s"), (600, "10m"),
+                                          (3 * 3600 + 600, "3h10m"), (30 * 3600, "30h"), (3 * 86400, "3d"),
+                                          (3 * 86400 + 7200, "3d2h"), (20 * 86400, "20d"), (-5, "0s")])
+def test_durations_read_like_kubectl(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_bar_fills_with_progress_and_clamps():
+    assert bar(40, 100, width=10) == "[####------]  40%"
+    assert bar(0, 100, width=4) == "[----]   0%"
+    assert bar(150, 100, width=4) == "[####] 100%"
+    assert bar(None, 100, width=4) == "[----]   -"
+    assert bar(3, None, width=4) == "[----]   -"
+
+
+def test_progress_line_has_step_bar_loss_rate_eta_and_checkpoint_age():
+    line = progress_line(view_of(job()), NOW)
+    assert line == ("gpt: Running  step 40/100 [########------------]  40%  loss 2.5  64.0 samples/s  ETA 60s  "
+                    "checkpoint step 40 (30s ago)")
+
+
+def test_status_lines_show_conditions_with_messages_and_newest_events_last():
+    obj = job(conditions=[{"type": "Running", "status": "True", "reason": "WorkersRunning", "message": "2/2 ready"},
+                          {"type": "CheckpointStale", "status": "False"}])
+    events = [{"type": "Normal", "reason": "Created", "message": "pod gpt-worker-1\ncreated",
+               "lastTimestamp": stamp(20)},
+              {"type": "Warning", "reason": "Restarted", "message": "worker 0 failed", "count": 3,
+               "lastTimestamp": stamp(5)},
+              {"type": "Normal", "reason": "Validated", "message": "ok", "eventTime": stamp(700)}]
+    lines = status_lines(view_of(obj), events, NOW)
+    text = "\n".join(lines)
+    assert "Phase:       Running" in text
+    assert "Workers:     2/2 active, world size 4, restarts 1" in text
+    assert "Progress:    [########------------]  40%  step 40/100" in text
+    assert "ETA:         60s" in text and "Checkpoint:  step 40 (30s ago)" in text and "Age:         12m" in text
+    assert "  Running=True WorkersRunning: 2/2 ready" in lines
+    assert "  CheckpointStale=False" in lines
+    tail = lines[lines.index("Events:") + 1:]
+    assert [line.split()[2] for line in tail] == ["Validated:", "Created:", "Restarted"]
+    assert tail[1].endswith("Created: pod gpt-worker-1 created")  # one line per event
+    assert "(x3): worker 0 failed" in tail[2]
+
+
+def test_event_line_without_a_time():
+    assert event_line({"type": "Normal", "reason": "X", "message": "m"}, NOW) == "     -  Normal  X: m"
+
+
+def test_top_table_aligns_columns_sorts_and_names_namespaces_with_all():
+    other = job(phase="Pending", progress={}, checkpoint=None, restarts=0)
+    other["metadata"] = {"name": "a-first", "namespace": "zeta"}
+    lines = top_table([view_of(job()), view_of(other)], NOW, all_namespaces=True)
+    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S",
+                                "CHECKPOINT", "RESTARTS", "AGE"]
+    assert lines[1].split() == ["team", "gpt", "Running", "4", "[####------]", "40%", "40/100", "64.0", "40",
+                                "(30s", "ago)", "1", "12m"]
+    assert lines[2].split()[:3] == ["zeta", "a-first", "Pending"]
+    assert len({line.index("PHASE") if i == 0 else None for i, line in enumerate(lines)}) == 2
+    assert lines[1].index("Running") == lines[0].index("PHASE")  # aligned
+    assert top_table([], NOW) == []
+    assert top_table([view_of(job())], NOW)[0].startswith("NAME ")
+
+
+@pytest.mark.parametrize("phase,target,decision", [
+    ("Running", "Running", MET), ("Pending", "Running", WAITING), ("Succeeded", "Running", NEVER),
+    ("Failed", "Succeeded", NEVER), ("Running", "Succeeded", WAITING), ("Succeeded", "Succeeded", MET),
+    ("Restarting", "Suspended", WAITING), (None, "Running", WAITING), ("Suspended", "Suspended", MET)])
+def test_wait_decision(phase, target, decision):
+    assert wait_decision(JobView(name="j", phase=phase), target) == decision
+
+
+@pytest.mark.parametrize("text,seconds", [("90", 90), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("0.5s", 0.5)])
+def test_durations_parse_like_kubectl(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "m", "1d", "5m x"])
+def test_bad_durations_name_the_fix(text):
+    with pytest.raises(ValueError, match="use a number of seconds or units h, m, s, e.g. 90s, 5m, 1h30m"):
+        parse_duration(text)
+
+
+def test_a_typed_spec_becomes_the_same_object_as_its_yaml():
+    spec = t.DistributedTrainingSpec(nodes=2, trainer=t.TrainerSpec(builtin=t.BuiltinTrainer(steps=50, batch_size=4)),
+                                     checkpoint=t.Checkpoint(claim_name="ckpt", interval_steps=10),
+                                     env=[t.EnvVar(name="A", value="1")])
+    obj = manifest_of(spec, name="typed")
+    assert obj == {"metadata": {"name": "typed"},
+                   "spec": {"trainer": {"builtin": {"steps": 50, "batchSize": 4}},
+                            "env": [{"name": "A", "value": "1"}], "nodes": 2,
+                            "checkpoint": {"intervalSteps": 10, "claimName": "ckpt"}},
+                   "apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining"}
+    assert validate_document(obj).ok
+
+
+def test_manifest_of_a_dict_copies_and_completes_it():
+    raw = {"metadata": {"name": "x"}, "spec": {"nodes": 1}}
+    obj = manifest_of(raw)
+    obj["spec"]["nodes"] = 3
+    assert raw["spec"]["nodes"] == 1 and obj["kind"] == "DistributedTraining"
+    with pytest.raises(TypeError, match="a job is a dict or a DistributedTrainingSpec, not str"):
+        manifest_of("x.yaml")  # type: ignore[arg-type]
+
+
+def test_the_python_client_imports_without_torch_or_kopf():
+    """A notebook without torch: `from disttrain import Client` must not pull either in."""
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['kopf'] = None\n"
+            "from disttrain import Client, JobView, DistributedTrainingSpec\n"
+            "import disttrain_operator.cli\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": f"{ROOT}/operator", "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_help_lists_every_command_with_an_example_under_both_names(tmp_path):
+    from disttrain_operator.cli import COMMANDS
+
+    for argv0 in ("disttrain", "kubectl-disttrain"):
+        out = subprocess.run([sys.executable, "-c", "import sys; from disttrain_operator.cli import main; "
+                              f"sys.argv[0] = {argv0!r}; sys.exit(main(['--help']))"],
+                             capture_output=True, text=True, timeout=60, env={"PYTHONPATH": f"{ROOT}/operator"})
+        assert out.returncode == 0, out.stderr
+        prog = "kubectl disttrain" if argv0.startswith("kubectl") else "disttrain"
+        assert out.stdout.startswith(f"usage: {prog} ")
+        for command in COMMANDS:
+            assert f"  {prog} {command.example}" in out.stdout, command.name
+    names = {c.name for c in COMMANDS}
+    assert {"submit", "get", "status", "logs", "wait", "suspend", "resume", "delete", "top"} <= names
+
+
+def test_wait_rejects_a_bad_timeout_as_a_usage_error():
+    out = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "wait", "x", "--timeout", "soon"],
+                         capture_output=True, text=True, timeout=60, env={"PYTHONPATH": f"{ROOT}/operator"})
+    assert out.returncode == 2
+    assert out.stderr == ("error: --timeout: invalid duration 'soon': use a number of seconds or units h, m, s, "
+                          "e.g. 90s, 5m, 1h30m\n")
+
+
+def test_shell_completion_offers_commands_and_options_and_no_names_without_a_cluster(tmp_path):
+    """argcomplete's protocol, as bash's `complete` drives it: candidates on fd 8."""
+    def complete(line: str) -> list[str]:
+        env = {"PYTHONPATH": f"{ROOT}/operator", "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
+               "COMP_LINE": line, "COMP_POINT": str(len(line)), "KUBECONFIG": str(tmp_path / "none"),
+               "PATH": "/usr/bin:/bin"}
+        out = subprocess.run(["bash", "-c", '"$0" -m disttrain_operator.cli 8>&1 9>/dev/null', sys.executable],
+                             env=env, timeout=60, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return sorted(out.stdout.split())
+
+    assert complete("disttrain s") == ["status", "submit", "suspend", "sweep"]
+    assert complete("disttrain wait x --f") == ["--for"]
+    assert complete("disttrain status g") == []  # job names come from the cluster; none is reachable

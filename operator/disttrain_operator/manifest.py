@@ -6,17 +6,16 @@ YAML are the same object."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 from .api import types as t
-from .api.meta import fields_of, json_name
+from .api.parse import dump_object
 
 
 def manifest_of(job: dict[str, Any] | t.DistributedTrainingSpec, *, name: str | None = None) -> dict[str, Any]:
     """A whole object: apiVersion and kind filled in, `name` (if given) set."""
     if isinstance(job, t.DistributedTrainingSpec):
-        obj: dict[str, Any] = {"metadata": {}, "spec": spec_dict(job)}
+        obj: dict[str, Any] = {"metadata": {}, "spec": dump_object(job)}
     elif isinstance(job, dict):
         obj = copy.deepcopy(job)
     else:
@@ -30,17 +29,3 @@ def manifest_of(job: dict[str, Any] | t.DistributedTrainingSpec, *, name: str | 
     return obj
 
 
-def spec_dict(value: Any) -> Any:
-    """A typed value -> its JSON form (camelCase keys, unset fields left out)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {}
-        for f, _ in fields_of(type(value)):
-            item = getattr(value, f.name)
-            if item is not None:
-                out[json_name(f)] = spec_dict(item)
-        return out
-    if isinstance(value, list):
-        return [spec_dict(v) for v in value]
-    if isinstance(value, dict):
-        return {k: spec_dict(v) for k, v in value.items()}
-    return value

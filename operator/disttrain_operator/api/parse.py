@@ -136,7 +136,7 @@ def parse_object(cls: type, raw: Any, path: str) -> tuple[Any, list[FieldError]]
 def dump_object(obj: Any) -> Any:
     """The inverse of parse_object: typed values -> their JSON form (camelCase, unset
     fields left out)."""
-    if dataclasses.is_dataclass(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = {}
         for f, _shape in fields_of(type(obj)):
             value = getattr(obj, f.name)

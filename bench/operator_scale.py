@@ -153,6 +153,11 @@ class Bench:
 
     def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None) -> dict:
         ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
+        # Each operator runs with its own tree's CRD: the API server stores a newer CRD's
+        # defaults into every job, and an older operator refuses fields it does not know.
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(tree / "manifests" / "crd" /
+                                                                               "disttrain.dev_distributedtrainings.yaml"))
+        self.kubectl("wait", "--for=condition=Established", "crd/distributedtrainings.disttrain.dev")
         self.kubectl("create", "namespace", ns)
         self.checkpoint_claim(ns)
         port = free_port()

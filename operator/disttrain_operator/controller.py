@@ -95,6 +95,7 @@ class Shared:
     seen: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # what last woke a job
     gone: dict[str, float] = field(default_factory=dict)  # uids of deleted jobs -> when (monotonic)
     validations: dict[str, tuple[Any, Validation]] = field(default_factory=dict)  # uid -> (generation, result)
+    farewells: dict[str, asyncio.Event] = field(default_factory=dict)  # uid -> set when the job is deleted
 
     def wake(self, key: Key) -> None:
         waker = self.wakers.get(key)
@@ -119,6 +120,9 @@ class Shared:
         clock = time.monotonic()
         if uid:
             self.gone[uid] = clock
+            farewell = self.farewells.pop(uid, None)
+            if farewell is not None:
+                farewell.set()
         for old in [u for u, when in self.gone.items() if clock - when > GONE_SECONDS]:
             del self.gone[old]
 
@@ -367,25 +371,39 @@ async def poll_progress(shared: Shared, body: kopf.Body, pods_index: Any, stoppe
     asked less and less often, up to SILENT_TRAINER_MAX_SECONDS, and at the normal
     period again as soon as it answers."""
     key, uid = (body.metadata.namespace, body.metadata.name), body.metadata.uid
+    # Woken early by kopf's stop flag or by the job's deletion (kopf forgets a deleted
+    # job without a finalizer, so its stop flag never comes then).
+    farewell = shared.farewells.setdefault(uid, asyncio.Event())
+    relay = asyncio.create_task(_wake_when_stopped(stopped, farewell))
     silent = 0  # polls in a row that got no report
-    while not stopped and uid not in shared.gone:
-        await stopped.wait(silent_poll_seconds(shared.settings.progress_seconds, silent))
-        if stopped or uid in shared.gone or (body.get("status") or {}).get("phase") not in ("Running", "Restarting"):
-            continue
-        validation = shared.validate(body)
-        if not validation.ok:
-            continue
-        port = validation.job.spec.metrics.port
-        own = [p for p in _pods_of(pods_index, key) if p.owner_uid == uid]
-        report = None
-        for pod in status_sources(own):
-            report = parse_report(await shared.kube.trainer_status(pod.ip, port))
-            if report is not None:
-                break
-        silent = 0 if report is not None else silent + 1
-        if report is not None and _moved(shared.reports.get(key), report):
-            shared.reports[key] = report
-            shared.wake(key)
+    try:
+        while not stopped and uid not in shared.gone:
+            try:
+                await asyncio.wait_for(farewell.wait(), timeout=silent_poll_seconds(shared.settings.progress_seconds,
+                                                                                    silent))
+            except asyncio.TimeoutError:
+                pass
+            if stopped or uid in shared.gone or (body.get("status") or {}).get("phase") not in ("Running",
+                                                                                                  "Restarting"):
+                continue
+            validation = shared.validate(body)
+            if not validation.ok:
+                continue
+            port = validation.job.spec.metrics.port
+            own = [p for p in _pods_of(pods_index, key) if p.owner_uid == uid]
+            report = None
+            for pod in status_sources(own):
+                report = parse_report(await shared.kube.trainer_status(pod.ip, port))
+                if report is not None:
+                    break
+            silent = 0 if report is not None else silent + 1
+            if report is not None and _moved(shared.reports.get(key), report):
+                shared.reports[key] = report
+                shared.wake(key)
+    finally:
+        relay.cancel()
+        if shared.farewells.get(uid) is farewell:
+            del shared.farewells[uid]
 
 
 # A trainer that does not answer /status is asked at most this rarely.

@@ -129,3 +129,12 @@ def test_a_spec_is_validated_once_per_generation_and_forgotten_with_the_job():
     assert shared.validate(body(uid="u2")) is not first  # another job of the same name too
     shared.job_event(("ns", "demo"), body(), "DELETED")
     assert "u1" not in shared.validations and "u1" in shared.gone
+
+
+def test_a_deleted_job_bids_its_progress_loop_farewell():
+    """Jobs carry no finalizer, so kopf never stops the loops of a deleted job: the
+    deletion event must wake and end them itself, or they outlive the job."""
+    shared = Shared(settings=Settings(), kube=None, metrics=OperatorMetrics(), policy=Policy())  # type: ignore[arg-type]
+    farewell = shared.farewells["u1"] = asyncio.Event()
+    shared.job_event(("ns", "demo"), body(), "DELETED")
+    assert farewell.is_set() and "u1" not in shared.farewells

@@ -20,8 +20,11 @@ MANIFESTS = REPO / "manifests"
 # Applied in one shot on a fresh cluster; manifests/ha/ goes on top of manifests/.
 ONE_SHOT = ["manifests", "manifests/namespaced"]
 KUSTOMIZATIONS = [*ONE_SHOT, "manifests/ha"]
+# Sweep files (manifests/examples/sweeps/) are disttrain's own format, not Kubernetes
+# objects: `disttrain sweep` reads them, and tests/unit/test_sweep_spec.py validates them.
+SWEEPS = MANIFESTS / "examples" / "sweeps"
 FILES = sorted(p for p in glob.glob(str(MANIFESTS / "**" / "*.yaml"), recursive=True)
-               if os.path.basename(p) != "kustomization.yaml")
+               if os.path.basename(p) != "kustomization.yaml" and not p.startswith(str(SWEEPS) + os.sep))
 
 
 def build(cluster, path: str) -> list[dict]:

@@ -270,7 +270,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     resume = newest_checkpoint(plan.checkpoint_dir)
     if note := finished_note(plan, resume):
         print(note, file=out, flush=True)
-        return 0
+        return LocalOutcome(code=0, final=None)
     print(f"disttrain: running {plan.job} locally: {len(plan.nodes)} torchrun agents, rendezvous "
           f"{plan.nodes[0].env['PET_RDZV_ENDPOINT']}, checkpoints {plan.checkpoint_dir}"
           + (f" (resuming from step {resume[0]})" if resume else ""), file=out, flush=True)

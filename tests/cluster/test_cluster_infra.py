@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
+SWEEPS = MANIFESTS / "examples" / "sweeps"
 EXIT_CODE_ANNOTATION = "disttrain.dev/test-exit-code"
 POD_IP_ANNOTATION = "disttrain.dev/test-pod-ip"
 
@@ -220,6 +221,7 @@ def manifest_files() -> list[Path]:
         p for p in MANIFESTS.rglob("*")
         if p.is_file() and p.suffix in (".yaml", ".yml")
         and not any(c in p.parents or p.parent == c for c in charts)
+        and SWEEPS not in p.parents  # `disttrain sweep` files, not Kubernetes objects (test_sweep_spec)
     )
 
 

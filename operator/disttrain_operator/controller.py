@@ -105,14 +105,19 @@ class Shared:
     def job_event(self, key: Key, body: kopf.Body, event_type: str | None) -> None:
         """Wake a job when it changed in a way that matters (not on our own status writes)."""
         if event_type == "DELETED":
-            self.forget(key, body.metadata.uid)
-            self.bury(body.metadata.uid)
-            self.wake(key)  # its loops see it gone and end
+            self.depart(key, body.metadata.uid)
             return
         marker = (body.metadata.uid, body.metadata.get("generation"), bool(body.metadata.get("deletionTimestamp")))
         if self.seen.get(key) != marker:
             self.seen[key] = marker
             self.wake(key)
+
+    def depart(self, key: Key, uid: str | None) -> None:
+        """The job is gone (its DELETED event, or a resync that found it missing): forget
+        it, and wake its loops so they see it gone and end."""
+        self.forget(key, uid)
+        self.bury(uid)
+        self.wake(key)
 
     def bury(self, uid: str | None) -> None:
         """Remember a deleted job's uid long enough for its loops to notice. Jobs carry
@@ -174,8 +179,7 @@ async def run_job(shared: Shared, body: kopf.Body, pods_index: Any, stopped: kop
             try:
                 if resync and await shared.kube.job_uid(*key) != uid:
                     # A deletion the watch did not deliver (no finalizer waits for us).
-                    shared.forget(key, uid)
-                    shared.bury(uid)
+                    shared.depart(key, uid)
                     break
                 wake_at = await reconcile(shared, body, _pods_of(pods_index, key))
                 failures = 0

@@ -30,8 +30,10 @@ def spec_of(**fields):
 class Backend:
     """evalLoss = learning rate x 10 + fold; a job per call, recorded."""
 
-    def __init__(self, interrupt_at: str | None = None, stopping: threading.Event | None = None):
+    def __init__(self, interrupt_at: str | None = None, stopping: threading.Event | None = None,
+                 steps: tuple[int, ...] = (10, 20, 30), last_step: int | None = 30):
         self.jobs: list[dict] = []
+        self.steps, self.last_step = steps, last_step
         self.interrupt_at, self.stopping = interrupt_at, stopping
         self.lock = threading.Lock()
         self.running = self.max_running = 0
@@ -48,10 +50,10 @@ class Backend:
                 return JobResult("interrupted")
             lr = job["spec"]["trainer"]["builtin"]["learningRate"]
             fold = job["spec"]["trainer"]["builtin"].get("evalFold", 0)
-            history = tuple((step, lr * 10 + fold + 1 / step) for step in (10, 20, 30))
+            history = tuple((step, lr * 10 + fold + 1 / step) for step in self.steps)
             if lr > 0.05:
                 return JobResult("failed", message="diverged")
-            if watch(history):
+            if watch(history, self.last_step):
                 return JobResult("stopped", eval_history=history)
             return JobResult("finished", eval_loss=lr * 10 + fold, eval_history=history)
         finally:
@@ -104,6 +106,21 @@ def test_pruning_failures_and_parallelism():
     # trial n is sampled with seed + n: the same file suggests the same values again
     again = run_sweep(spec, Backend(), open_study(spec, None), stopping=threading.Event(), out=io.StringIO())
     assert [t.params for t in again.trials] == [t.params for t in study.trials]
+
+
+def test_the_evaluation_at_the_last_step_never_prunes():
+    """A poll that first sees the run's final evaluation (the job was fast, the sweep was
+    busy) records the trial as done: stopping it then would save nothing."""
+    spec = spec_of(trials=8, parallelism=1, pruner={"type": "median", "startupTrials": 1},
+                   parameters={"spec.trainer.builtin.learningRate": {"type": "float", "low": 1e-4, "high": 0.05}})
+
+    def states(last_step):
+        study = run_sweep(spec, Backend(steps=(30,), last_step=last_step), open_study(spec, None),
+                          stopping=threading.Event(), out=io.StringIO())
+        return [t.state for t in study.trials]
+
+    assert optuna.trial.TrialState.PRUNED in states(None)  # the same reports do prune before the last step
+    assert states(30) == [optuna.trial.TrialState.COMPLETE] * 8
 
 
 def test_a_changed_search_space_is_refused_before_a_trial_runs():

@@ -58,7 +58,7 @@ class ClusterBackend:
             if phase == "Failed":
                 self._delete(ns, name)
                 return JobResult("failed", eval_history=history, message=_failure(status))
-            if history and watch(history):
+            if history and watch(history, report.total_steps if report else None):
                 self._delete(ns, name)
                 return JobResult("stopped", eval_history=history)
             time.sleep(self.poll_seconds)

@@ -37,7 +37,7 @@ class LocalBackend:
                 why.append("interrupted")
                 return True
             report = parse_report(status)
-            if report is not None and report.eval_history and watch(report.eval_history):
+            if report is not None and report.eval_history and watch(report.eval_history, report.total_steps):
                 why.append("stopped")
                 return True
             return False

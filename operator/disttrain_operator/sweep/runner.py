@@ -25,8 +25,9 @@ from .space import suggest, trial_job
 from .spec import SweepSpec
 
 EvalPoints = tuple[tuple[int, float | None], ...]
-Watch = Callable[[EvalPoints], bool]
-"""Gets the job's evaluations so far, (step, evalLoss) oldest first; True = stop it (pruned)."""
+Watch = Callable[[EvalPoints, "int | None"], bool]
+"""Gets the job's evaluations so far, (step, evalLoss) oldest first, and the job's last step
+(None when not known); True = stop it (pruned)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +148,7 @@ def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values
             losses.append(frozen.user_attrs[f"fold{fold}"])
             continue
 
-        def watch(points: EvalPoints, fold: int | None = fold) -> bool:
+        def watch(points: EvalPoints, last_step: int | None, fold: int | None = fold) -> bool:
             nonlocal reported
             if fold is not None:  # k-fold prunes between folds, on the running mean
                 return False
@@ -155,7 +156,9 @@ def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values
                 if step > reported and loss is not None:
                     trial.report(loss, step)
                     reported = step
-                    if trial.should_prune():
+                    # The evaluation at the last step is the run's result: stopping the run
+                    # then saves nothing, and would record a finished trial as pruned.
+                    if (last_step is None or step < last_step) and trial.should_prune():
                         return True
             return False
 
@@ -167,7 +170,7 @@ def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values
             study.tell(trial, state=pruned)
             _say(out, f"trial {trial.number}: pruned at step {reported}")
             return
-        watch(result.eval_history)  # evaluations between polls, for the pruner's later medians
+        watch(result.eval_history, 0)  # evaluations between polls, for the pruner's later medians
         if result.state == "failed" or result.eval_loss is None:
             note = result.message or "the job reported no evalLoss"
             trial.set_user_attr("note", note[:200])

@@ -48,7 +48,7 @@ TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not clu
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 # Copied beside the packages because the tests read them.
-DATA = ["tests", "manifests", "charts", "docs", "README.md"]
+DATA = ["tests", "manifests", "charts", "docs", "hack", "README.md"]
 SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"}
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",

@@ -31,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"}
 CACHE = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
 EQUIVALENT_FILE = ROOT / "hack" / "mutation-equivalent.txt"
 
@@ -47,9 +48,11 @@ MODULES = [
 TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not cluster"]
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
-# Copied beside the packages because the tests read them.
-DATA = ["tests", "manifests", "charts", "docs", "hack", "README.md"]
-SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"}
+# Copied beside the packages because the tests read them (Dockerfile, charts, docs, hack/...):
+# every tracked top-level entry but the source roots and the CI/git plumbing.
+DATA = sorted({line.split("/", 1)[0] for line in subprocess.run(
+    ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()}
+    - {"operator", "trainer", ".ci", ".gitignore", ".dockerignore", "bench", "pyproject.toml"})  # ours is written below
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
           35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",

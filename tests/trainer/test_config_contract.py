@@ -159,3 +159,20 @@ def test_a_mesh_off_the_world_size_names_both():
 def test_each_choice_names_itself(make, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
         make()
+
+
+def test_other_ranks_log_only_warnings_and_the_lines_meant_for_every_node():
+    import logging
+
+    from disttrain_trainer.context import EVERY_NODE, _RankFilter
+
+    def record(level: int, **extra: bool) -> logging.LogRecord:
+        r = logging.LogRecord("disttrain_trainer", level, __file__, 1, "m", (), None)
+        r.__dict__.update(extra)
+        return r
+
+    rank1, rank0 = _RankFilter(1), _RankFilter(0)
+    assert not rank1.filter(record(logging.INFO))
+    assert rank1.filter(record(logging.WARNING))
+    assert rank1.filter(record(logging.INFO, **{EVERY_NODE: True}))
+    assert rank0.filter(record(logging.INFO))

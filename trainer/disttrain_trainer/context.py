@@ -153,6 +153,9 @@ class RunContext:
             control_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT) if world_size > 1 else None,
             checkpoint_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT),
         )
+        if local_rank == 0:  # every pod's log says which ranks it holds, not only rank 0's
+            log.info("joined: rank %d of %d (local rank 0 of this node), %s on %s", rank, world_size, backend,
+                     device, extra={EVERY_NODE: True})
         previous = signal.getsignal(signal.SIGTERM)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, ctx._on_sigterm)
@@ -178,14 +181,19 @@ def _build_mesh(resolved: Resolved, cfg: ParallelConfig, device_type: str, world
     return None
 
 
+# A log record with this attribute set is written by every rank that logs it.
+EVERY_NODE = "every_node"
+
+
 class _RankFilter(logging.Filter):
     def __init__(self, rank: int) -> None:
         super().__init__()
         self.rank = rank
 
     def filter(self, record: logging.LogRecord) -> bool:
-        # Rank 0 logs everything; other ranks only warnings and errors.
-        return self.rank == 0 or record.levelno >= logging.WARNING
+        # Rank 0 logs everything; other ranks only warnings, errors and the lines marked
+        # for every node (so each pod's log shows it joined).
+        return self.rank == 0 or record.levelno >= logging.WARNING or getattr(record, EVERY_NODE, False)
 
 
 def _setup_logging(rank: int) -> None:

@@ -7,7 +7,8 @@ the official client. See docs/dependencies.md.
 
 Writes are paced by one token bucket for the whole operator (QPS and burst are
 settings), so 500 jobs starting at once queue here instead of drawing 429s; a 429 that
-comes anyway is waited out for its Retry-After and sent again.
+comes anyway is waited out for its Retry-After and sent again. Status patches and deletes
+are served before queued creates.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import heapq
+import itertools
 import json
 import logging
 import ssl
@@ -32,6 +35,7 @@ from .api.types import GROUP, PLURAL, VERSION
 log = logging.getLogger("disttrain.kube")
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+URGENT, BULK = 0, 1  # write priorities
 
 
 class ApiError(Exception):
@@ -55,22 +59,41 @@ class Created:
 
 
 class TokenBucket:
-    """At most `rate` acquisitions a second on average, `burst` at once."""
+    """At most `rate` acquisitions a second on average, `burst` at once; waiters are served
+    by priority (lower first), then in arrival order."""
 
     def __init__(self, rate: float, burst: int):
         self.rate, self.burst = rate, max(1, burst)
         self.tokens, self.stamp = float(self.burst), time.monotonic()
-        self.lock = asyncio.Lock()
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
+        self._pump: asyncio.Task[None] | None = None
 
-    async def acquire(self) -> None:
-        async with self.lock:
-            while True:
-                now = time.monotonic()
-                self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-                self.stamp = now
-                if self.tokens >= 1:
-                    self.tokens -= 1
-                    return
+    async def acquire(self, priority: int = 0) -> None:
+        if not self._waiting and self._take():
+            return
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (priority, next(self._arrivals), future))
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._serve())
+        await future
+
+    def _take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+    async def _serve(self) -> None:
+        while self._waiting:
+            if self._waiting[0][2].done():  # its caller was cancelled: it takes no token
+                heapq.heappop(self._waiting)
+            elif self._take():
+                heapq.heappop(self._waiting)[2].set_result(None)
+            else:
                 await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
@@ -112,7 +135,9 @@ class Kube:
         """One call; 429/5xx/connection errors are retried a few times here (honouring
         Retry-After), then raised as a transient ApiError for the reconcile's back-off."""
         if method != "GET":
-            await self.writes.acquire()
+            # Creates are the bulk (8 pods a job); a status patch or a delete goes first,
+            # so a job reports Running without waiting behind other jobs' pods.
+            await self.writes.acquire(BULK if method == "POST" else URGENT)
         headers = {**self._headers(), "Content-Type": content_type}
         data = json.dumps(body) if body is not None else None
         delay = 0.5

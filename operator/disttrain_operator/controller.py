@@ -239,7 +239,7 @@ async def reconcile(shared: Shared, body: kopf.Body, observed: list[PodInfo]) ->
 
 async def carry_out(shared: Shared, plan: Plan, job: JobState, body: kopf.Body, pods: list[PodInfo],
                     mem: JobMemory) -> None:
-    kube, metrics = shared.kube, shared.metrics
+    kube = shared.kube
     for event in plan.events:
         if (event.reason, event.message) not in mem.posted:  # once per reason and message
             mem.posted.add((event.reason, event.message))
@@ -253,39 +253,48 @@ async def carry_out(shared: Shared, plan: Plan, job: JobState, body: kopf.Body, 
     if not plan.create:
         mem.refusal, mem.refusals = None, 0  # nothing left to create: nothing refused
     elif time.monotonic() >= mem.refused_until:
-        owned = dataclasses.replace(job.validation.job, uid=body.metadata.uid)
-        if plan.create_service and not mem.service_ok:
-            mem.service_ok = await _ensure_child(shared, render_service(owned), mem, body.metadata.uid)
-            if mem.service_ok and shared.network_policy is not None:
-                mem.service_ok = await _ensure_child(
-                    shared, render_network_policy(owned, shared.network_policy), mem, body.metadata.uid)
-            if not mem.service_ok:
-                shared.wake((job.namespace, job.name))  # the conflict goes into status next pass
-                return
-        for index in plan.create:
-            pod = render_pod(owned, job.validation.resolved, index)
-            try:
-                outcome = await _create_child(shared, pod, mem, body.metadata.uid)
-            except ApiError as exc:
-                if exc.transient or exc.status in (401,):
-                    raise
-                # Admission, quota or validation said no: say so on the job (next pass),
-                # and retry after a growing back-off (a quota may free up, a label change).
-                mem.refusal = Refusal(pod=pod["metadata"]["name"], code=exc.status, reason=exc.reason,
-                                      message=exc.message)
-                mem.refused_until = time.monotonic() + REFUSAL_BACKOFF[min(mem.refusals, len(REFUSAL_BACKOFF) - 1)]
-                mem.refusals += 1
-                shared.wake((job.namespace, job.name))
-                break
-            mem.refusal, mem.refusals = None, 0
-            if outcome == CREATED:
-                metrics.pods_created.inc()
-                log.info("%s/%s: created pod %s", job.namespace, job.name, pod["metadata"]["name"])
+        creates = len(plan.create) + (2 if plan.create_service and not mem.service_ok else 0)
+        async with kube.creating(creates):
+            await _create_children(shared, plan, job, body, mem)
     if plan.delete_job:
         await kube.delete_job(job.namespace, job.name)
 
 
 CREATED, OURS, TAKEN = "created", "ours", "taken"
+
+
+async def _create_children(shared: Shared, plan: Plan, job: JobState, body: kopf.Body, mem: JobMemory) -> None:
+    """The Service and NetworkPolicy (once), then the planned pods, in index order; a
+    refused pod stops the batch and is said on the job."""
+    metrics = shared.metrics
+    owned = dataclasses.replace(job.validation.job, uid=body.metadata.uid)
+    if plan.create_service and not mem.service_ok:
+        mem.service_ok = await _ensure_child(shared, render_service(owned), mem, body.metadata.uid)
+        if mem.service_ok and shared.network_policy is not None:
+            mem.service_ok = await _ensure_child(
+                shared, render_network_policy(owned, shared.network_policy), mem, body.metadata.uid)
+        if not mem.service_ok:
+            shared.wake((job.namespace, job.name))  # the conflict goes into status next pass
+            return
+    for index in plan.create:
+        pod = render_pod(owned, job.validation.resolved, index)
+        try:
+            outcome = await _create_child(shared, pod, mem, body.metadata.uid)
+        except ApiError as exc:
+            if exc.transient or exc.status in (401,):
+                raise
+            # Admission, quota or validation said no: say so on the job (next pass),
+            # and retry after a growing back-off (a quota may free up, a label change).
+            mem.refusal = Refusal(pod=pod["metadata"]["name"], code=exc.status, reason=exc.reason,
+                                  message=exc.message)
+            mem.refused_until = time.monotonic() + REFUSAL_BACKOFF[min(mem.refusals, len(REFUSAL_BACKOFF) - 1)]
+            mem.refusals += 1
+            shared.wake((job.namespace, job.name))
+            break
+        mem.refusal, mem.refusals = None, 0
+        if outcome == CREATED:
+            metrics.pods_created.inc()
+            log.info("%s/%s: created pod %s", job.namespace, job.name, pod["metadata"]["name"])
 
 
 async def _create_child(shared: Shared, obj: dict, mem: JobMemory, uid: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import heapq
 import itertools
 import json
@@ -23,7 +24,7 @@ import logging
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,36 +66,45 @@ class TokenBucket:
     def __init__(self, rate: float, burst: int):
         self.rate, self.burst = rate, max(1, burst)
         self.tokens, self.stamp = float(self.burst), time.monotonic()
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiting: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
         self._pump: asyncio.Task[None] | None = None
 
-    async def acquire(self, priority: int = 0) -> None:
-        if not self._waiting and self._take():
-            return
+    async def acquire(self, priority: int = 0, count: int = 1) -> int:
+        """Wait for `count` tokens (at most the burst) at once; returns how many were taken."""
+        count = max(1, min(count, self.burst))
+        if not self._waiting and self._take(count):
+            return count
         future = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (priority, next(self._arrivals), future))
+        heapq.heappush(self._waiting, (priority, next(self._arrivals), count, future))
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._serve())
         await future
+        return count
 
-    def _take(self) -> bool:
+    def give_back(self, count: int) -> None:
+        """Tokens taken for a batch and not spent."""
+        self.tokens = min(self.burst, self.tokens + count)
+
+    def _take(self, count: int = 1) -> bool:
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
-        if self.tokens >= 1:
-            self.tokens -= 1
+        if self.tokens >= count:
+            self.tokens -= count
             return True
         return False
 
     async def _serve(self) -> None:
         while self._waiting:
-            if self._waiting[0][2].done():  # its caller was cancelled: it takes no token
+            _priority, _arrival, count, future = self._waiting[0]
+            if future.done():  # its caller was cancelled: it takes no token
                 heapq.heappop(self._waiting)
-            elif self._take():
-                heapq.heappop(self._waiting)[2].set_result(None)
+            elif self._take(count):
+                heapq.heappop(self._waiting)
+                future.set_result(None)
             else:
-                await asyncio.sleep((1 - self.tokens) / self.rate)
+                await asyncio.sleep((count - self.tokens) / self.rate)
 
 
 class Kube:
@@ -106,6 +116,7 @@ class Kube:
         self.on_answer = on_answer
         self.server = info.server.rstrip("/")
         self.writes = TokenBucket(qps, burst)
+        self._prepaid: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("prepaid", default=None)
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._ssl = _ssl_context(info)
@@ -129,12 +140,30 @@ class Kube:
                 timeout=self.timeout, connector=aiohttp.TCPConnector(ssl=self._ssl, limit=32))
         return self._session
 
+    @contextlib.asynccontextmanager
+    async def creating(self, count: int) -> AsyncIterator[None]:
+        """One job's creates, paced as one batch: the tokens for all of them are taken at
+        once, in the jobs' order of arrival, so a job's pods go out together instead of
+        interleaved with every other job's (at 500 jobs, each job's 8 creates spread over
+        the whole burst). Tokens not spent are given back."""
+        prepaid = [await self.writes.acquire(BULK, count)]
+        reset = self._prepaid.set(prepaid)
+        try:
+            yield
+        finally:
+            self._prepaid.reset(reset)
+            if prepaid[0] > 0:
+                self.writes.give_back(prepaid[0])
+
     async def request(self, method: str, path: str, body: Any = None, *, doing: str,
                       content_type: str = "application/json", params: dict[str, str] | None = None,
                       ok_missing: bool = False) -> tuple[int, dict[str, Any]]:
         """One call; 429/5xx/connection errors are retried a few times here (honouring
         Retry-After), then raised as a transient ApiError for the reconcile's back-off."""
-        if method != "GET":
+        prepaid = self._prepaid.get()
+        if method == "POST" and prepaid and prepaid[0] > 0:
+            prepaid[0] -= 1  # paid for by creating()
+        elif method != "GET":
             # Creates are the bulk (8 pods a job); a status patch or a delete goes first,
             # so a job reports Running without waiting behind other jobs' pods.
             await self.writes.acquire(BULK if method == "POST" else URGENT)

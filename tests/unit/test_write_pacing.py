@@ -32,9 +32,9 @@ def test_urgent_writes_overtake_queued_creates_and_order_holds_within_a_priority
 class CountingBucket(TokenBucket):
     taken = 0
 
-    def _take(self) -> bool:
-        took = super()._take()
-        self.taken += took
+    def _take(self, count: int = 1) -> bool:
+        took = super()._take(count)
+        self.taken += count if took else 0
         return took
 
 
@@ -58,3 +58,34 @@ def test_a_cancelled_waiter_takes_no_token():
     served, taken = asyncio.run(scenario())
     assert served == ["kept"]
     assert taken == 2  # the burst, then "kept": none for the cancelled caller
+
+
+def test_a_batch_takes_its_tokens_at_once_in_arrival_order():
+    """One job's creates are paced as one batch: a job that arrived first gets all of its
+    tokens before the next job gets any, so its pods are not spread over the whole burst."""
+    async def scenario() -> list[str]:
+        bucket = TokenBucket(rate=500, burst=8)
+        served: list[str] = []
+
+        async def job(name: str) -> None:
+            taken = await bucket.acquire(BULK, count=8)
+            served.extend(f"{name}-pod-{i}" for i in range(taken))
+
+        await bucket.acquire(count=8)  # the burst is spent
+        await asyncio.gather(*(job(f"job-{j}") for j in range(3)))
+        return served
+
+    served = asyncio.run(scenario())
+    assert served == [f"job-{j}-pod-{i}" for j in range(3) for i in range(8)]
+
+
+def test_a_batch_is_capped_at_the_burst_and_unspent_tokens_come_back():
+    async def scenario() -> tuple[int, float]:
+        bucket = TokenBucket(rate=1, burst=4)
+        taken = await bucket.acquire(BULK, count=10)  # never more than the bucket holds
+        bucket.give_back(3)
+        return taken, bucket.tokens
+
+    taken, tokens = asyncio.run(scenario())
+    assert taken == 4
+    assert 3 <= tokens < 3.1

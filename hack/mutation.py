@@ -35,11 +35,14 @@ SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"
 CACHE = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
 EQUIVALENT_FILE = ROOT / "hack" / "mutation-equivalent.txt"
 
-# The pure core. plan.py, pods.py and status.py follow once their rewrite (issue 9) lands.
+# The pure core: parse/default/validate/render, the decisions and the status they write.
 MODULES = [
     "operator/disttrain_operator/api",
     "operator/disttrain_operator/render",
     "operator/disttrain_operator/conditions.py",
+    "operator/disttrain_operator/plan.py",
+    "operator/disttrain_operator/pods.py",
+    "operator/disttrain_operator/status.py",
     "trainer/disttrain_trainer/config.py",
     "trainer/disttrain_trainer/checkpoint.py",
 ]

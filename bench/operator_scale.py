@@ -18,6 +18,9 @@ with an audit policy that records every create/update/patch/delete by the operat
 service account, whatever the resource: pods, Services, NetworkPolicies, Events, job
 status, finalizers), so neither the scheduler's nor KWOK's writes are counted; 409s are
 the operator's creates answered AlreadyExists, 429s every client's throttled requests.
+Before the runs of each N, the same pods are created by an unpaced client (32 requests
+in flight, the operator's credentials): the API server's ceiling on this machine, which
+bounds "creation -> all its pods exist" for the last of N jobs whatever the operator does.
 Between runs every job is deleted
 while the operator still runs (its finalizers come off), so the same N runs again clean.
 """
@@ -187,11 +190,7 @@ class Bench:
             throttled_before = self.throttled()
             cpu_before = cpu_seconds(operator.pid), cpu_seconds(apiserver) if apiserver else 0.0
             created: dict[str, float] = {}
-            manifests = [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-                          "metadata": {"name": f"job-{i:04d}", "namespace": ns},
-                          "spec": {"nodes": self.nodes, "checkpoint": {"claimName": CLAIM},
-                                   "trainer": {"builtin": {"steps": 1000}},
-                                   "scheduling": {"nodeSelector": {"bench": "true"}}}} for i in range(jobs)]
+            manifests = [self.manifest(f"job-{i:04d}", ns) for i in range(jobs)]
             for chunk in range(0, jobs, 50):
                 batch = manifests[chunk:chunk + 50]
                 stamp = time.monotonic()
@@ -239,6 +238,59 @@ class Bench:
                 "lag_p50": statistics.median(lag) if lag else float("nan"),
                 "lag_p99": percentile(lag, 0.99) if lag else float("nan"),
                 "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024}
+
+    def create_ceiling(self, jobs: int) -> dict:
+        """What this API server absorbs here: the pods of `jobs` bench jobs (the operator's
+        own rendering, owner references left out) created by an unpaced client, 32 requests
+        in flight, with the operator's credentials, so the same priority level. The time it
+        takes is the floor under 'create -> all pods created' for the last job."""
+        import asyncio
+
+        import kopf
+
+        from disttrain_operator.api.validate import validate_document
+        from disttrain_operator.kube import Kube
+        from disttrain_operator.render import render_pod
+
+        ns = f"{NAMESPACE}-ceiling-{jobs}"
+        self.kubectl("create", "namespace", ns)
+        self.checkpoint_claim(ns)
+        pods = []
+        for i in range(jobs):
+            result = validate_document(self.manifest(f"job-{i:04d}", ns))
+            for index in range(self.nodes):
+                pod = render_pod(result.job, result.resolved, index)
+                pod["metadata"].pop("ownerReferences", None)
+                pods.append(pod)
+
+        async def create_all() -> float:
+            os.environ["KUBECONFIG"] = str(self.operator_kubeconfig)
+            kube = Kube(kopf.login_with_kubeconfig(settings=kopf.OperatorSettings()), qps=1e9, burst=10**9)
+            gate = asyncio.Semaphore(32)
+
+            async def one(pod: dict) -> None:
+                async with gate:
+                    await kube.create(pod)
+
+            try:
+                start = time.monotonic()
+                await asyncio.gather(*(one(pod) for pod in pods))
+                return time.monotonic() - start
+            finally:
+                await kube.close()
+
+        try:
+            elapsed = asyncio.run(create_all())
+        finally:
+            self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
+        return {"jobs": jobs, "pods": len(pods), "seconds": elapsed, "rate": len(pods) / elapsed}
+
+    def manifest(self, name: str, ns: str) -> dict:
+        return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"nodes": self.nodes, "checkpoint": {"claimName": CLAIM},
+                         "trainer": {"builtin": {"steps": 1000}},
+                         "scheduling": {"nodeSelector": {"bench": "true"}}}}
 
     def checkpoint_claim(self, ns: str) -> None:
         """Jobs of several pods need a shared claim, bound, or no pod is scheduled."""
@@ -350,8 +402,11 @@ def main() -> int:
     bench = Bench(args.nodes)
     bench.up()
     results = []
+    ceilings = []
     try:
         for jobs in (int(n) for n in args.jobs.split(",")):
+            print(f"API server ceiling: creating the pods of {jobs} jobs unpaced ...", file=sys.stderr)
+            ceilings.append(bench.create_ceiling(jobs))
             for attempt in range(1, args.repeat + 1):
                 for label, tree in variants:
                     print(f"running {label} N={jobs} x M={args.nodes} (run {attempt}) ...", file=sys.stderr)
@@ -374,6 +429,10 @@ def main() -> int:
               f"{r['pods_p99']:>7.2f}s {r['running_p50']:>7.2f}s {r['running_p99']:>7.2f}s {r['lag_p50']:>7.2f}s "
               f"{r['lag_p99']:>7.2f}s {r['writes_per_job']:>10.2f} {r['conflicts']:>5} {r['op_throttled']:>6} "
               f"{r['throttled']:>7} {r['cpu_operator']:>7.1f} {r['cpu_apiserver']:>7.1f} {r['rss_mib']:>6.0f}Mi")
+    for c in ceilings:
+        print(f"API server ceiling, N={c['jobs']}: {c['pods']} pods created unpaced (32 in flight, the operator's "
+              f"credentials) in {c['seconds']:.1f}s = {c['rate']:.0f} pods/s: the last job's pods cannot all exist "
+              f"sooner than that after the burst")
     for r in results:
         per_job = ", ".join(f"{verb} {resource} {code} {n / r['jobs']:.2f}"
                             for (verb, resource, code), n in sorted(r["writes"].items()))

@@ -125,12 +125,16 @@ def meta_files(work: Path) -> list[Path]:
 
 def undecided(work: Path, paths: list[str]) -> list[str]:
     """Mutants of these modules without a verdict (mutmut re-runs every mutant it is
-    given by name, so a partial run names only those), or globs on a first run."""
-    prefixes = tuple(module_glob(p).removesuffix("*") for p in paths)
-    names = [key for meta in meta_files(work)
-             for key, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items()
-             if code is None and key.startswith(prefixes)]
-    return names if meta_files(work) else [module_glob(p) for p in paths]
+    given by name, so a partial run names only those), or a module's glob when none of its
+    mutants is known yet (its first run)."""
+    codes = {key: code for meta in meta_files(work)
+             for key, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items()}
+    names = []
+    for path in paths:
+        glob = module_glob(path)
+        mine = {key: code for key, code in codes.items() if key.startswith(glob.removesuffix("*"))}
+        names += [key for key, code in mine.items() if code is None] if mine else [glob]
+    return names
 
 
 def reset_survivors(work: Path) -> int:

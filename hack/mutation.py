@@ -253,7 +253,13 @@ def main() -> int:
         for name in DATA:
             sync(ROOT / name, work / name)
         # Always every module: a changed mutmut configuration would drop every verdict.
-        (work / "pyproject.toml").write_text(pyproject([staged(p) for p in MODULES]))
+        config = pyproject([staged(p) for p in MODULES])
+        if (work / "pyproject.toml").exists() and (work / "pyproject.toml").read_text() != config:
+            # A newly listed module has no test mapped to its functions: collect the stats
+            # again, and test again the mutants judged "no tests" or "survived" without them.
+            (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+            print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
+        (work / "pyproject.toml").write_text(config)
         tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"])
         stamp = work / ".tests-hash"
         if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):

@@ -123,12 +123,23 @@ def meta_files(work: Path) -> list[Path]:
     return sorted((work / "mutants").rglob("*.py.meta"))
 
 
+def read_meta(meta: Path) -> dict:
+    """mutmut's verdicts for one source file; a file cut short (mutmut killed while writing
+    it) is dropped, so its module is mutated afresh, instead of stopping every later run."""
+    try:
+        return json.loads(meta.read_text())
+    except ValueError:
+        print(f"mutation: {meta} is unreadable, dropping it (its mutants are tested again)", file=sys.stderr)
+        meta.unlink()
+        return {}
+
+
 def undecided(work: Path, paths: list[str]) -> list[str]:
     """Mutants of these modules without a verdict (mutmut re-runs every mutant it is
     given by name, so a partial run names only those), or a module's glob when none of its
     mutants is known yet (its first run)."""
     codes = {key: code for meta in meta_files(work)
-             for key, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items()}
+             for key, code in read_meta(meta).get("exit_code_by_key", {}).items()}
     names = []
     for path in paths:
         glob = module_glob(path)
@@ -141,7 +152,9 @@ def reset_survivors(work: Path) -> int:
     """The tests changed: survivors and mutants without tests get tested again."""
     count = 0
     for meta in meta_files(work):
-        data = json.loads(meta.read_text())
+        data = read_meta(meta)
+        if not data:
+            continue
         codes = data.get("exit_code_by_key", {})
         for key, code in codes.items():
             if code is not None and STATUS.get(code) in ("survived", "no tests"):
@@ -197,7 +210,7 @@ def report(work: Path, selected: list[str]) -> int:
     seen = set()
     prefixes = tuple(module_glob(p).removesuffix("*") for p in selected)
     for meta in meta_files(work):
-        data = json.loads(meta.read_text())
+        data = read_meta(meta)
         for key, code in sorted(data.get("exit_code_by_key", {}).items()):
             module = key.split(".x_")[0] if ".x_" in key else key.split(".xǁ")[0]
             if not (module + ".").startswith(prefixes):

@@ -240,9 +240,16 @@ def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, 
     if plan.create and not plan.status.get("startTime"):
         plan.status["startTime"] = stamp
     if plan.create and old_phase == "Running":
-        plan.events.append(Event("Warning", c.WORKER_DELETED, "recreating "
-                                 + ", ".join(worker_name(job.name, i) for i in plan.create)
-                                 + " (deleted outside the operator)"))
+        # Workers beyond the last desired count are a scale-up, not pods someone deleted.
+        before = (job.status.get("workers") or {}).get("desired") or job.validation.resolved.nodes
+        added = [worker_name(job.name, i) for i in plan.create if i >= before]
+        lost = [worker_name(job.name, i) for i in plan.create if i < before]
+        if added:
+            plan.events.append(Event("Normal", c.SCALED, f"scaled to {job.validation.resolved.nodes} nodes: "
+                                     f"adding {', '.join(added)}"))
+        if lost:
+            plan.events.append(Event("Warning", c.WORKER_DELETED,
+                                     f"recreating {', '.join(lost)} (deleted outside the operator)"))
 
 
 def _name_conflicts(job: JobState, plan: Plan, conflicts: dict[str, str], stamp: str) -> None:

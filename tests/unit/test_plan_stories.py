@@ -191,11 +191,52 @@ def unschedulable_pods() -> Story:
     return s
 
 
+def scaled_down_then_up() -> Story:
+    s = Story(nodes=3, minNodes=1, maxNodes=4)
+    three = [pod(i, nodes=3, minNodes=1, maxNodes=4) for i in range(3)]
+    s.step("three running", three)
+    s.spec = {"nodes": 2, "minNodes": 1, "maxNodes": 4}
+    s.step("nodes: 2", three, 10)
+    s.step("worker-2 gone", three[:2], 12)
+    s.spec = {"nodes": 4, "minNodes": 1, "maxNodes": 4}
+    s.step("nodes: 4", three[:2], 20)
+    return s
+
+
+def the_worker_template_changes() -> Story:
+    old = {"nodes": 2, "env": [{"name": "LR", "value": "0.1"}]}
+    s = Story(**old)
+    s.step("running", [pod(i, **old) for i in range(2)])
+    s.spec = {"nodes": 2, "env": [{"name": "LR", "value": "0.01"}]}
+    s.step("env changed", [pod(i, **old) for i in range(2)], 10)
+    s.step("old workers going", [pod(i, terminating=True, **old) for i in range(2)], 11)
+    s.step("new workers running", [pod(i, **s.spec) for i in range(2)], 30)
+    return s
+
+
+def succeeds_after_a_restart_with_a_stale_checkpoint() -> Story:
+    spec = {"nodes": 2, "checkpoint": {"intervalSteps": 10}}
+    s = Story(**spec)
+    s.step("created", [])
+    s.step("running", [pod(i, **spec) for i in range(2)], 5)
+    stale = TrainerReport(step=400, step_seconds=0.5, checkpoint=parse_report(
+        {"step": 10, "checkpoint": {"step": 10, "time": iso(NOW), "path": "/ck/step-10"}}).checkpoint)
+    s.step("checkpoint stale", [pod(i, **spec) for i in range(2)], 3600, report=stale)
+    crashed = [pod(0, **spec), pod(1, phase="Failed", exit_code=1, **spec)]
+    s.step("worker-1 crashed", crashed, 3601, report=stale)
+    s.step("back-off over", crashed, 3612, report=stale)
+    s.step("both finished", [ended(0, 0, report_json("Finished", step=1000, total=1000, ckpt=1000)),
+                             ended(1, 0, report_json("Finished", step=1000, total=1000, ckpt=1000))], 3700,
+           report=stale)
+    return s
+
+
 STORIES: dict[str, Callable[[], Story]] = {f.__name__: f for f in (
     two_workers_succeed, a_worker_fails_and_comes_back, the_backoff_limit_runs_out, suspended_and_resumed,
     an_invalid_spec_then_fixed, the_spec_breaks_while_running, names_taken_then_freed,
     creation_refused_then_allowed, disruptions_spend_no_backoff, progress_and_a_stale_checkpoint,
-    elastic_within_its_range, unschedulable_pods)}
+    elastic_within_its_range, unschedulable_pods, scaled_down_then_up, the_worker_template_changes,
+    succeeds_after_a_restart_with_a_stale_checkpoint)}
 
 
 def recorded() -> dict[str, Any]:

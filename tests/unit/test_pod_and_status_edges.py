@@ -158,3 +158,28 @@ def test_global_batch_is_batch_times_data_parallel_times_accumulation():
     assert global_batch(_Spec(_Builtin(), accumulate=2), resolved) == 16 * 8 * 2
     assert global_batch(_Spec(None), resolved) == 8  # a user's script: one sample per rank and step
     assert global_batch(_Spec(_Builtin(), mesh=type("M", (), {"fsdp": 2})()), resolved) == 32
+
+
+def test_last_words_keep_the_end_of_a_long_line():
+    line = "E" * 100 + "x" * 300
+    crashed = summarize_pod({"status": {"phase": "Failed", **terminated(exitCode=1, message=f"first\n{line}\n")}})
+    assert crashed.last_words == "x" * 300
+
+
+def test_checkpoint_age_counts_from_the_newest_checkpoint():
+    from disttrain_operator.plan import checkpoint_age
+
+    made = (NOW - timedelta(seconds=42)).isoformat()
+    assert checkpoint_age({"checkpoint": {"step": 1, "time": made}}, NOW) == 42
+    assert checkpoint_age({"checkpoint": {"step": 1}}, NOW) is None
+    assert checkpoint_age({}, NOW) is None
+
+
+def test_a_status_outside_the_schema_names_every_field():
+    from disttrain_operator.status import StatusSchemaError, typed_status
+
+    with pytest.raises(StatusSchemaError) as raised:
+        typed_status({"phase": "Running", "bogus": 1, "restarts": "x"})
+    message = str(raised.value)
+    assert message.startswith("status.bogus: is not a known field (got 1); allowed: ")
+    assert "; status.restarts: must be an integer (got 'x')" in message  # one line, errors joined by "; "

@@ -122,7 +122,7 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     if old_phase == "Failed" and failed_cond.get("reason") == c.INVALID_SPEC:
         # The spec was fixed: start over as a new job.
         old_phase = None
-        for key in ("phase", "completionTime", "startTime"):
+        for key in ("completionTime", "startTime"):  # every path below sets the phase
             plan.status.pop(key, None)
         plan.status = set_cond(plan.status, c.FAILED, False, c.VALID, "the spec was fixed", job, stamp)
     if old_phase in TERMINAL_PHASES:
@@ -141,7 +141,7 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         return _fail(job, pods, plan, now, c.DEADLINE_EXCEEDED,
                      f"ran longer than activeDeadlineSeconds ({deadline}s)")
     if _succeeded(pods):
-        return _success(job, pods, plan, now, report)
+        return _success(job, pods, plan, now)
 
     crashed, failed_plan = _recover_failures(job, pods, plan, now, policy)
     if failed_plan is not None:
@@ -176,7 +176,7 @@ def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan, now: datet
     if not crashed:
         plan.status.pop("nextRestartTime", None)
         return crashed, None
-    restarts = plan.status.get("restarts", 0)
+    restarts = plan.status["restarts"]  # _carry_over sets it
     due = parse_time(plan.status.get("nextRestartTime"))
     what = "; ".join(p.describe_failure() for p in crashed)
     if due is None:
@@ -190,7 +190,7 @@ def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan, now: datet
                                  f"of backoffLimit {spec.backoff_limit})"))
     elif now >= due:
         plan.status["restarts"] = restarts + 1
-        plan.status.pop("nextRestartTime", None)
+        del plan.status["nextRestartTime"]
         plan.restarted = 1
         doomed = crashed
         if any(p.index == 0 for p in crashed):
@@ -331,9 +331,10 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_p
     doomed = {name for name, _ in plan.delete}
     live = [p for p in pods if p.active and p.name not in doomed]
     running = [p for p in live if p.phase == "Running"]
-    recovering = bool(crashed) or bool(plan.status.get("nextRestartTime")) or any(
-        why in (c.WORKER_FAILED, c.WORKER_DISRUPTED) for _, why in plan.delete)
-    if recovering or (old_phase == "Restarting" and len(running) < resolved.nodes):
+    # crashed covers the back-off wait and the restart round alike (the crashed pods are
+    # still there); disrupted pods are recreated in this very pass.
+    disrupted = any(why == c.WORKER_DISRUPTED for _, why in plan.delete)
+    if crashed or disrupted or (old_phase == "Restarting" and len(running) < resolved.nodes):
         phase = "Restarting"
     elif running and len(running) >= resolved.min_nodes:
         phase = "Running"
@@ -342,6 +343,7 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_p
     plan.status["phase"] = phase
     plan.status["workers"] = workers(pods, resolved.nodes)
     st = plan.status
+    why = _restart_reason(st, crashed, disrupted)
     stuck = [p for p in live if p.unschedulable]
     if phase != "Running" and stuck:
         # "Why is it Pending?" answered on the job itself, with the scheduler's words.
@@ -351,19 +353,37 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_p
             plan.events.append(Event("Warning", c.UNSCHEDULABLE, message))
         st = set_cond(st, c.RUNNING, False, c.UNSCHEDULABLE, message, job, stamp)
     else:
+        # A False Running condition appears only once the job has run (only_if_present).
         st = set_cond(st, c.RUNNING, phase == "Running",
-                      c.PODS_RUNNING if phase == "Running" else (c.WORKER_FAILED if phase == "Restarting" else c.PODS_PENDING),
+                      c.PODS_RUNNING if phase == "Running" else (why if phase == "Restarting" else c.PODS_PENDING),
                       f"{len(running)} of {resolved.nodes} workers running (minNodes {resolved.min_nodes})",
-                      job, stamp, only_if_present=phase != "Running")
+                      job, stamp, only_if_present=True)
     if phase == "Restarting" or c.get_condition(st.get("conditions"), c.RESTARTING):
-        message = (f"restart {st.get('restarts', 0)} of backoffLimit "
-                   f"{job.validation.job.spec.backoff_limit}")
+        limit = job.validation.job.spec.backoff_limit
+        if phase != "Restarting":
+            message = f"workers running again; {st['restarts']} of backoffLimit {limit} restarts used"
+        elif why == c.WORKER_DISRUPTED:
+            message = (f"recreating disrupted workers; disruptions do not count against backoffLimit "
+                       f"({st['restarts']} of {limit} restarts used)")
+        else:
+            message = f"restart {st['restarts']} of backoffLimit {limit}"
         if st.get("nextRestartTime"):
             message += f"; next recreation at {st['nextRestartTime']}"
         st = set_cond(st, c.RESTARTING, phase == "Restarting",
-                      c.WORKER_FAILED if phase == "Restarting" else c.PODS_RUNNING, message, job, stamp)
+                      why if phase == "Restarting" else c.PODS_RUNNING, message, job, stamp)
     plan.status = st
     plan.became_running = phase == "Running" and old_phase != "Running"
+
+
+def _restart_reason(status: dict, crashed: list[PodInfo], disrupted: bool) -> str:
+    """Why the job restarts: a crash (spends backoffLimit), else a disruption; while the
+    recreated workers come back, the reason the round started with."""
+    if crashed:
+        return c.WORKER_FAILED
+    if disrupted:
+        return c.WORKER_DISRUPTED
+    before = c.get_condition(status.get("conditions"), c.RESTARTING) or {}
+    return c.WORKER_DISRUPTED if before.get("reason") == c.WORKER_DISRUPTED else c.WORKER_FAILED
 
 
 def _validated(job: JobState, plan: Plan, old: dict, stamp: str) -> None:
@@ -448,19 +468,21 @@ def _succeeded(pods: list[PodInfo]) -> bool:
     return bool(finished) and (not crashed or any(p.report is not None for p in finished))
 
 
-def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime,
-             report: TrainerReport | None) -> Plan:
+def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime) -> Plan:
     """A worker finished (docs/pod-contract.md): torchrun agents finish together, so training
     reached its end. Wait for the others to exit; failures after a success restart nothing.
-    The final progress and checkpoint are the finished pod's own termination report."""
+    The final progress and checkpoint are the finished pod's own termination report: decide
+    already took them from the newest report, where a final one wins a tie (report.newest)."""
     resolved = job.validation.resolved
     active = [p for p in pods if p.active]
     finisher = next(p for p in pods if p.finished)
     winner = finisher.name
-    plan.status = _with_report(plan.status, newest(finisher.report, report), job, now)
     if active:
         plan.status["phase"] = "Running"
         plan.status["workers"] = workers(pods, resolved.nodes)
+        plan.status = set_cond(plan.status, c.RUNNING, True, c.PODS_RUNNING,
+                               f"training finished ({winner} exited 0); waiting for "
+                               f"{', '.join(p.name for p in active)} to exit", job, iso(now))
         return plan
     stamp = iso(now)
     st = plan.status

@@ -36,6 +36,8 @@ def test_a_name_that_is_not_a_string(name, shown, fix):
     ("ÄBCd", "bcd"),  # non-ASCII letters dropped
     ("x" * (MAX_JOB_NAME_LENGTH - 1) + "-y", "x" * (MAX_JOB_NAME_LENGTH - 1)),  # cut, no '-' at the end
     ("a" * 60, "a" * MAX_JOB_NAME_LENGTH),
+    ("A1_x", "a1-x"),  # only the first character must be a letter
+    ("7!", "job-7"),
     # only the first 4 x the limit is read (a hostile megabyte name costs nothing)
     ("-" * (4 * MAX_JOB_NAME_LENGTH) + "abc", "job"),
     ("-" * (4 * MAX_JOB_NAME_LENGTH - 1) + "abc", "a"),
@@ -69,7 +71,7 @@ def test_a_name_that_is_no_dns_label_gets_a_suggestion():
     ("int_or_str", True, "p: must be an integer or a string (got True)"),
 ])
 def test_type_errors_say_what_was_expected_and_how_to_write_it(kind, raw, line):
-    assert str(_type_error(kind, raw, "p", FieldMeta(doc="d"))) == line
+    assert str(_type_error(kind, raw, "p")) == line
 
 
 STRINGS = Shape("list", inner=Shape("str"))
@@ -122,3 +124,19 @@ def test_free_form_items_are_checked_against_their_kubernetes_schema():
 
 def test_dump_object_keeps_map_values():
     assert dump_object({"a": [1, {"b": None}], "c": "d"}) == {"a": [1, {"b": None}], "c": "d"}
+
+
+def test_a_list_of_lists_gives_its_items_neither_its_length_limit_nor_its_keys():
+    nested = Shape("list", inner=Shape("list", inner=Shape("any")))
+    meta = FieldMeta(doc="d", max_items=1, list_map_keys=("name",))
+    rows = [[{"name": "x"}, {"name": "x"}, {"name": "y"}]]
+    assert parsed(nested, meta, rows) == (rows, [])
+
+
+def test_every_free_form_item_error_is_kept_beside_the_length_error():
+    meta = FieldMeta(doc="d", free_form=True, k8s="io.k8s.api.core.v1.Toleration", max_items=1)
+    raw = [{"operator": "Bogus"}, {"tolerationSeconds": "x"}]
+    assert parsed(ANYTHING, meta, raw, "t")[1] == [
+        "t: has too many items (got '2 items'); allowed: at most 1. Fix: remove some",
+        "t[0].operator: is not allowed (got 'Bogus'); allowed: Equal, Exists, Gt, Lt",
+        "t[1].tolerationSeconds: must be an integer (got 'x')"]

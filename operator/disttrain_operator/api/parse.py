@@ -44,7 +44,8 @@ def parse_job(doc: Any) -> tuple[t.Job | None, list[FieldError]]:
     if namespace is not None and not (isinstance(namespace, str) and matches(DNS1123_LABEL, namespace)
                                       and len(namespace) <= 63):
         errors.append(FieldError("metadata.namespace", namespace, "is not a valid namespace name",
-                                 "a DNS label (lowercase letters, digits, '-')", "fix the namespace"))
+                                 "a DNS label (lowercase letters, digits, '-')",
+                                 "use an existing namespace, e.g. team-a, or leave it out"))
     raw_spec = doc.get("spec", {})
     if raw_spec is None:
         raw_spec = {}
@@ -103,9 +104,9 @@ def _suggest_name(name: str) -> str:
             out.append(c)
         elif out and out[-1] != "-":
             out.append("-")
-    cleaned = "".join(out).strip("-")
+    cleaned = "".join(out)  # never starts with '-'; a '-' at the end goes with the cut
     if not cleaned[:1].isalpha():
-        cleaned = ("job-" + cleaned).rstrip("-")
+        cleaned = "job-" + cleaned
     return cleaned[:MAX_JOB_NAME_LENGTH].rstrip("-")
 
 
@@ -154,8 +155,8 @@ def parse_value(shape: Shape, meta: FieldMeta, raw: Any, path: str) -> tuple[Any
     kind = shape.kind
     if kind == "object":
         return parse_object(shape.cls, raw, path)
-    if not _has_type(kind, raw, meta.free_form):
-        return None, [_type_error(kind, raw, path, meta)]
+    if not _has_type(kind, raw):
+        return None, [_type_error(kind, raw, path)]
     if kind == "enum":
         if raw not in shape.values:
             return None, [FieldError(path, raw, "is not allowed", ", ".join(shape.values),
@@ -168,7 +169,7 @@ def parse_value(shape: Shape, meta: FieldMeta, raw: Any, path: str) -> tuple[Any
     return raw, _check_bounds(meta, raw, path)
 
 
-def _has_type(kind: str, raw: Any, free_form: bool) -> bool:
+def _has_type(kind: str, raw: Any) -> bool:
     if kind == "int":
         return isinstance(raw, int) and not isinstance(raw, bool)
     if kind == "float":
@@ -186,7 +187,7 @@ def _has_type(kind: str, raw: Any, free_form: bool) -> bool:
     return True
 
 
-def _type_error(kind: str, raw: Any, path: str, meta: FieldMeta) -> FieldError:
+def _type_error(kind: str, raw: Any, path: str) -> FieldError:
     hint = ""
     if kind in ("str", "enum") and isinstance(raw, (int, float, bool)):
         hint = f"quote it: \"{str(raw).lower() if isinstance(raw, bool) else raw}\""
@@ -219,7 +220,7 @@ def _check_bounds(meta: FieldMeta, raw: Any, path: str) -> list[FieldError]:
                                      f"at most {meta.max_length}", "shorten it"))
         elif meta.pattern is not None and not matches(meta.pattern, raw):
             errors.append(FieldError(path, raw, "has an invalid format",
-                                     meta.pattern_hint or meta.pattern, "fix the value"))
+                                     meta.pattern_hint or meta.pattern, "rewrite it in that form"))
     return errors
 
 
@@ -228,8 +229,9 @@ def _parse_list(shape: Shape, meta: FieldMeta, raw: list, path: str) -> tuple[An
     if meta.max_items is not None and len(raw) > meta.max_items:
         errors.append(FieldError(path, f"{len(raw)} items", "has too many items",
                                  f"at most {meta.max_items}", "remove some"))
-    item_meta = dataclasses.replace(meta, required=False, max_items=None, pattern=None,
-                                    list_map_keys=())
+    # The list's own count, pattern and keys are not its items' (required is only read
+    # for an object's fields).
+    item_meta = dataclasses.replace(meta, max_items=None, pattern=None, list_map_keys=())
     items = []
     for i, item in enumerate(raw):
         if meta.free_form and isinstance(item, dict):

@@ -99,11 +99,11 @@ def test_commit_renames_the_save_into_place_and_purges(tmp_path):
     tmp = tmp_path / ".tmp-step-00000003-ab"  # a save that finished after the start
     tmp.mkdir()
     (tmp / ".metadata").write_text("x")
-    manager._commit(3, str(tmp), 1.5)
+    manager._commit(3, str(tmp), 1.5, 0.25)
     manager.finish()  # the purge runs in the background: wait for it
     assert [s for s, _ in complete_checkpoints(tmp_path)] == [2, 3]
     assert (tmp_path / "step-00000003" / "disttrain.json").is_file()
-    assert manager.latest.step == 3 and manager.latest.save_seconds == 1.5
+    assert manager.latest.step == 3 and manager.latest.save_seconds == 1.5 and manager.latest.blocked_seconds == 0.25
 
 
 def test_checkpoint_status_is_rfc3339_utc_whatever_the_local_zone(monkeypatch):

@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi mutation dashboard-previews
+.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi mutation planted-bugs dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -57,6 +57,9 @@ e2e: venv tools images  ## the real node: our images, helm/kustomize installs, t
 
 mutation: venv  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
 	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
+
+planted-bugs: venv  ## each bug the audit planted (issue 14) must fail its named tests, in a temp copy of the checkout. PLANTED_BUGS=name...
+	$(RUN) python hack/planted_bugs.py $(PLANTED_BUGS)
 
 demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents
 	$(RUN) disttrain validate manifests/examples/*.yaml

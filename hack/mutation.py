@@ -279,14 +279,22 @@ def main() -> int:
             print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
         env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
         mutmut = Path(sys.executable).with_name("mutmut")
-        names = [] if args.paths == MODULES else undecided(work, args.paths)
-        if args.paths != MODULES and not names:
-            print("mutation: every mutant of these modules has a verdict", flush=True)
-            return report(work, args.paths)
-        proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs), *names], cwd=work, env=env)
-        if proc.returncode != 0:
-            print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)
-            return proc.returncode
+        tried: set[str] = set()
+        while True:
+            # A changed function's mutants get their names only when mutmut generates them,
+            # during a run: run again for those until every mutant named has a verdict.
+            names = [] if args.paths == MODULES else [n for n in undecided(work, args.paths) if n not in tried]
+            if args.paths != MODULES and not names:
+                if not tried:
+                    print("mutation: every mutant of these modules has a verdict", flush=True)
+                break
+            tried.update(names)
+            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs), *names], cwd=work, env=env)
+            if proc.returncode != 0:
+                print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)
+                return proc.returncode
+            if args.paths == MODULES:
+                break
         stamp.write_text(tests_now)
     return report(work, args.paths)
 

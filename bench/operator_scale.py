@@ -47,6 +47,8 @@ REPO = Path(__file__).resolve().parent.parent
 CLUSTER = "bench-scale"
 NAMESPACE = "bench"
 CLAIM = "shared-checkpoints"
+# kubectl's condition wait errs on a just-created CRD (status.conditions: null); its JSONPath wait waits.
+ESTABLISHED = '--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True'
 OPERATOR_USER = "system:serviceaccount:disttrain-system:disttrain-operator"
 # Every write by the operator, nothing else: the log stays small at 500 jobs.
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
@@ -116,7 +118,7 @@ class Bench:
         self.kubectl("apply", "-f", str(REPO / "manifests" / "crd"))
         self.kubectl("apply", "-f", str(REPO / "manifests" / "operator" / "namespace.yaml"))
         self.kubectl("apply", "-f", str(REPO / "manifests" / "rbac"))
-        self.kubectl("wait", "--for=condition=Established", "crd/distributedtrainings.disttrain.dev")
+        self.kubectl("wait", ESTABLISHED, "crd/distributedtrainings.disttrain.dev")
         token = self.kubectl("create", "token", "disttrain-operator", "-n", "disttrain-system",
                              "--duration=2h").strip()
         admin = json.loads(self.kubectl("config", "view", "--raw", "-o", "json"))
@@ -160,7 +162,7 @@ class Bench:
         # defaults into every job, and an older operator refuses fields it does not know.
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(tree / "manifests" / "crd" /
                                                                                "disttrain.dev_distributedtrainings.yaml"))
-        self.kubectl("wait", "--for=condition=Established", "crd/distributedtrainings.disttrain.dev")
+        self.kubectl("wait", ESTABLISHED, "crd/distributedtrainings.disttrain.dev")
         self.kubectl("create", "namespace", ns)
         self.checkpoint_claim(ns)
         port = free_port()

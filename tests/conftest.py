@@ -62,6 +62,8 @@ T = TypeVar("T")
 
 EXIT_CODE_ANNOTATION = "disttrain.dev/test-exit-code"
 POD_IP_ANNOTATION = "disttrain.dev/test-pod-ip"
+# `kubectl wait` for a CRD to be served (see Cluster.wait_established for why not condition=).
+ESTABLISHED = '--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True'
 
 
 def tools_bin() -> Path:
@@ -126,12 +128,13 @@ class Cluster:
             )
         return proc
 
-    def wait_established(self, crd: str = "distributedtrainings.disttrain.dev", timeout: float = 60) -> None:
-        """Wait for a CRD just applied to be served. `kubectl wait` alone can answer
-        "status.conditions accessor error" when it runs before the CRD has any status (a
-        fresh, loaded cluster), so it is retried."""
-        self.wait_for(lambda: self.kubectl("wait", "--for=condition=Established", "--timeout=10s", f"crd/{crd}",
-                                           check=False).returncode == 0, timeout=timeout, what=f"CRD {crd} established")
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Wait for CRDs just applied to be served. Waits on a JSONPath, not
+        `--for=condition=Established`: a CRD created a moment ago has `status.conditions: null`,
+        and kubectl's condition wait answers that with an error ("accessor error") instead of
+        waiting, while its JSONPath wait treats a missing value as not yet."""
+        self.kubectl("wait", f"--timeout={timeout:.0f}s", ESTABLISHED,
+                     *(f"crd/{crd}" for crd in crds or ["distributedtrainings.disttrain.dev"]))
 
     def apply(
         self,

@@ -32,11 +32,8 @@ def _converter():
 def schemas_dir(cluster) -> str:
     if cluster.kubeconfig not in _DIRS:
         cluster.kubectl("apply", "--server-side", "-f", str(REPO / "manifests" / "crd"))
-        # (kubectl wait errs on a CRD whose status has no conditions yet: poll it)
-        cluster.wait_for(lambda: cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=10s", "crd/clusterkopfpeerings.kopf.dev",
-            "crd/kopfpeerings.kopf.dev", "crd/distributedtrainings.disttrain.dev", check=False).returncode == 0,
-            timeout=60, what="our CRDs Established")
+        cluster.wait_established("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev",
+                                 "distributedtrainings.disttrain.dev")
         # ... and published in the OpenAPI, which follows a moment later
         cluster.wait_for(lambda: {"apis/disttrain.dev/v1alpha1", "apis/kopf.dev/v1"} <= set(json.loads(
             cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]), timeout=60,

@@ -115,8 +115,7 @@ def test_notes_print_the_next_commands(cluster):
 
 def test_chart_renders_objects_the_api_server_accepts(cluster, namespace):
     cluster.kubectl("apply", "--server-side", "-f", os.path.join(CHART, "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/clusterkopfpeerings.kopf.dev", "crd/distributedtrainings.disttrain.dev")
+    cluster.wait_established("clusterkopfpeerings.kopf.dev", "distributedtrainings.disttrain.dev")
     rendered = helm(cluster, "template", "disttrain", CHART, "-n", namespace,
                     "--set", "standby.enabled=true", "--set", "dashboards.enabled=true")
     kinds = sorted(d["kind"] for d in yaml.safe_load_all(rendered) if d)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pytest
 
 from disttrain_operator.api import types as t
-from disttrain_operator.api.errors import FieldError, InvalidSpec, _short, did_you_mean, unset
+from disttrain_operator.api.errors import FieldError, InvalidSpec, _BoundedRepr, _short, did_you_mean, unset
 from disttrain_operator.api.meta import (
     META_KEY, FieldMeta, Shape, fields_of, json_name, matches, meta_of, shape_of, spec_field, to_camel,
 )
@@ -90,6 +90,22 @@ def test_long_values_are_shortened_to_the_limit():
     # then the limit cuts what is left
     assert _short("x" * 200, limit=20) == "'" + "x" * 16 + "..." and len(_short("x" * 200, limit=20)) == 20
     assert _short(5, limit=1) == "5"
+
+
+class _LongRepr:
+    def __repr__(self) -> str:
+        return "o" * 100
+
+
+def test_the_bounded_repr_limits_each_kind_of_value():
+    # A fresh instance: the module's shared one is built at import, before a test can look.
+    bounded = _BoundedRepr()
+    assert bounded.repr([[[[[1]]]]]) == "[[[[...]]]]"  # 3 levels
+    assert bounded.repr({i: i for i in range(6)}) == "{0: 0, 1: 1, 2: 2, 3: 3, ...}"  # 4 entries
+    assert bounded.repr(list(range(5))) == "[0, 1, 2, 3, ...]"  # 4 items
+    assert bounded.repr("x" * 68) == repr("x" * 68) and len(bounded.repr("x" * 69)) == 70  # 70 characters
+    assert bounded.repr(_LongRepr()) == "o" * 33 + "..." + "o" * 34  # 70 for any other object
+    assert bounded.repr(10**30 - 1) == str(10**30 - 1) and bounded.repr(-(10**30)) == "<an integer of 100 bits>"
 
 
 def test_did_you_mean():

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 import yaml
 
-from disttrain_operator.api import schema, validate_document
+from disttrain_operator.api import k8s, schema, validate_document
 from disttrain_operator.api import types as t
 
 from .conftest import ROOT
@@ -20,9 +22,31 @@ def openapi() -> dict:
 
 
 def test_committed_crd_matches_the_api_types():
+    # Built from scratch: the inlined Kubernetes schemas are cached, and an earlier caller filled the cache.
+    k8s._inlined.cache_clear()
     with open(CRD_FILE) as handle:
         committed = yaml.safe_load(handle)
     assert committed == schema.crd(), "manifests/crd drifted from api/types.py: run `make crd`"
+
+
+def without_descriptions(node: dict) -> dict:
+    out = {k: v for k, v in node.items() if k != "description"}
+    if "properties" in out:
+        out["properties"] = {k: without_descriptions(v) for k, v in out["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = without_descriptions(out[key])
+    return out
+
+
+@pytest.mark.parametrize("name", [k8s.POD_SPEC, k8s.AFFINITY, k8s.TOLERATION, k8s.ENV_VAR_SOURCE])
+def test_the_offline_check_reads_the_schema_the_crd_carries(name):
+    """`disttrain validate` checks Kubernetes fields against the same inlined, bounded schema
+    the CRD embeds, less the descriptions."""
+    k8s._inlined.cache_clear()
+    offline = k8s._inlined(name, False)
+    assert offline == without_descriptions(k8s.schema(name))
+    assert "description" in k8s.schema(name)
 
 
 def walk(node: dict, path: str):

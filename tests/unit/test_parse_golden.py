@@ -10,9 +10,6 @@ read the diff. (Mutation testing found these messages unpinned: issue 14.)
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +19,10 @@ from disttrain_operator.api.names import MAX_NODES
 from disttrain_operator.api.parse import parse_job, parse_object, parse_value
 from disttrain_operator.api.types import DistributedTrainingSpec
 
+from .golden import Golden
 from .helpers import job
 
-GOLDEN = Path(__file__).parent / "golden" / "parse_messages.json"
+GOLDEN = Golden("parse_messages")
 
 
 def without(key: str, **spec: Any) -> dict:
@@ -120,26 +118,18 @@ def current() -> dict:
             "values": {k: outcome_of_value(*v) for k, v in VALUES.items()}}
 
 
-def recorded() -> dict:
-    return json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-
-
 def test_update_golden_when_asked():
-    if os.environ.get("DISTTRAIN_UPDATE_GOLDEN") != "1":
-        assert set(recorded().get("documents", {})) == set(DOCUMENTS)
-        assert set(recorded().get("values", {})) == set(VALUES)
-        return
-    GOLDEN.write_text(json.dumps(current(), indent=1, sort_keys=True) + "\n")
+    GOLDEN.update_or_check_keys(current, {"documents": DOCUMENTS, "values": VALUES})
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTS))
 def test_document(name):
-    assert outcome_of_document(DOCUMENTS[name]) == recorded()["documents"][name]
+    assert outcome_of_document(DOCUMENTS[name]) == GOLDEN.want("documents", name)
 
 
 @pytest.mark.parametrize("name", sorted(VALUES))
 def test_value(name):
-    assert outcome_of_value(*VALUES[name]) == recorded()["values"][name]
+    assert outcome_of_value(*VALUES[name]) == GOLDEN.want("values", name)
 
 
 def test_a_document_that_parses_keeps_its_metadata():

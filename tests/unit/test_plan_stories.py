@@ -10,10 +10,7 @@ change: DISTTRAIN_UPDATE_GOLDEN=1 pytest tests/unit/test_plan_stories.py, then r
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -21,10 +18,11 @@ import pytest
 from disttrain_operator.plan import JobState, Plan, Refusal, decide, iso
 from disttrain_operator.report import INTERRUPTED, TrainerReport, parse_report
 
+from .golden import Golden
 from .test_contract import ended, report_json
 from .test_plan import NOW, POLICY, pod, state
 
-GOLDEN = Path(__file__).parent / "golden" / "plan_stories.json"
+GOLDEN = Golden("plan_stories")
 
 
 class Story:
@@ -239,25 +237,14 @@ STORIES: dict[str, Callable[[], Story]] = {f.__name__: f for f in (
     succeeds_after_a_restart_with_a_stale_checkpoint)}
 
 
-def recorded() -> dict[str, Any]:
-    return json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-
-
 def test_update_golden_when_asked():
-    """DISTTRAIN_UPDATE_GOLDEN=1 rewrites the file from the code (then review the diff)."""
-    if os.environ.get("DISTTRAIN_UPDATE_GOLDEN") != "1":
-        assert set(recorded()) == set(STORIES), "stories and tests/unit/golden/plan_stories.json differ"
-        return
-    GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_text(json.dumps({name: make().passes for name, make in STORIES.items()}, indent=1,
-                                 sort_keys=True) + "\n")
+    GOLDEN.update_or_check_keys(lambda: {name: make().passes for name, make in STORIES.items()}, {"": STORIES})
 
 
 @pytest.mark.parametrize("name", sorted(STORIES))
 def test_story(name):
     got = STORIES[name]().passes
-    want = recorded().get(name)
-    assert want is not None, f"no golden for {name}: run with DISTTRAIN_UPDATE_GOLDEN=1 and review the diff"
+    want = GOLDEN.want(name)
     for mine, theirs in zip(got, want):
         assert mine == theirs, f"{name}, pass {mine['pass']!r}"
     assert [p["pass"] for p in got] == [p["pass"] for p in want]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from disttrain_operator.api import validate_document
-from disttrain_operator.api.policy import PodPolicy, pod_policy_from_env
+from disttrain_operator.api.policy import PodPolicy, check_pod_policy, pod_policy_from_env
 
 from .helpers import job
 
@@ -94,10 +94,17 @@ def test_automount_token_stays_owned_by_disttrain_whatever_the_policy():
 def test_policy_from_env():
     assert pod_policy_from_env({}) == PodPolicy()
     assert pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_ALL": "True"}) == PodPolicy(allow_all=True)
+    assert pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_ALL": " False "}) == PodPolicy()
     assert pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES": " a, b ,,"}) == \
         PodPolicy(allowed_namespaces=frozenset({"a", "b"}))
     with pytest.raises(ValueError, match="DISTTRAIN_POD_POLICY_ALLOW_ALL='yes': set it to true or false"):
         pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_ALL": "yes"})
+
+
+def test_the_policy_the_operator_logs_at_start():
+    assert PodPolicy().describe() == "refuse"
+    assert PodPolicy(allow_all=True, allowed_namespaces=frozenset({"a"})).describe() == "allow-all"
+    assert PodPolicy(allowed_namespaces=frozenset({"b", "a"})).describe() == "refuse, except in a, b"
 
 
 def test_wrong_shapes_in_the_template_do_not_crash_the_policy():
@@ -105,3 +112,8 @@ def test_wrong_shapes_in_the_template_do_not_crash_the_policy():
                  {"securityContext": {"capabilities": "ALL"}}, {"initContainers": [{"securityContext": {
                      "capabilities": {"add": [1, None]}}}]}):
         validate_document(job(podTemplate={"spec": junk}))  # errors or not, never an exception
+        check_pod_policy(junk, "team-a", PodPolicy())  # the raw template too, as the schema check may stop first
+    refused = check_pod_policy({"initContainers": [{"securityContext": {"capabilities": {
+        "add": [1, "cap_net_bind_service"]}}}]}, "team-a", PodPolicy())
+    assert [(e.path, e.value) for e in refused] == [
+        ("spec.podTemplate.spec.initContainers[0].securityContext.capabilities.add[0]", 1)]

@@ -197,23 +197,56 @@ def test_rendered_children_are_valid_kubernetes_api_objects():
 
 
 def test_network_policy_admits_the_job_its_operator_and_prometheus_only():
-    from disttrain_operator.render.network_policy import NetworkPolicySettings, network_policy_from_env, \
-        render_network_policy
+    from disttrain_operator.render.network_policy import NetworkPolicySettings, render_network_policy
 
-    j, _ = load_job(job(nodes=2, metrics={"port": 9500}))[:2]
+    doc = job(nodes=2, metrics={"port": 9500})
+    doc["metadata"]["uid"] = "u-1"
+    j, _ = load_job(doc)[:2]
     prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     policy = render_network_policy(j, NetworkPolicySettings(metrics_from=(prometheus,), operator_namespace="ops"))
     workers = {"matchLabels": {"disttrain.dev/job": "demo", "disttrain.dev/role": "worker"}}
-    assert policy["metadata"]["name"] == "demo" and policy["metadata"]["namespace"] == "team-a"
-    assert policy["spec"]["podSelector"] == workers and policy["spec"]["policyTypes"] == ["Ingress"]
-    same_job, metrics = policy["spec"]["ingress"]
-    assert same_job == {"from": [{"podSelector": workers}]}
-    assert metrics["ports"] == [{"protocol": "TCP", "port": 9500}]
-    assert metrics["from"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "ops"}}
-    assert metrics["from"][1] == prometheus
-    # Nobody on the metrics port when no one is named: that rule is left out.
-    assert len(render_network_policy(j, NetworkPolicySettings())["spec"]["ingress"]) == 1
-    assert network_policy_from_env({"DISTTRAIN_NETWORK_POLICY": "false"}) is None
+    # Whole, so a misspelt key (which the API server would drop) fails here.
+    assert policy == {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "demo", "namespace": "team-a",
+                     "labels": {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/instance": "demo",
+                                "app.kubernetes.io/managed-by": "disttrain-operator",
+                                "app.kubernetes.io/part-of": "disttrain", "disttrain.dev/job": "demo"},
+                     "ownerReferences": [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                                          "name": "demo", "uid": "u-1", "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": {"podSelector": workers, "policyTypes": ["Ingress"], "ingress": [
+            {"from": [{"podSelector": workers}]},
+            {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+                       "podSelector": {"matchLabels": {"app.kubernetes.io/name": "disttrain",
+                                                       "app.kubernetes.io/component": "operator"}}},
+                      prometheus],
+             "ports": [{"protocol": "TCP", "port": 9500}]}]},
+    }
+    # Nobody on the metrics port when no one is named: that rule is left out. A job not yet
+    # stored (no uid, no namespace: `disttrain render`) gets no owner and the default namespace.
+    doc = job(nodes=2)
+    del doc["metadata"]["namespace"]
+    bare = render_network_policy(load_job(doc)[0], NetworkPolicySettings())
+    assert bare["spec"]["ingress"] == [{"from": [{"podSelector": workers}]}]
+    assert bare["metadata"]["namespace"] == "default" and "ownerReferences" not in bare["metadata"]
+
+
+def test_network_policy_settings_from_the_operator_env():
+    from disttrain_operator.render.network_policy import NetworkPolicySettings, network_policy_from_env
+
     assert network_policy_from_env({}) == NetworkPolicySettings()
-    with pytest.raises(ValueError, match="give a JSON list of NetworkPolicyPeers"):
-        network_policy_from_env({"DISTTRAIN_NETWORK_POLICY_METRICS_FROM": "{monitoring}"})
+    assert network_policy_from_env({"DISTTRAIN_NETWORK_POLICY": " False "}) is None
+    assert network_policy_from_env({"DISTTRAIN_NETWORK_POLICY": "TRUE", "DISTTRAIN_OPERATOR_NAMESPACE": "ops",
+                                    "DISTTRAIN_NETWORK_POLICY_METRICS_FROM": '[{"podSelector": {}}]'}) == \
+        NetworkPolicySettings(metrics_from=({"podSelector": {}},), operator_namespace="ops")
+    assert network_policy_from_env({"DISTTRAIN_OPERATOR_NAMESPACE": ""}).operator_namespace is None
+    with pytest.raises(ValueError) as bad:
+        network_policy_from_env({"DISTTRAIN_NETWORK_POLICY": "yes"})
+    assert str(bad.value) == "DISTTRAIN_NETWORK_POLICY='yes': set it to true or false"
+    for raw in ("{monitoring}", '{"podSelector": {}}', "[1]", "x" * 300):
+        with pytest.raises(ValueError) as bad:
+            network_policy_from_env({"DISTTRAIN_NETWORK_POLICY_METRICS_FROM": raw})
+        assert str(bad.value) == (
+            f"DISTTRAIN_NETWORK_POLICY_METRICS_FROM={raw[:200]!r}: give a JSON list of NetworkPolicyPeers, "
+            'e.g. [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]')

@@ -1,0 +1,101 @@
+"""What validation says about whole documents, pinned in
+tests/unit/golden/validate_messages.json: the errors (field, value, what is allowed, the
+fix), the guardrail warnings and the resolved topology. These are the lines
+`disttrain validate`, the InvalidSpec condition and the Events show, so a changed word is
+a diff of the golden file. After an intended change: DISTTRAIN_UPDATE_GOLDEN=1 pytest this
+file, then read the diff. (Mutation testing found these messages unpinned: issue 14.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+
+from disttrain_operator.api import validate_document
+
+from .golden import Golden
+from .helpers import job
+from .test_pod_policy import ESCAPES
+
+GOLDEN = Golden("validate_messages")
+
+
+def command(*argv: str) -> dict:
+    return job(trainer={"command": list(argv)})
+
+
+DOCUMENTS: dict[str, dict] = {
+    # spec.trainer.command: what torchrun would run, and the launchers the pod already runs
+    "a script": command("train.py", "--lr", "0.1"),
+    "a shell": command("/bin/bash", "-c", "python train.py"),
+    "a shell alone": command("sh"),
+    "python and a script": command("python3", "train.py", "--epochs", "2"),
+    "python -m a module": command("python", "-m", "my.train", "--fast"),
+    "python -m alone": command("python3.11", "-m"),
+    "python with its own options": command("python", "-u", "train.py"),
+    "python alone": command("/usr/bin/python"),
+    "torchrun and a script": command("torchrun", "train.py", "--x"),
+    "torchrun -m a module": command("torchrun", "-m", "my.train"),
+    "torchrun --module a module": command("torchrun", "--module", "my.train"),
+    "torchrun --module alone": command("torchrun", "--module"),
+    "torchrun with flags": command("torchrun", "--nnodes", "2", "--nproc-per-node", "8", "-r", "3", "--standalone",
+                                   "--max-restarts", "1", "train.py"),
+    "torchrun alone": command("torchrun"),
+    "python -m torch.distributed.run": command("python", "-m", "torch.distributed.run", "train.py"),
+    "python -m torch.distributed.launch": command("python3", "-m", "torch.distributed.launch", "-m", "my.train"),
+    "python -m torch.distributed.launch with flags": command("python", "-m", "torch.distributed.launch",
+                                                             "--nproc_per_node=8", "train.py"),
+}
+
+
+# spec.podTemplate.spec settings that leave the sandbox, refused by the default pod policy
+POD_POLICY: dict[str, dict] = {
+    **{expected.split(":")[0].removeprefix("spec.podTemplate.spec."): pod_spec for pod_spec, expected in ESCAPES},
+    "capabilities named three ways": {"containers": [{"name": "trainer", "securityContext": {
+        "capabilities": {"add": ["cap_net_bind_service", "CAP_SYS_ADMIN", "NET_RAW"]}}}]},
+    "SELinux user, role and an allowed type": {"securityContext": {"seLinuxOptions": {
+        "user": "system_u", "role": "system_r", "type": "container_t"}}},
+    "SELinux empty type": {"securityContext": {"seLinuxOptions": {"type": ""}}},
+    "AppArmor unconfined": {"containers": [{"name": "trainer", "securityContext": {
+        "appArmorProfile": {"type": "Unconfined"}}}]},
+    "a projected volume without a token": {"volumes": [{"name": "p", "projected": {"sources": [
+        {"configMap": {"name": "c"}}]}}]},
+    "wrong shapes the schema check names first": {"volumes": [{"name": "p", "projected": "x"}], "containers": [
+        {"name": "trainer", "securityContext": {"capabilities": {"add": [7]}}}]},
+    "everything at once": {"hostNetwork": True, "hostPID": True, "hostIPC": True, "nodeName": "n",
+                           "securityContext": {"runAsUser": 0, "sysctls": [{"name": "net.ipv4.tcp_syncookies",
+                                                                            "value": "1"}]}},
+}
+
+
+def outcome(doc: Any) -> dict:
+    result = validate_document(doc)
+    return {"errors": [str(e) for e in result.errors],
+            "warnings": [f"{w.reason}: {w}" for w in result.warnings],
+            "resolved": asdict(result.resolved) if result.resolved else None,
+            "command": result.job.spec.trainer.command if result.job and not result.errors else None}
+
+
+def refused(pod_spec: dict) -> list[str]:
+    return [str(e) for e in validate_document(job(podTemplate={"spec": pod_spec})).errors]
+
+
+def current() -> dict:
+    return {"documents": {name: outcome(doc) for name, doc in DOCUMENTS.items()},
+            "pod policy": {name: refused(spec) for name, spec in POD_POLICY.items()}}
+
+
+def test_update_golden_when_asked():
+    GOLDEN.update_or_check_keys(current, {"documents": DOCUMENTS, "pod policy": POD_POLICY})
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_document(name):
+    assert outcome(DOCUMENTS[name]) == GOLDEN.want("documents", name)
+
+
+@pytest.mark.parametrize("name", sorted(POD_POLICY))
+def test_pod_policy(name):
+    assert refused(POD_POLICY[name]) == GOLDEN.want("pod policy", name)

@@ -103,6 +103,7 @@ def test_boolean_env(raw, expected):
     (lambda: EvalConfig(fraction=0.6), r"eval fraction=0.6 must be within 0..0.5"),
     (lambda: EvalConfig(interval_steps=-1), r"eval interval_steps=-1 must be >= 0"),
     (lambda: EvalConfig(fraction=0.25, fold=4), r"eval fold=4 must be within 0..3 for fraction 0.25"),
+    (lambda: EvalConfig(fraction=0, fold=-1), r"eval fold=-1 must be within 0..0 for fraction 0"),
     (lambda: Config.from_env({"DISTTRAIN_EVAL_FRACTION": "a tenth"}), r"DISTTRAIN_EVAL_FRACTION='a tenth' is not a number"),
     (lambda: MetricsConfig(port=65536), r"metrics port=65536 must be within 0..65535"),
     (lambda: MetricsConfig(port=-1), r"metrics port=-1 must be within 0..65535"),
@@ -122,6 +123,7 @@ def test_the_edges_are_allowed():
     assert ParallelConfig(strategy="fsdp_native").strategy == "fsdp"
     assert TrainConfig(steps=100).effective_warmup == 10 and TrainConfig(steps=55).effective_warmup == 5
     assert TrainConfig(steps=100, warmup_steps=3).effective_warmup == 3
+    assert EvalConfig(fraction=0.5, fold=1).folds == 2 and not EvalConfig(fraction=0).enabled
 
 
 @pytest.mark.parametrize("strategy,world,expected", [

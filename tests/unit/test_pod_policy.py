@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.api import validate_document
+from disttrain_operator.api import InvalidSpec, load_job, validate_document
 from disttrain_operator.api.policy import PodPolicy, check_pod_policy, pod_policy_from_env
 
 from .helpers import job
@@ -99,6 +99,13 @@ def test_policy_from_env():
         PodPolicy(allowed_namespaces=frozenset({"a", "b"}))
     with pytest.raises(ValueError, match="DISTTRAIN_POD_POLICY_ALLOW_ALL='yes': set it to true or false"):
         pod_policy_from_env({"DISTTRAIN_POD_POLICY_ALLOW_ALL": "yes"})
+
+
+def test_load_job_applies_the_policy_it_is_given():
+    doc = job(podTemplate={"spec": {"hostNetwork": True}})
+    with pytest.raises(InvalidSpec, match="hostNetwork: leaves the container sandbox"):
+        load_job(doc)
+    assert load_job(doc, PodPolicy(allow_all=True))[0].spec.pod_template.spec == {"hostNetwork": True}
 
 
 def test_the_policy_the_operator_logs_at_start():

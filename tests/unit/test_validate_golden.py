@@ -22,6 +22,10 @@ from .test_pod_policy import ESCAPES
 GOLDEN = Golden("validate_messages")
 
 
+def pod(**pod_spec: Any) -> dict:
+    return job(podTemplate={"spec": pod_spec})
+
+
 def command(*argv: str) -> dict:
     return job(trainer={"command": list(argv)})
 
@@ -47,6 +51,31 @@ DOCUMENTS: dict[str, dict] = {
     "python -m torch.distributed.launch": command("python3", "-m", "torch.distributed.launch", "-m", "my.train"),
     "python -m torch.distributed.launch with flags": command("python", "-m", "torch.distributed.launch",
                                                              "--nproc_per_node=8", "train.py"),
+    # Kubernetes-typed fields, checked offline against the pinned core/v1 schema (api/k8s.py)
+    "a container string too long": pod(containers=[{"name": "trainer", "image": "x" * 4097}]),
+    "an env value too long": pod(containers=[{"name": "trainer", "env": [{"name": "A", "value": "v" * 32769}]}]),
+    "an env value at its bound": pod(containers=[{"name": "trainer", "env": [{"name": "A", "value": "v" * 32768}]}]),
+    "too many containers": pod(containers=[{"name": f"c{i}", "image": "x"} for i in range(17)]),
+    "too many tolerations": job(scheduling={"tolerations": [{"key": f"k{i}", "operator": "Exists"}
+                                                           for i in range(65)]}),
+    "tolerations at their bound": job(scheduling={"tolerations": [{"key": f"k{i}", "operator": "Exists"}
+                                                                 for i in range(64)]}),
+    "too many volume attributes": pod(volumes=[{"name": "v", "csi": {
+        "driver": "d", "volumeAttributes": {f"k{i}": "v" for i in range(65)}}}]),
+    "volume attributes at their bound and of the wrong type": pod(volumes=[{"name": "v", "csi": {
+        "driver": "d", "volumeAttributes": {**{f"k{i}": "v" for i in range(63)}, "n": 5}}}]),
+    "an int-or-string of another type": pod(containers=[{"name": "trainer", "livenessProbe": {
+        "httpGet": {"port": [8080]}, "tcpSocket": {"port": True}}, "readinessProbe": {"httpGet": {"port": "http"}}}]),
+    "unknown fields, misspelt and not": pod(containers=[{"name": "trainer", "imagePullPolcy": "Always",
+                                                         "colour": "blue"}]),
+    "a required field missing": pod(containers=[{"image": "x"}], volumes=[{"name": "v", "csi": {}}]),
+    "values of the wrong type": pod(hostNetwork="yes", containers=[{"name": "trainer", "image": 5, "tty": 1,
+                                                                    "args": [1, True, 2.5], "ports": "80"}]),
+    "an enum value of another case": pod(containers=[{"name": "trainer", "imagePullPolicy": "always"}]),
+    "a null Kubernetes field": pod(containers=[{"name": "side", "image": "x", "workingDir": None, "args": [None]}]),
+    "more than twenty mistakes": pod(containers=[{"name": "trainer", **{f"field{i}": i for i in range(25)}}]),
+    "affinity and env sources": job(scheduling={"affinity": {"nodeAffinity": {"preferred": []}}},
+                                    env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
 }
 
 

@@ -9,6 +9,7 @@ file, then read the diff. (Mutation testing found these messages unpinned: issue
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import date
 from typing import Any
 
 import pytest
@@ -76,6 +77,15 @@ DOCUMENTS: dict[str, dict] = {
     "more than twenty mistakes": pod(containers=[{"name": "trainer", **{f"field{i}": i for i in range(25)}}]),
     "affinity and env sources": job(scheduling={"affinity": {"nodeAffinity": {"preferred": []}}},
                                     env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
+    # Keys and values YAML can give that JSON cannot (api/bounds.py), named in the path and the fix
+    "keys that are not strings": job(scheduling={"nodeSelector": {
+        7: "a", True: "b", 2.5: "c", 10**40 - 1: "e", 10**40: "f", None: "d"}}),
+    "a huge negative key": job(scheduling={"nodeSelector": {-(10**40): "g"}}),
+    "keys that need quoting in the path": job(scheduling={"nodeSelector": {
+        "kubernetes.io/hostname": {1}, "a[0]": {2}, "tab\there": {3}, "k" * 254: {4}, "x." + "y" * 60: {5}}}),
+    "a key of 253 characters is named plainly": job(scheduling={"nodeSelector": {"k" * 253: {6}}}),
+    "values that are not JSON": job(scheduling={"nodeSelector": {
+        "date": date(2026, 11, 23), "bytes": b"\x00\x01", "set": {"a"}, "long": frozenset(range(30))}}),
 }
 
 

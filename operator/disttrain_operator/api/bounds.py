@@ -63,6 +63,8 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
             continue
         if isinstance(value, dict):
             for key, item in value.items():
+                if len(errors) >= MAX_ERRORS:  # a mapping of a million int keys is one problem, not a million
+                    break
                 if not isinstance(key, str):
                     errors.append(FieldError(key_path(path, key), key, "has a key that is not a "
                                              "string", "string keys (Kubernetes objects are JSON)",
@@ -115,6 +117,7 @@ def key_path(prefix: str, key: Any) -> str:
 
 
 def _plain(value: Any, limit: int = 40) -> str:
-    text = value if isinstance(value, str) else type(value).__name__ if isinstance(value, (dict, list)) \
-        else str(value) if not isinstance(value, int) or abs(value) < 10**40 else "a huge integer"
+    """A key or scalar as the user would quote it (never a mapping or list: those are not
+    keys, and the walk enters them). A huge integer is named: str() refuses past 4,300 digits."""
+    text = "a huge integer" if isinstance(value, int) and abs(value) >= 10**40 else str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -49,6 +49,23 @@ def test_the_offline_check_reads_the_schema_the_crd_carries(name):
     assert "description" in k8s.schema(name)
 
 
+def test_a_partial_schema_drops_only_the_top_required():
+    assert k8s.schema(k8s.POD_SPEC)["required"] == ["containers"]
+    partial = k8s.schema(k8s.POD_SPEC, partial=True)
+    assert "required" not in partial and partial["properties"]["containers"]["items"]["required"] == ["name"]
+    assert "required" not in k8s.schema(k8s.AFFINITY, partial=True)  # none to drop
+
+
+def test_descriptions_are_kept_to_the_given_depth_through_maps_and_lists():
+    def node(text: str, **more) -> dict:
+        return {"description": text, **more}
+    tree = node("0", properties={"m": node("1", additionalProperties=node("1m", properties={"x": node("2")})),
+                                 "l": node("1", items=node("1i", properties={"y": node("2")}))})
+    k8s._drop_descriptions(tree, 1)
+    assert tree == node("0", properties={"m": node("1", additionalProperties=node("1m", properties={"x": {}})),
+                                         "l": node("1", items=node("1i", properties={"y": {}}))})
+
+
 def walk(node: dict, path: str):
     yield path, node
     for name, child in node.get("properties", {}).items():

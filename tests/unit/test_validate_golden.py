@@ -77,6 +77,15 @@ DOCUMENTS: dict[str, dict] = {
     "more than twenty mistakes": pod(containers=[{"name": "trainer", **{f"field{i}": i for i in range(25)}}]),
     "affinity and env sources": job(scheduling={"affinity": {"nodeAffinity": {"preferred": []}}},
                                     env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
+    # spec.checkpoint.path against the trainer container's own volumeMounts
+    "a sidecar mounting at the checkpoint path": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [
+        {"name": "side", "image": "x", "volumeMounts": [{"name": "v", "mountPath": "/ck"}]}]}}),
+    "the trainer mounting at the checkpoint path": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {
+        "containers": [{"name": "trainer", "volumeMounts": [{"name": "v", "mountPath": "/ck/"},
+                                                            {"name": "w", "mountPath": "/data"}]}]}}),
+    "the trainer named twice": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [
+        {"name": "trainer", "volumeMounts": [{"name": "v", "mountPath": "/ck"}]}, {"name": "trainer"}]}}),
+    "containers that are not a list": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": 5}}),
     # Keys and values YAML can give that JSON cannot (api/bounds.py), named in the path and the fix
     "keys that are not strings": job(scheduling={"nodeSelector": {
         7: "a", True: "b", 2.5: "c", 10**40 - 1: "e", 10**40: "f", None: "d"}}),

@@ -212,8 +212,8 @@ def check_checkpoint_path(spec: t.DistributedTrainingSpec) -> list[FieldError]:
 
 
 def _within(inner: str, outer: str) -> bool:
-    """Is `inner` the directory `outer` or below it?"""
-    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+    """Is `inner` the directory `outer` or below it? Both are normalised and neither is "/"."""
+    return inner == outer or inner.startswith(outer + "/")
 
 
 def _trainer_mount_paths(template: t.PodTemplate | None) -> list[tuple[int, Any]]:

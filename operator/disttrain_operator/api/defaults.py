@@ -169,7 +169,7 @@ def resolve_nproc(spec: t.DistributedTrainingSpec, warnings: list, errors: list)
             f"nprocPerNode {asked} is more than gpusPerNode {gpus}; one process per GPU: "
             f"clamping nprocPerNode to {gpus}"))
         return gpus
-    if 0 < asked < gpus:
+    if asked < gpus:  # asked >= 1 here
         warnings.append(GuardrailWarning(
             reasons.IDLE_GPUS, "spec.nprocPerNode",
             f"nprocPerNode {asked} leaves {gpus - asked} of {gpus} GPUs per node idle; "

@@ -19,7 +19,7 @@ from disttrain_operator.api import validate_document
 from disttrain_operator.api.parse import check_job_name
 from disttrain_operator.documents import DocumentError, load_documents
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, examples
 from .helpers import errors_of, job
 from .test_cli import disttrain, write
 
@@ -280,7 +280,8 @@ def adversarial_value(data):
     return data.draw(hostile_values() if kind == "tree" else hostile_scalars)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(EXAMPLES), st.data())
 def test_adversarial_values_at_every_level_are_bounded(path, data):
     doc = next(d for d in yaml.safe_load_all(open(path)) if d.get("kind") == "DistributedTraining")

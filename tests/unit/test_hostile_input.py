@@ -217,7 +217,7 @@ def test_name_errors(name, expected):
     assert expected in str(error)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(st.text(max_size=80), st.integers(), st.floats(), st.booleans()))
 def test_every_suggested_name_is_itself_valid(name):
     for error in check_job_name(name):
@@ -310,7 +310,7 @@ def yaml_text(data) -> str:
     return "\n".join(parts + spec) + "\n"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_adversarial_yaml_never_raises_and_is_bounded(data):
     text = yaml_text(data)

@@ -23,6 +23,17 @@ def job(*, shared_claim: bool = True, **spec: Any) -> dict:
             "metadata": {"name": "demo", "namespace": "team-a"}, "spec": spec}
 
 
+# The metadata of every child of job() with uid "u-1": named and placed like the job, its
+# labels, and owned by it (garbage-collected with it).
+CHILD_METADATA = {
+    "name": "demo", "namespace": "team-a",
+    "labels": {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/instance": "demo",
+               "app.kubernetes.io/managed-by": "disttrain-operator", "app.kubernetes.io/part-of": "disttrain",
+               "disttrain.dev/job": "demo"},
+    "ownerReferences": [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "name": "demo",
+                         "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]}
+
+
 def errors_of(doc: dict) -> list[str]:
     return [str(e) for e in validate_document(doc).errors]
 

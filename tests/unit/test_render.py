@@ -7,7 +7,7 @@ import pytest
 from disttrain_operator.api import load_job
 from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_children, template_hash
 
-from .helpers import job
+from .helpers import CHILD_METADATA, job
 
 
 def render(**spec):
@@ -208,13 +208,7 @@ def test_network_policy_admits_the_job_its_operator_and_prometheus_only():
     # Whole, so a misspelt key (which the API server would drop) fails here.
     assert policy == {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": "demo", "namespace": "team-a",
-                     "labels": {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/instance": "demo",
-                                "app.kubernetes.io/managed-by": "disttrain-operator",
-                                "app.kubernetes.io/part-of": "disttrain", "disttrain.dev/job": "demo"},
-                     "ownerReferences": [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-                                          "name": "demo", "uid": "u-1", "controller": True,
-                                          "blockOwnerDeletion": True}]},
+        "metadata": CHILD_METADATA,
         "spec": {"podSelector": workers, "policyTypes": ["Ingress"], "ingress": [
             {"from": [{"podSelector": workers}]},
             {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},

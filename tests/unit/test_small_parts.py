@@ -134,20 +134,14 @@ def test_the_service_whole():
     from disttrain_operator.api import load_job
     from disttrain_operator.render import render_service
 
-    from .helpers import job
+    from .helpers import CHILD_METADATA, job
 
     doc = job(rendezvous={"port": 29500}, metrics={"port": 9500})
     doc["metadata"]["uid"] = "u-1"
     j, _, _ = load_job(doc)
     assert render_service(j) == {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "demo", "namespace": "team-a",
-                     "labels": {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/instance": "demo",
-                                "app.kubernetes.io/managed-by": "disttrain-operator",
-                                "app.kubernetes.io/part-of": "disttrain", "disttrain.dev/job": "demo"},
-                     "ownerReferences": [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-                                          "name": "demo", "uid": "u-1", "controller": True,
-                                          "blockOwnerDeletion": True}]},
+        "metadata": CHILD_METADATA,
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                  "selector": {"disttrain.dev/job": "demo", "disttrain.dev/role": "worker"},
                  "ports": [{"name": "rendezvous", "port": 29500, "targetPort": 29500},

@@ -66,6 +66,26 @@ def test_descriptions_are_kept_to_the_given_depth_through_maps_and_lists():
                                          "l": node("1", items=node("1i", properties={"y": {}}))})
 
 
+def test_the_offline_check_on_the_smallest_schemas():
+    """What check() reads from a node, and what it does when a keyword is absent."""
+    def errors(node: dict, value) -> list[str]:
+        found: list = []
+        k8s._check(node, value, "p", found)
+        return [str(e) for e in found]
+    assert errors({"type": "array"}, [1, "x"]) == []  # no items, no maxItems: anything, any length
+    assert errors({"type": "object"}, {"a": 1}) == ["p.a: is not a known field (got 1); allowed: the Kubernetes "
+                                                    f"{k8s.KUBERNETES_VERSION} fields here. Fix: remove it "
+                                                    "(see `kubectl explain` for p)"]
+    assert errors({"type": "object", "additionalProperties": {"type": "string"}}, {f"k{i}": "v" for i in range(99)}) == []
+    assert errors({"type": "array", "maxItems": 2, "items": {"type": "string"}}, ["a", "b"]) == []
+    assert errors({"type": "array", "maxItems": 2}, ["a", "b", "c"]) == [
+        "p: has too many items (got '3 items'); allowed: at most 2. Fix: remove some"]
+    # a whole definition names its top-level required fields unless partial
+    assert [str(e) for e in k8s.check(k8s.POD_SPEC, {}, "p")] == [
+        "p.containers: is required (not set). Fix: set p.containers"]
+    assert k8s.check(k8s.POD_SPEC, {}, "p", partial=True) == []
+
+
 def walk(node: dict, path: str):
     yield path, node
     for name, child in node.get("properties", {}).items():

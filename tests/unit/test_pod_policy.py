@@ -120,6 +120,9 @@ def test_wrong_shapes_in_the_template_do_not_crash_the_policy():
                      "capabilities": {"add": [1, None]}}}]}):
         validate_document(job(podTemplate={"spec": junk}))  # errors or not, never an exception
         check_pod_policy(junk, "team-a", PodPolicy())  # the raw template too, as the schema check may stop first
+    # sysctls are the pod's (a container's securityContext has none: the schema check names it)
+    assert check_pod_policy({"containers": [{"securityContext": {"sysctls": [{"name": "kernel.panic"}]}}]},
+                            "team-a", PodPolicy()) == []
     refused = check_pod_policy({"initContainers": [{"securityContext": {"capabilities": {
         "add": [1, "cap_net_bind_service"]}}}]}, "team-a", PodPolicy())
     assert [(e.path, e.value) for e in refused] == [

@@ -80,6 +80,7 @@ DOCUMENTS: dict[str, dict] = {
     "fsdp on GPUs in bf16-mixed": job(strategy="fsdp", gpusPerNode=2, precision="bf16-mixed"),
     "ddp on GPUs in 16-mixed": job(strategy="ddp", gpusPerNode=2, precision="16-mixed"),
     # Kubernetes-typed fields, checked offline against the pinned core/v1 schema (api/k8s.py)
+    "containers at their bound": pod(containers=[{"name": f"c{i}", "image": "x"} for i in range(16)]),
     "a container string too long": pod(containers=[{"name": "trainer", "image": "x" * 4097}]),
     "an env value too long": pod(containers=[{"name": "trainer", "env": [{"name": "A", "value": "v" * 32769}]}]),
     "an env value at its bound": pod(containers=[{"name": "trainer", "env": [{"name": "A", "value": "v" * 32768}]}]),
@@ -104,7 +105,19 @@ DOCUMENTS: dict[str, dict] = {
     "more than twenty mistakes": pod(containers=[{"name": "trainer", **{f"field{i}": i for i in range(25)}}]),
     "affinity and env sources": job(scheduling={"affinity": {"nodeAffinity": {"preferred": []}}},
                                     env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
-    # spec.checkpoint.path against the trainer container's own volumeMounts
+    # spec.checkpoint: its path, and a claim for more than one pod
+    "two nodes without a claim": job(nodes=2, shared_claim=False),
+    "one node that may grow without a claim": job(nodes=1, maxNodes=2, shared_claim=False),
+    "a checkpoint path with a leading //": job(checkpoint={"path": "//ck"}),
+    "a checkpoint path with ..": job(checkpoint={"path": "/ck/../x"}),
+    "a checkpoint path with a trailing /": job(checkpoint={"path": "/ck/"}),
+    "a null container": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [None]}}),
+    "a null volumeMount": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [
+        {"name": "trainer", "volumeMounts": [None]}]}}),
+    # the built-in trainer's evaluation block
+    "evalFold without evaluation": job(trainer={"builtin": {"evalFraction": 0, "evalFold": 1}}),
+    "evalFold past the last block": job(trainer={"builtin": {"evalFraction": 0.25, "evalFold": 4}}),
+    "evalFold on the last block": job(trainer={"builtin": {"evalFraction": 0.25, "evalFold": 3}}),
     "a sidecar mounting at the checkpoint path": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [
         {"name": "side", "image": "x", "volumeMounts": [{"name": "v", "mountPath": "/ck"}]}]}}),
     "the trainer mounting at the checkpoint path": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {
@@ -133,6 +146,7 @@ POD_POLICY: dict[str, dict] = {
     "SELinux user, role and an allowed type": {"securityContext": {"seLinuxOptions": {
         "user": "system_u", "role": "system_r", "type": "container_t"}}},
     "SELinux empty type": {"securityContext": {"seLinuxOptions": {"type": ""}}},
+    "procMount Default": {"containers": [{"name": "trainer", "securityContext": {"procMount": "Default"}}]},
     "AppArmor unconfined": {"containers": [{"name": "trainer", "securityContext": {
         "appArmorProfile": {"type": "Unconfined"}}}]},
     "a projected volume without a token": {"volumes": [{"name": "p", "projected": {"sources": [

@@ -116,12 +116,12 @@ def _check(node: dict[str, Any], value: Any, path: str, errors: list[FieldError]
         return
     if node.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            errors.append(FieldError(path, value, "must be an integer or a string", "", ""))
+            errors.append(FieldError(path, value, "must be an integer or a string"))
         return
     kind = node.get("type")
     if kind in _TYPES and (not isinstance(value, _TYPES[kind]) or (isinstance(value, bool) and kind != "boolean")):
         hint = f"quote it: \"{value}\"" if kind == "string" and isinstance(value, (int, float, bool)) else ""
-        errors.append(FieldError(path, value, f"must be {_WORDS[kind]}", "", hint))
+        errors.append(FieldError(path, value, f"must be {_WORDS[kind]}", hint=hint))
         return
     if "enum" in node and value not in node["enum"]:
         errors.append(FieldError(path, value, "is not allowed", ", ".join(map(str, node["enum"])),
@@ -160,4 +160,4 @@ def _check_object(node: dict[str, Any], value: dict, path: str, errors: list[Fie
         _check(props[key], item, f"{path}.{key}", errors)
     for key in node.get("required", ()):
         if key not in value:
-            errors.append(FieldError(f"{path}.{key}", unset(), "is required", "", f"set {path}.{key}"))
+            errors.append(FieldError(f"{path}.{key}", unset(), "is required", hint=f"set {path}.{key}"))

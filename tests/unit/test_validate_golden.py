@@ -111,6 +111,12 @@ DOCUMENTS: dict[str, dict] = {
     "a checkpoint path with a leading //": job(checkpoint={"path": "//ck"}),
     "a checkpoint path with ..": job(checkpoint={"path": "/ck/../x"}),
     "a checkpoint path with a trailing /": job(checkpoint={"path": "/ck/"}),
+    "the root as the checkpoint path": job(checkpoint={"path": "/"}),
+    "a checkpoint path below /dev/shm": job(checkpoint={"path": "/dev/shm/ck"}),
+    "a checkpoint path above /tmp": job(checkpoint={"path": "/tmp"}),
+    "a checkpoint path in /proc": job(checkpoint={"path": "/proc/ck"}),
+    "a checkpoint path at /etc (only the runtime mounts are guarded)": job(checkpoint={"path": "/etc"}),
+    "a checkpoint path beside a system directory": job(checkpoint={"path": "/devices"}),
     "a null container": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [None]}}),
     "a null volumeMount": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [
         {"name": "trainer", "volumeMounts": [None]}]}}),

@@ -244,3 +244,13 @@ def test_network_policy_settings_from_the_operator_env():
         assert str(bad.value) == (
             f"DISTTRAIN_NETWORK_POLICY_METRICS_FROM={raw[:200]!r}: give a JSON list of NetworkPolicyPeers, "
             'e.g. [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]')
+
+
+def test_nulls_in_the_template_keep_the_pods_hardening_and_volumes():
+    """`securityContext: null` or `volumes: null` in podTemplate is no setting (as the schema
+    check reads a null), not a way around the hardening the pod policy relies on."""
+    plain = render(nodes=1)[1]
+    nulls = render(nodes=1, podTemplate={"spec": {
+        "securityContext": None, "volumes": None, "tolerations": None, "containers": [
+            {"name": "trainer", "securityContext": None, "volumeMounts": None, "resources": None}]}})[1]
+    assert nulls["spec"] == plain["spec"]

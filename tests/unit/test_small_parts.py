@@ -67,6 +67,13 @@ def test_named_lists_merge_by_name_and_append_new_names_once():
     ]
 
 
+def test_a_null_in_the_template_removes_nothing_of_ours():
+    base = {"securityContext": {"runAsNonRoot": True}, "volumes": [{"name": "dshm"}], "x": 1}
+    assert merge(base, {"securityContext": None, "volumes": None, "x": None, "nodeName": None}) == base
+    assert merge(base, {"securityContext": {"runAsNonRoot": None, "fsGroup": 2}}) == {
+        **base, "securityContext": {"runAsNonRoot": True, "fsGroup": 2}}
+
+
 def test_other_lists_are_appended():
     assert merge([1, 2], [3]) == [1, 2, 3]
     assert merge(["hostname"], ["rename"]) == ["hostname", "rename"]  # strings holding "name"

@@ -117,6 +117,7 @@ DOCUMENTS: dict[str, dict] = {
     "a checkpoint path in /proc": job(checkpoint={"path": "/proc/ck"}),
     "a checkpoint path at /etc (only the runtime mounts are guarded)": job(checkpoint={"path": "/etc"}),
     "a checkpoint path beside a system directory": job(checkpoint={"path": "/devices"}),
+    "null containers": pod(containers=None),
     "a null container": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [None]}}),
     "a null volumeMount": job(checkpoint={"path": "/ck"}, podTemplate={"spec": {"containers": [
         {"name": "trainer", "volumeMounts": [None]}]}}),

@@ -223,7 +223,7 @@ class PodTemplate:
     spec: dict[str, Any] | None = spec_field(
         "spec: a partial PodSpec merged into each worker pod: maps are merged, the "
         "trainer container (name trainer) is merged by name, other containers, volumes "
-        "and lists are appended. Fields disttrain owns (command, PET_* env, restartPolicy, "
+        "and lists are appended; a null is no setting (it removes nothing disttrain sets). Fields disttrain owns (command, PET_* env, restartPolicy, "
         "hostname, subdomain) cannot be overridden. Fields that leave the container's "
         "sandbox are refused unless the operator's pod policy allows them "
         "(docs/security.md). `kubectl explain pod.spec` documents the fields below this level.",

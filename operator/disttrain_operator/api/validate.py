@@ -243,10 +243,8 @@ def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:
             errors.append(FieldError(f"spec.podTemplate.spec.{owned}", pod[owned],
                                      "is set by disttrain", "fields disttrain does not own",
                                      "remove it (see docs/api.md, podTemplate)"))
-    containers = pod.get("containers", [])
-    if not isinstance(containers, list):
-        return errors + [FieldError("spec.podTemplate.spec.containers", containers, "must be a list", "", "")]
-    for i, container in enumerate(containers):
+    # A list, or null (no setting): parse checked the template against the pod schema.
+    for i, container in enumerate(pod.get("containers") or []):
         path = f"spec.podTemplate.spec.containers[{i}]"
         if not isinstance(container, dict) or not isinstance(container.get("name"), str):
             errors.append(FieldError(path, container, "needs a name", "a container with name", "add name:"))

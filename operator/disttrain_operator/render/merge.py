@@ -1,6 +1,7 @@
 """podTemplate merge: the user's partial pod spec over ours.
 
-Maps merge key by key (the user's scalar wins), lists of named items (containers,
+Maps merge key by key (the user's scalar wins; a null is no setting, so
+`securityContext: null` cannot strip the pod's hardening), lists of named items (containers,
 volumes, env, ports) merge by name, other lists are appended. Fields disttrain owns
 are refused earlier by api.validate, so a merge cannot break the pod contract.
 """
@@ -15,6 +16,8 @@ def merge(base: Any, overlay: Any) -> Any:
     if isinstance(base, dict) and isinstance(overlay, dict):
         out = dict(base)
         for key, value in overlay.items():
+            if value is None:  # null is "not set" (as the schema check reads it): it removes nothing of ours
+                continue
             out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
         return out
     if isinstance(base, list) and isinstance(overlay, list):

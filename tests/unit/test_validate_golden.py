@@ -8,16 +8,17 @@ file, then read the diff. (Mutation testing found these messages unpinned: issue
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict
 from datetime import date
 from typing import Any
 
 import pytest
 
-from disttrain_operator.api import validate_document
+from disttrain_operator.api import bounds, validate_document
 
 from .golden import Golden
-from .helpers import job
+from .helpers import errors_of, job
 from .test_pod_policy import ESCAPES
 
 GOLDEN = Golden("validate_messages")
@@ -145,6 +146,61 @@ DOCUMENTS: dict[str, dict] = {
 }
 
 
+def values_in(value: Any) -> int:
+    """How many values a document holds (each mapping, list and scalar counts one)."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return 1 + sum(values_in(child) for child in children)
+
+
+def text_in(value: Any) -> int:
+    """The length of its strings and keys together."""
+    if isinstance(value, dict):
+        return sum(len(k) + text_in(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(text_in(v) for v in value)
+    return len(value) if isinstance(value, str) else 0
+
+
+def nested(levels: int) -> Any:
+    return 1 if levels == 0 else {"a": nested(levels - 1)}
+
+
+def text_of(total: int) -> dict:
+    """A key of 1,000 characters over strings of `total` characters in all, none too long alone."""
+    rest = total - 1000
+    sizes = [bounds.MAX_STRING_BYTES] * (rest // bounds.MAX_STRING_BYTES) + [rest % bounds.MAX_STRING_BYTES]
+    return {"k" * 1000: ["v" * n for n in sizes]}
+
+
+def with_extra(value: Any) -> dict:
+    doc = job()
+    doc["spec"]["extra"] = value  # at depth 2; bounds are checked before fields are
+    return doc
+
+
+BASE_VALUES = values_in(with_extra([]))
+BASE_TEXT = text_in(with_extra(""))
+
+# The document bounds (api/bounds.py), each at its limit and one past it.
+BOUNDS: dict[str, dict] = {
+    "nested to the deepest level": with_extra(nested(bounds.MAX_DEPTH - 2)),
+    "nested one level deeper": with_extra(nested(bounds.MAX_DEPTH - 1)),
+    "lists nested one level deeper": with_extra(functools.reduce(lambda v, _: [v], range(bounds.MAX_DEPTH - 1), 1)),
+    "the most values": with_extra([0] * (bounds.MAX_VALUES - BASE_VALUES)),
+    "one value more": with_extra([0] * (bounds.MAX_VALUES - BASE_VALUES + 1)),
+    "the longest string": with_extra("s" * bounds.MAX_STRING_BYTES),
+    "a string one character longer": with_extra("s" * (bounds.MAX_STRING_BYTES + 1)),
+    "the most text in keys and strings": with_extra(text_of(bounds.MAX_DOCUMENT_BYTES - BASE_TEXT)),
+    "one character more": with_extra(text_of(bounds.MAX_DOCUMENT_BYTES - BASE_TEXT + 1)),
+    "64-bit integers at their ends": with_extra([bounds.INT64 - 1, -bounds.INT64]),
+    "integers one past the ends": with_extra([bounds.INT64, -bounds.INT64 - 1]),
+    "numbers that are not finite": with_extra([float("nan"), float("inf"), -float("inf"), 1e308]),
+    "the first and the last item of a list": with_extra([{1}, 0, 0, {2}]),
+    "more problems than are named": with_extra([{i} for i in range(bounds.MAX_ERRORS + 2)]),
+    "not a mapping at all": {1},
+}
+
+
 # spec.podTemplate.spec settings that leave the sandbox, refused by the default pod policy
 POD_POLICY: dict[str, dict] = {
     **{expected.split(":")[0].removeprefix("spec.podTemplate.spec."): pod_spec for pod_spec, expected in ESCAPES},
@@ -180,11 +236,12 @@ def refused(pod_spec: dict) -> list[str]:
 
 def current() -> dict:
     return {"documents": {name: outcome(doc) for name, doc in DOCUMENTS.items()},
-            "pod policy": {name: refused(spec) for name, spec in POD_POLICY.items()}}
+            "pod policy": {name: refused(spec) for name, spec in POD_POLICY.items()},
+            "bounds": {name: errors_of(doc) for name, doc in BOUNDS.items()}}
 
 
 def test_update_golden_when_asked():
-    GOLDEN.update_or_check_keys(current, {"documents": DOCUMENTS, "pod policy": POD_POLICY})
+    GOLDEN.update_or_check_keys(current, {"documents": DOCUMENTS, "pod policy": POD_POLICY, "bounds": BOUNDS})
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTS))
@@ -195,3 +252,8 @@ def test_document(name):
 @pytest.mark.parametrize("name", sorted(POD_POLICY))
 def test_pod_policy(name):
     assert refused(POD_POLICY[name]) == GOLDEN.want("pod policy", name)
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_bounds(name):
+    assert errors_of(BOUNDS[name]) == GOLDEN.want("bounds", name)

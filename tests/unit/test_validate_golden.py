@@ -110,6 +110,8 @@ DOCUMENTS: dict[str, dict] = {
     "two nodes without a claim": job(nodes=2, shared_claim=False),
     "one node that may grow without a claim": job(nodes=1, maxNodes=2, shared_claim=False),
     "a checkpoint path with a leading //": job(checkpoint={"path": "//ck"}),
+    "a checkpoint path with a leading //X": job(checkpoint={"path": "//Xck"}),
+    "a checkpoint path with .. at the top": job(checkpoint={"path": "/.."}),
     "a checkpoint path with ..": job(checkpoint={"path": "/ck/../x"}),
     "a checkpoint path with a trailing /": job(checkpoint={"path": "/ck/"}),
     "the root as the checkpoint path": job(checkpoint={"path": "/"}),
@@ -198,6 +200,11 @@ BOUNDS: dict[str, dict] = {
     "the first and the last item of a list": with_extra([{1}, 0, 0, {2}]),
     "more problems than are named": with_extra([{i} for i in range(bounds.MAX_ERRORS + 2)]),
     "not a mapping at all": {1},
+    "a list of documents": [job(), {1}],
+    "a string too long for a document": "s" * (bounds.MAX_STRING_BYTES + 1),
+    "an integer too large for a document": bounds.INT64,
+    "a number that is not finite for a document": float("nan"),
+    "two branches nested too deeply": with_extra([nested(bounds.MAX_DEPTH - 2), nested(bounds.MAX_DEPTH - 2)]),
 }
 
 

@@ -52,7 +52,7 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
         path, value, depth = stack.pop()
         values += 1
         if values > MAX_VALUES:
-            errors.append(FieldError(path or "(document)", f"more than {MAX_VALUES} values",
+            errors.append(FieldError(path, f"more than {MAX_VALUES} values",
                                      "holds too many values", f"at most {MAX_VALUES} in one object",
                                      "remove repeated content (YAML aliases count once per use)"))
             break
@@ -93,16 +93,16 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
                                          "a finite number (JSON has no NaN or Infinity)",
                                          "write a number such as 0.001"))
         else:
-            errors.append(FieldError(path or "(document)", value, f"is a {type(value).__name__}, not a "
+            errors.append(FieldError(path, value, f"is a {type(value).__name__}, not a "
                                      "JSON value", "a string, number, boolean, list or mapping",
                                      f"quote it: \"{_plain(value)}\""))
         if size > MAX_DOCUMENT_BYTES:
-            errors.append(FieldError(path or "(document)", f"more than {MAX_DOCUMENT_BYTES} bytes "
+            errors.append(FieldError(path, f"more than {MAX_DOCUMENT_BYTES} bytes "
                                      "of text", "makes the object too large",
                                      f"at most {MAX_DOCUMENT_BYTES} bytes in one object",
                                      "keep large data in a ConfigMap or volume"))
             break
-    # A value at the top (not a mapping at all) is named as the document.
+    # A problem at the top (not a mapping at all, or all of it) is named as the document.
     return [dataclasses.replace(e, path="(document)") if not e.path else e for e in errors]
 
 

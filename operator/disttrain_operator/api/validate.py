@@ -49,10 +49,10 @@ def validate_document(doc: Any, policy: PodPolicy = PodPolicy()) -> Validation:
     default refuses, as the operator does unless its platform allows more)."""
     errors = check_document_bounds(doc)
     if errors:  # nothing else may walk a value this large or deep
-        return Validation(None, None, errors, [])
+        return Validation(None, None, errors)
     job, errors = parse_job(doc)
     if errors:
-        return Validation(None, None, errors, [])
+        return Validation(None, None, errors)
     job = apply_defaults(job)
     job, trainer_warnings, errors = settle_trainer(job)
     errors += check_spec(job.spec)
@@ -185,7 +185,7 @@ def check_checkpoint_path(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     normal = posixpath.normpath(path)
     if normal.startswith("//"):
         normal = "/" + normal.lstrip("/")
-    if normal != path or ".." in path.split("/"):
+    if normal != path:  # normpath resolves every '..', so a path holding one always differs
         return [FieldError(field_path, path, "is not a plain absolute path",
                            "an absolute path without '.', '..', '//' or a trailing '/'",
                            f"write {normal!r}" if ".." not in path.split("/") else

@@ -106,6 +106,13 @@ DOCUMENTS: dict[str, dict] = {
     "more than twenty mistakes": pod(containers=[{"name": "trainer", **{f"field{i}": i for i in range(25)}}]),
     "affinity and env sources": job(scheduling={"affinity": {"nodeAffinity": {"preferred": []}}},
                                     env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
+    # the trainer container in spec.podTemplate: what disttrain sets, and privileged without escalation
+    "the trainer's command, args, image and env set": pod(containers=[{
+        "name": "trainer", "command": ["x"], "args": ["y"], "image": "z", "env": [{"name": "PET_NNODES", "value": "9"}]}]),
+    "the trainer's env null": pod(containers=[{"name": "trainer", "env": None}]),
+    "a privileged trainer": pod(containers=[{"name": "trainer", "securityContext": {"privileged": True}}]),
+    "a privileged trainer that may escalate": pod(containers=[{"name": "trainer", "securityContext": {
+        "privileged": True, "allowPrivilegeEscalation": True}}]),
     # spec.checkpoint: its path, and a claim for more than one pod
     "two nodes without a claim": job(nodes=2, shared_claim=False),
     "one node that may grow without a claim": job(nodes=1, maxNodes=2, shared_claim=False),

@@ -254,9 +254,8 @@ def check_pod_template(template: t.PodTemplate | None) -> list[FieldError]:
                 if owned in container:
                     field_name = {"image": "spec.image"}.get(owned, f"spec.trainer.{owned}")
                     errors.append(FieldError(f"{path}.{owned}", container[owned], "is set by disttrain",
-                                             "", f"use {field_name}"))
-            env = container.get("env", [])
-            errors += check_env(env if isinstance(env, list) else [], f"{path}.env")
+                                             hint=f"use {field_name}"))
+            errors += check_env(container.get("env") or [], f"{path}.env")  # a list or null (schema-checked)
             context = container.get("securityContext")
             if isinstance(context, dict) and context.get("privileged") is True \
                     and context.get("allowPrivilegeEscalation") is not True:

@@ -123,8 +123,11 @@ def test_an_async_save_is_committed_by_wait_with_what_it_blocked_and_what_it_too
     assert manager.latest.step == 5 and manager.latest.path == str(tmp_path / "step-00000005")
     assert manager.latest.blocked_seconds == blocked
     assert 0 < blocked <= manager.latest.save_seconds < 600  # seconds since the save began
+    started = time.perf_counter()
     synced = manager.save(6, force_sync=True)  # the last step and the signal path: committed on return
+    elapsed = time.perf_counter() - started
     assert manager.latest.step == 6 and manager.latest.blocked_seconds == synced
+    assert manager.latest.save_seconds <= synced <= elapsed  # blocked for all of it, the barrier included
 
 
 def test_a_checkpoint_of_step_0_is_resumed_from(tmp_path):

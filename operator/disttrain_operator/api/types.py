@@ -223,8 +223,8 @@ class PodTemplate:
     spec: dict[str, Any] | None = spec_field(
         "spec: a partial PodSpec merged into each worker pod: maps are merged, the "
         "trainer container (name trainer) is merged by name, other containers, volumes "
-        "and lists are appended; a null is no setting (it removes nothing disttrain sets). Fields disttrain owns (command, PET_* env, restartPolicy, "
-        "hostname, subdomain) cannot be overridden. Fields that leave the container's "
+        "and lists are appended; a null is no setting (it removes nothing disttrain sets). "
+        "Fields disttrain owns (command, PET_* env, restartPolicy, hostname, subdomain) cannot be overridden. Fields that leave the container's "
         "sandbox are refused unless the operator's pod policy allows them "
         "(docs/security.md). `kubectl explain pod.spec` documents the fields below this level.",
         free_form=True, k8s=POD_SPEC, k8s_partial=True, k8s_description_depth=1)

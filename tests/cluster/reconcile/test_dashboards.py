@@ -19,11 +19,13 @@ results there; `make dashboard-previews` renders them to docs/img/ (hack/dashboa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -165,6 +167,17 @@ def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.
     return proc, port
 
 
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL torchrun and its worker: the worker runs in a session of its own, so killing
+    torchrun's process group left it training (100,000 steps) on a core of CI's machine."""
+    from disttrain_operator.local_run import descendants
+
+    for pid in descendants(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
 def kubelet_readiness(cluster, namespace: str, pod: str) -> bool:
     """KWOK plays the kubelet. On a loaded machine a fake node's heartbeat can lapse; the
     node controller then marks its pods NotReady, and nothing marks them Ready again (a
@@ -276,7 +289,7 @@ def test_every_panel_and_alert_returns_series_from_live_data(cluster, namespace,
             cluster.wait_for(lambda: "DistTrainJobFailed" in prometheus.firing(), timeout=30, interval=1,
                              what="DistTrainJobFailed firing in Prometheus")
     finally:
-        kill(trainer)
+        kill_tree(trainer)
     if PREVIEW_DATA:
         Path(PREVIEW_DATA).write_text(json.dumps({"start": started, "end": now, "dashboards": previews}, indent=1) + "\n")
 

@@ -1,0 +1,212 @@
+"""A keyed, delaying, rate-limited work queue in the shape of client-go's workqueue.
+
+- `add(key)`: the key is to be processed. Adds of a key already waiting coalesce; an add
+  while a worker processes the key marks it dirty, and it is handed out once more after
+  `done(key)`: never to two workers at once, and never lost.
+- `add_after(key, seconds)`: the same, later; the earliest of several pending times wins.
+- `add_rate_limited(key)`: later by what the `RateLimiter` says for that key (exponential
+  per key, plus one token bucket for the whole queue); `forget(key)` after a success
+  resets the key's back-off.
+- `get()` waits for the next key; `done(key)` ends its processing.
+
+One asyncio event loop owns a queue: no locks. Time comes from the injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from .clock import Clock
+
+K = TypeVar("K", bound=Hashable)
+
+
+def exponential(base: float, cap: float, attempt: int) -> float:
+    """The back-off before retry number `attempt` (1 = the first retry): base, 2*base, 4*base
+    ..., capped. The one back-off schedule of the operator: the queue's per-key limiter,
+    refused pod creations and silent trainers all use it with their own base and cap."""
+    if attempt <= 0:
+        return 0.0
+    return min(cap, base * 2.0 ** min(attempt - 1, 62))
+
+
+class RateLimiter(Generic[K]):
+    """client-go's MaxOfRateLimiter(ItemExponentialFailureRateLimiter, BucketRateLimiter):
+    a key that keeps failing waits base, 2*base, ... up to `cap`; and all keys together
+    get at most `qps` retries a second (`burst` at once), so a failing API server is not
+    hammered by every job at the same moment."""
+
+    def __init__(self, clock: Clock, *, base: float = 0.5, cap: float = 60.0, qps: float = 10.0,
+                 burst: int = 100):
+        self.clock, self.base, self.cap, self.qps, self.burst = clock, base, cap, qps, max(1, burst)
+        self._failures: dict[K, int] = {}
+        self._tokens, self._stamp = float(self.burst), clock.monotonic()
+
+    def when(self, key: K) -> float:
+        """Seconds until `key` may be retried; counts one more failure of it."""
+        self._failures[key] = self._failures.get(key, 0) + 1
+        return max(exponential(self.base, self.cap, self._failures[key]), self._reserve())
+
+    def retries(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def _reserve(self) -> float:
+        """Take one token, going into debt like golang's rate.Limiter.Reserve(): the debt
+        is the wait."""
+        now = self.clock.monotonic()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+        self._tokens -= 1.0
+        return max(0.0, -self._tokens / self.qps)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, clock: Clock, limiter: RateLimiter[K] | None = None, name: str = "queue"):
+        self.clock, self.name = clock, name
+        self.limiter: RateLimiter[K] = limiter or RateLimiter(clock)
+        self._ready: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._waiting: list[tuple[float, int, K]] = []  # (due, arrival, key): a heap
+        self._due: dict[K, float] = {}  # key -> its earliest due time among the heap's entries
+        self._arrivals = itertools.count()
+        self._readied = asyncio.Event()
+        self._rescheduled = asyncio.Event()
+        self._shut = False
+        self._pump: asyncio.Task[None] | None = None
+
+    # ---- adding ------------------------------------------------------------------------
+
+    def add(self, key: K) -> None:
+        if self._shut or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key in self._processing:
+            return  # handed out again once its worker is done
+        self._ready.append(key)
+        self._readied.set()
+
+    def add_after(self, key: K, seconds: float) -> None:
+        if self._shut:
+            return
+        if seconds <= 0:
+            self.add(key)
+            return
+        due = self.clock.monotonic() + seconds
+        if key in self._due and self._due[key] <= due:
+            return  # already due sooner
+        self._due[key] = due
+        heapq.heappush(self._waiting, (due, next(self._arrivals), key))
+        self._rescheduled.set()
+        self._start_pump()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Retry `key` after its back-off; returns the delay chosen."""
+        delay = self.limiter.when(key)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """`key` succeeded: its next failure backs off from the start again."""
+        self.limiter.forget(key)
+
+    def discard(self, key: K) -> None:
+        """Forget a key entirely (its object is gone): nothing pending, no back-off. A worker
+        processing it now finishes its pass and is not handed it again."""
+        self._due.pop(key, None)
+        self.limiter.forget(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            try:
+                self._ready.remove(key)
+            except ValueError:
+                pass
+
+    # ---- processing --------------------------------------------------------------------
+
+    async def get(self) -> K:
+        """The next key to process; it is this caller's until `done(key)`."""
+        while not self._ready:
+            if self._shut:
+                raise QueueShutDown(self.name)
+            self._readied.clear()
+            await self._readied.wait()
+        key = self._ready.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        if key in self._dirty and not self._shut:
+            self._ready.append(key)
+            self._readied.set()
+
+    def shutdown(self) -> None:
+        self._shut = True
+        self._readied.set()
+        if self._pump is not None:
+            self._pump.cancel()
+
+    # ---- looking ----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Keys ready to be handed out now."""
+        return len(self._ready)
+
+    def pending(self, key: K) -> bool:
+        """Is the key ready, dirty or waiting for a later time?"""
+        return key in self._dirty or key in self._due
+
+    def due_in(self, key: K) -> float | None:
+        due = self._due.get(key)
+        return None if due is None else max(0.0, due - self.clock.monotonic())
+
+    def processing(self, key: K) -> bool:
+        return key in self._processing
+
+    # ---- the delaying part -------------------------------------------------------------
+
+    def _start_pump(self) -> None:
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.get_running_loop().create_task(self._move_due_keys(), name=f"{self.name} delays")
+
+    def _release_due(self) -> float | None:
+        """Move every key whose time has come to the ready queue; seconds until the next."""
+        now = self.clock.monotonic()
+        while self._waiting and self._waiting[0][0] <= now:
+            due, _arrival, key = heapq.heappop(self._waiting)
+            if self._due.get(key) == due:  # else superseded by an earlier add_after, or discarded
+                del self._due[key]
+                self.add(key)
+        if len(self._waiting) > 64 and len(self._waiting) > 4 * len(self._due):
+            # Superseded entries pile up when keys are moved earlier over and over.
+            self._waiting = [(d, a, k) for d, a, k in self._waiting if self._due.get(k) == d]
+            heapq.heapify(self._waiting)
+        return self._waiting[0][0] - now if self._waiting else None
+
+    async def _move_due_keys(self) -> None:
+        while not self._shut:
+            self._rescheduled.clear()
+            wait = self._release_due()
+            if wait is None:
+                return  # nothing waits: add_after starts this again
+            sleeper = asyncio.ensure_future(self.clock.sleep(wait))
+            rescheduled = asyncio.ensure_future(self._rescheduled.wait())
+            try:
+                await asyncio.wait((sleeper, rescheduled), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                rescheduled.cancel()
+
+
+class QueueShutDown(Exception):
+    """get() on a queue that was shut down and has nothing left."""

@@ -127,3 +127,37 @@ def test_wrong_shapes_in_the_template_do_not_crash_the_policy():
         "add": [1, "cap_net_bind_service"]}}}]}, "team-a", PodPolicy())
     assert [(e.path, e.value) for e in refused] == [
         ("spec.podTemplate.spec.initContainers[0].securityContext.capabilities.add[0]", 1)]
+
+
+def annotation_errors(annotations: dict, policy: PodPolicy = PodPolicy()) -> list[str]:
+    doc = job(podTemplate={"metadata": {"annotations": annotations}})
+    return [str(e) for e in validate_document(doc, policy).errors]
+
+
+@pytest.mark.parametrize("key,value", [
+    ("container.apparmor.security.beta.kubernetes.io/trainer", "unconfined"),
+    ("container.apparmor.security.beta.kubernetes.io/log-shipper", "unconfined"),  # a sidecar's
+    ("seccomp.security.alpha.kubernetes.io/pod", "unconfined"),
+    ("container.seccomp.security.alpha.kubernetes.io/trainer", "unconfined"),
+])
+def test_the_legacy_apparmor_and_seccomp_annotations_cannot_unconfine_any_container(key, value):
+    (message,) = annotation_errors({key: value})
+    assert message.startswith(f"spec.podTemplate.metadata.annotations['{key}']: leaves the container sandbox")
+    assert annotation_errors({key: value}, PodPolicy(allow_all=True)) == []
+
+
+def test_confined_profiles_in_annotations_pass():
+    assert annotation_errors({"container.apparmor.security.beta.kubernetes.io/trainer": "runtime/default",
+                              "container.apparmor.security.beta.kubernetes.io/sidecar": "localhost/k8s-sidecar",
+                              "seccomp.security.alpha.kubernetes.io/pod": "runtime/default",
+                              "team.example.com/owner": "unconfined"}) == []
+
+
+@pytest.mark.parametrize("where", ["containers", "initContainers"])  # ephemeralContainers: not a podTemplate field
+def test_an_unconfined_apparmor_profile_is_refused_on_every_container(where):
+    container = {"name": "log-shipper", "image": "busybox", "restartPolicy": "Always",
+                 "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}
+    if where != "initContainers":
+        container.pop("restartPolicy")
+    (message,) = errors({where: [container]})
+    assert message.startswith(f"spec.podTemplate.spec.{where}[0].securityContext.appArmorProfile.type: leaves")

@@ -62,15 +62,38 @@ def pod_policy_from_env(environ: Mapping[str, str]) -> PodPolicy:
     return PodPolicy(allow_all=raw == "true", allowed_namespaces=names)
 
 
-def check_pod_policy(pod_spec: Any, namespace: str | None, policy: PodPolicy) -> list[FieldError]:
-    """Every sandbox-leaving setting of a podTemplate.spec the policy does not allow."""
-    if not isinstance(pod_spec, dict) or policy.allows(namespace):
+def check_pod_policy(pod_spec: Any, namespace: str | None, policy: PodPolicy,
+                     annotations: Any = None) -> list[FieldError]:
+    """Every sandbox-leaving setting of a podTemplate (its spec, and the legacy AppArmor and
+    seccomp annotations of its metadata) the policy does not allow."""
+    if policy.allows(namespace):
         return []
     hint = ("remove it; if this namespace needs it, the platform team allows it with the "
             f"operator setting podPolicy.allowNamespaces ({ENV_ALLOW_NAMESPACES})")
     allowed = "refused by the operator's pod policy (docs/security.md)"
+    found = [*(_escapes(pod_spec) if isinstance(pod_spec, dict) else ()), *_annotation_escapes(annotations)]
     return [FieldError(path, value, f"leaves the container sandbox: {why}", allowed, hint)
-            for path, value, why in _escapes(pod_spec)]
+            for path, value, why in found]
+
+
+# The annotations kubelets read before the securityContext fields existed (and still do,
+# for AppArmor): any container of the pod, sidecars included, is named in the key.
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+SECCOMP_ANNOTATIONS = ("seccomp.security.alpha.kubernetes.io/pod", "container.seccomp.security.alpha.kubernetes.io/")
+
+
+def _annotation_escapes(annotations: Any) -> Iterator[tuple[str, Any, str]]:
+    if not isinstance(annotations, dict):
+        return
+    for key, value in annotations.items():
+        if not isinstance(key, str):
+            continue
+        path = f"spec.podTemplate.metadata.annotations['{key}']"
+        if key.startswith(APPARMOR_ANNOTATION) and not (
+                value in ("", "runtime/default") or (isinstance(value, str) and value.startswith("localhost/"))):
+            yield path, value, "the container would run without its AppArmor profile"
+        elif key.startswith(SECCOMP_ANNOTATIONS) and value == "unconfined":
+            yield path, value, "the container would run without its kernel filter"
 
 
 def _escapes(pod: dict) -> Iterator[tuple[str, Any, str]]:

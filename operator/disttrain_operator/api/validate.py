@@ -57,7 +57,9 @@ def validate_document(doc: Any, policy: PodPolicy = PodPolicy()) -> Validation:
     job, trainer_warnings, errors = settle_trainer(job)
     errors += check_spec(job.spec)
     if job.spec.pod_template is not None:
-        errors += check_pod_policy(job.spec.pod_template.spec, job.namespace, policy)
+        template = job.spec.pod_template
+        errors += check_pod_policy(template.spec, job.namespace, policy,
+                                   template.metadata.annotations if template.metadata else None)
     resolved, warnings, topology_errors = resolve(job.spec)
     errors += topology_errors
     return Validation(job, None if errors else resolved, errors, trainer_warnings + warnings)

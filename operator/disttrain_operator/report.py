@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .times import parse_time
+
 # Outcomes the built-in trainer writes in its termination message.
 FINISHED = "Finished"        # every step done: the only outcome that can make a job Succeeded
 INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a checkpoint
@@ -91,7 +93,7 @@ def parse_report(data: Any) -> TrainerReport | None:
         step_seconds=_num(data.get("stepSeconds")),
         world_size=_int(data.get("worldSize")),
         checkpoint=_checkpoint(data.get("checkpoint")),
-        last_update_time=data.get("lastUpdateTime") if isinstance(data.get("lastUpdateTime"), str) else None,
+        last_update_time=_text(data.get("lastUpdateTime")),
         outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
         eval_loss=_num(data.get("evalLoss")),
         eval_step=_int(data.get("evalStep")),
@@ -111,8 +113,8 @@ def _checkpoint(value: Any) -> CheckpointReport | None:
     if not isinstance(value, dict) or _int(value.get("step")) is None:
         return None
     return CheckpointReport(step=_int(value["step"]),  # type: ignore[arg-type]
-                            time=value.get("time") if isinstance(value.get("time"), str) else None,
-                            path=value.get("path") if isinstance(value.get("path"), str) else None)
+                            time=value.get("time") if parse_time(_text(value.get("time"))) else None,
+                            path=_text(value.get("path")))
 
 
 def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
@@ -126,8 +128,20 @@ def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
     return tuple(out)
 
 
+# A report comes from a tenant's pod: every value is bounded and typed here, so nothing
+# it says can make a status the API server refuses (a step of 2**63 is no int64 there).
+MAX_COUNT = 2**53 - 1  # also exact in JSON numbers read as doubles
+MAX_TEXT = 4096
+
+
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and len(value) <= MAX_TEXT else None
 
 
 def _num(value: Any) -> float | None:

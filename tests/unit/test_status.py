@@ -28,6 +28,17 @@ def test_progress_ignores_missing_or_malformed_values():
     assert progress_from_trainer({"step": 0, "totalSteps": 0}) == {"step": 0}
 
 
+def test_a_tenants_report_is_bounded_so_no_status_write_can_be_refused_for_it():
+    """A step of 2**63 is no int64 for the API server: every status write would fail with
+    422, freezing the job. Out-of-range counts, over-long texts and unreadable times are
+    dropped at parse time instead."""
+    huge = {"step": 2**63, "totalSteps": -1, "worldSize": 2**53,
+            "checkpoint": {"step": 2**53 - 1, "time": "yesterday", "path": "/c/" + "x" * 5000}}
+    assert progress_from_trainer(huge) == {}
+    assert checkpoint_from_trainer(huge) == {"step": 2**53 - 1}
+    assert progress_from_trainer({"step": 2**53 - 1, "totalSteps": 0}) == {"step": 2**53 - 1}
+
+
 def test_checkpoint_from_the_trainer_report():
     ckpt = {"step": 40, "time": "2026-11-22T11:59:00Z", "path": "/checkpoints/step-00000040"}
     assert checkpoint_from_trainer({"checkpoint": ckpt}) == ckpt

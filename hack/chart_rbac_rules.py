@@ -5,8 +5,8 @@
 
 The namespaced install mode splits the same rules: what acts on namespaced resources goes
 into a Role bound in each watched namespace; of the cluster-scoped rules it keeps only the
-read-only ones kopf needs to start (CRDs, namespaces) and drops ClusterKopfPeering (a
-namespaced operator peers through a KopfPeering in each watched namespace).
+read-only ones kopf needs to start (CRDs, namespaces). The leader-election Lease is
+granted apart, in the operator's own namespace only (manifests/rbac/leader-election.yaml).
 """
 
 import copy
@@ -16,8 +16,7 @@ import sys
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
-CLUSTER_WIDE_ONLY = {"clusterkopfpeerings"}
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
 READ_ONLY = {"get", "list", "watch"}
 HEADER = "# Generated from manifests/rbac/cluster-role.yaml by `make crd`; do not edit.\n"
 LABELS = {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/component": "operator"}
@@ -32,7 +31,7 @@ def split(all_rules: list[dict]) -> tuple[list[dict], list[dict]]:
     namespaced, cluster = [], []
     for rule in all_rules:
         local = [r for r in rule["resources"] if r not in CLUSTER_SCOPED]
-        scoped = [r for r in rule["resources"] if r in CLUSTER_SCOPED - CLUSTER_WIDE_ONLY]
+        scoped = [r for r in rule["resources"] if r in CLUSTER_SCOPED]
         if local:
             namespaced.append({**copy.deepcopy(rule), "resources": local})
         if scoped:

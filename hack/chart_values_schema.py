@@ -76,11 +76,10 @@ def values_schema() -> dict[str, Any]:
             "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"], "description": "image.pullPolicy: the container's imagePullPolicy."}}),
         "watchNamespaces": {"type": "array", "uniqueItems": True, "items": {**DNS_LABEL, "description": "A namespace name."},
             "description": "watchNamespaces: the namespaces the operator watches. Empty: all namespaces (cluster-wide mode, a ClusterRole). A list: the namespaced mode, a Role and RoleBinding in each (docs/security.md)."},
-        "peering": obj("peering: kopf peering, so operator replicas elect one active.", {
-            "enabled": boolean("peering.enabled: run with --peering and create the peering object (a ClusterKopfPeering, or a KopfPeering per watched namespace)."),
-            "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "maxLength": 253, "description": "peering.name: the peering object's name, shared by the replicas."}}),
-        "standby": obj("standby: a second Deployment that waits and takes over.", {
-            "enabled": boolean("standby.enabled: add a replica with a lower peering priority (needs peering.enabled).")}),
+        "replicaCount": {"type": "integer", "minimum": 0, "description": "replicaCount: operator replicas; more than one needs leaderElection.enabled (one works, the others stand by)."},
+        "leaderElection": obj("leaderElection: replicas elect one active operator on a coordination.k8s.io Lease in the release namespace.", {
+            "enabled": boolean("leaderElection.enabled: run with --leader-elect and grant the Lease (a Role in the release namespace only)."),
+            "leaseSeconds": {"type": "number", "minimum": 3, "description": "leaderElection.leaseSeconds: a standby takes over when the leader has not renewed the Lease for this long (DISTTRAIN_LEASE_SECONDS)."}}),
         "resyncSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "resyncSeconds: safety resync of a job with nothing happening (DISTTRAIN_RESYNC_SECONDS)."},
         "progressSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "progressSeconds: how often a running trainer's /status is read (DISTTRAIN_PROGRESS_SECONDS)."},
         "restartBackoffSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffSeconds: first back-off before recreating a crashed worker."},

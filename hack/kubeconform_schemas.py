@@ -4,7 +4,7 @@
     kubeconform -strict -schema-location 'OUT_DIR/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json' ...
 
 kubeconform then validates offline against exactly what this API server serves: the
-pinned Kubernetes version's types and every CRD installed there (ours, kopf's peering).
+pinned Kubernetes version's types and every CRD installed there (ours).
 One file per kind at <group>/<version>/<kind>.json (the core group is "v1/v1"), each a
 standalone draft-04 schema: the kind's schema plus the definitions it reaches. "Strict":
 every object schema that lists properties and says nothing about others gets

@@ -62,8 +62,6 @@ T = TypeVar("T")
 
 EXIT_CODE_ANNOTATION = "disttrain.dev/test-exit-code"
 POD_IP_ANNOTATION = "disttrain.dev/test-pod-ip"
-# `kubectl wait` for a CRD to be served (see Cluster.wait_established for why not condition=).
-ESTABLISHED = '--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True'
 
 
 def tools_bin() -> Path:
@@ -129,12 +127,16 @@ class Cluster:
         return proc
 
     def wait_established(self, *crds: str, timeout: float = 60) -> None:
-        """Wait for CRDs just applied to be served. Waits on a JSONPath, not
-        `--for=condition=Established`: a CRD created a moment ago has `status.conditions: null`,
-        and kubectl's condition wait answers that with an error ("accessor error") instead of
-        waiting, while its JSONPath wait treats a missing value as not yet."""
-        self.kubectl("wait", f"--timeout={timeout:.0f}s", ESTABLISHED,
-                     *(f"crd/{crd}" for crd in crds or ["distributedtrainings.disttrain.dev"]))
+        """Wait for CRDs just applied to be served: polls each CRD's Established condition.
+        No `kubectl wait`: on a CRD created a moment ago (`status.conditions: null`) its
+        condition wait fails with "accessor error" and its JSONPath filter wait with "<nil> is
+        not array or slice", instead of waiting (docs/local-cluster.md waits in two steps)."""
+        for crd in crds or ["distributedtrainings.disttrain.dev"]:
+            def established(crd: str = crd) -> bool:
+                conditions = ((self.try_get("crd", crd) or {}).get("status") or {}).get("conditions") or []
+                return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+            self.wait_for(established, timeout=timeout, what=f"CRD {crd} established")
 
     def apply(
         self,

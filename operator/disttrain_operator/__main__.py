@@ -2,22 +2,26 @@
 
     disttrain-operator --all-namespaces            # cluster-wide
     disttrain-operator -n team-a -n team-b         # only these namespaces
-    disttrain-operator --peering disttrain --priority 100   # HA: one active replica
+    disttrain-operator -A --leader-elect           # HA: replicas elect one active on a Lease
 
-Equivalent to `kopf run -m disttrain_operator.handlers ...` with our defaults.
+kopf is embedded through its public API (`kopf.operator` with ready and stop flags), with
+the handlers of disttrain_operator.handlers; SIGTERM and SIGINT stop it cleanly (a leader
+releases its Lease on the way out).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
+from typing import Any
 
 from .api.bounds import RECURSION_LIMIT
-from .logformat import kopf_log_args
+from .logformat import log_format
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="disttrain-operator", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     scope = parser.add_mutually_exclusive_group()
@@ -25,37 +29,42 @@ def main(argv: list[str] | None = None) -> int:
                        help="watch this namespace (repeatable; globs allowed); env DISTTRAIN_WATCH_NAMESPACES "
                             "takes a comma-separated list")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
-    parser.add_argument("--peering", default=os.environ.get("DISTTRAIN_PEERING", ""),
-                        help="kopf peering name: replicas with the same name elect one active "
-                             "operator (needs the KopfPeering CRDs); empty = standalone")
-    parser.add_argument("--priority", type=int, default=int(os.environ.get("DISTTRAIN_PRIORITY", "0")),
-                        help="peering priority; the highest one works, the others wait")
+    parser.add_argument("--leader-elect", action="store_true", default=None,
+                        help="elect one active replica on a coordination.k8s.io Lease (env "
+                             "DISTTRAIN_LEADER_ELECTION=true); the others keep their caches warm and take over "
+                             "within DISTTRAIN_LEASE_SECONDS")
     parser.add_argument("--liveness", default=os.environ.get("DISTTRAIN_LIVENESS", "http://0.0.0.0:8081/healthz"),
-                        help="kopf liveness endpoint URL ('' = off)")
+                        help="liveness endpoint URL ('' = off)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-
-    namespaces = args.namespace or [n for n in os.environ.get("DISTTRAIN_WATCH_NAMESPACES", "").split(",") if n]
-    if not namespaces and not args.all_namespaces:
+    args.namespaces = args.namespace or [n for n in os.environ.get("DISTTRAIN_WATCH_NAMESPACES", "").split(",") if n]
+    if not args.namespaces and not args.all_namespaces:
         parser.error("choose what to watch: --all-namespaces, or -n NAMESPACE (or set DISTTRAIN_WATCH_NAMESPACES)")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    fmt = log_format(os.environ)  # a bad DISTTRAIN_LOG_FORMAT stops here, named
+    if args.leader_elect:
+        os.environ["DISTTRAIN_LEADER_ELECTION"] = "true"  # Settings.from_env reads it in startup
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
-    # kopf imports the official `kubernetes` client when it is installed (the CLI needs it,
-    # so the image has it), only to recognise that client's model classes. The operator
-    # never hands kopf one (kube.py speaks to the API), and the import costs about 20 MiB
-    # of resident memory: keep it out of this process.
-    sys.modules.setdefault("kubernetes", None)  # type: ignore[assignment]
-    from kopf.cli import main as kopf_main  # imported late: `--help` works without a cluster
+    import kopf  # imported late: `--help` works without kopf's start-up cost
 
-    kopf_args = ["run", "-m", "disttrain_operator.handlers", *kopf_log_args(os.environ)]
-    kopf_args += ["--all-namespaces"] if args.all_namespaces else [f"--namespace={n}" for n in namespaces]
-    kopf_args += [f"--peering={args.peering}", f"--priority={args.priority}"] if args.peering else ["--standalone"]
-    if args.liveness:
-        kopf_args.append(f"--liveness={args.liveness}")
-    if args.verbose:
-        kopf_args.append("--verbose")
-    return kopf_main(kopf_args, standalone_mode=False) or 0
+    from . import handlers  # noqa: F401  (registers the handlers on kopf's default registry)
 
+    kopf.configure(verbose=args.verbose, log_format=fmt)
+    return asyncio.run(serve(args, kopf))
+
+
+async def serve(args: argparse.Namespace, kopf: Any) -> int:
+    """Run kopf until SIGTERM/SIGINT (kopf's own signal handling: 0), or until the work
+    stops itself because the Lease was lost (1: the Pod restarts as a standby)."""
+    stop, ready = asyncio.Event(), asyncio.Event()
+    memo = kopf.Memo(stop_flag=stop, leadership_lost=False)
+    await kopf.operator(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces,
+                        liveness_endpoint=args.liveness or None, stop_flag=stop, ready_flag=ready, memo=memo)
+    return 1 if memo.leadership_lost else 0
 
 if __name__ == "__main__":
     sys.exit(main())

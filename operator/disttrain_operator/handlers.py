@@ -1,20 +1,23 @@
-"""kopf handlers: glue only. The loop of each job lives in controller.py, the decisions
-in plan.py.
+"""kopf handlers: glue only. kopf watches; the work happens in controller.py's queue.
 
 - `worker_pods` indexes our pods (server-side label filter) by (namespace, job); kopf
-  fills the index before any daemon starts, so a restarted operator sees every pod.
-- `pod_changed` / `job_changed` wake the job's loop: reactions take milliseconds, not a timer.
-- `run_job` is one loop per job (`controller.run_job`); `watch_progress` reads the trainer's
-  /status on its own loop. Both are kopf daemons, so peering pauses them; they end
-  themselves when the job is deleted (`Shared.bury`).
-- Jobs carry no finalizer (`daemons_without_finalizer`): kopf would add one for its
-  daemons, which costs a write per job and leaves a job undeletable while no operator
-  runs; nothing has to happen before a job goes (its children go by owner references).
+  fills every index before any other handler runs, so the first pass of a restarted
+  operator already sees every pod.
+- `pod_changed` / `job_changed` put the job's key on the work queue: reactions take
+  milliseconds, not a timer.
+- `start` builds the Controller in kopf's startup phase and runs its workers in the
+  background (with leader election, only while this replica holds the Lease); `stop`
+  ends them in kopf's cleanup phase.
+
+No daemons, timers or finalizers: jobs carry no finalizer, so a job is deletable while no
+operator runs, and nothing has to happen before it goes (its children go by owner
+references).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -22,16 +25,18 @@ import kopf
 
 from .api.names import JOB_LABEL
 from .api.types import GROUP, PLURAL, VERSION
-from .controller import Shared, poll_progress, run_job
+from .controller import Controller
 from .kube import Kube, login
+from .leader import LeaderElector
 from .metrics import OperatorMetrics
 from .plan import Policy
 from .pods import summarize_pod
-from .settings import Settings, configure_kopf, platform_policies
+from .settings import Settings, configure_kopf, lease_settings, platform_policies
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger,
+                worker_pods: kopf.Index, **_: Any) -> None:
     ours = Settings.from_env()
     pod_policy, network_policy = platform_policies()
     configure_kopf(settings, ours)
@@ -39,19 +44,57 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     metrics = OperatorMetrics()
     kube = Kube(login(), qps=ours.api_qps, burst=ours.api_burst,
                 on_answer=lambda verb, code: metrics.api_requests.labels(verb=verb, code=str(code)).inc())
-    memo.shared = Shared(
+    controller = Controller(
         settings=ours, kube=kube, metrics=metrics,
         policy=Policy(backoff_base_seconds=ours.restart_backoff_seconds,
                       backoff_max_seconds=ours.restart_backoff_max_seconds),
         pod_policy=pod_policy, network_policy=network_policy)
+    controller.pods_index = worker_pods  # kopf's live index, filled before any event handler runs
+    memo.controller = controller
+    memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
     if ours.metrics_port:
         metrics.serve(ours.metrics_port)
         logger.info(f"metrics on :{ours.metrics_port}/metrics")
 
 
+async def _work(controller: Controller, ours: Settings, memo: kopf.Memo, logger: logging.Logger) -> None:
+    """Run the workers; with leader election only once the Lease is ours, and stop the
+    operator (through the embedding's stop flag) when the Lease is lost."""
+    lease = lease_settings(ours)
+    if lease is None:
+        await controller.run(ours.workers)
+        return
+    elector = LeaderElector(controller.kube, lease, controller.clock)
+    electing = asyncio.create_task(elector.run())
+    logger.info(f"waiting to lead: Lease {lease.namespace}/{lease.name} as {elector.identity}")
+    try:
+        await asyncio.wait({electing, asyncio.create_task(elector.leading.wait())},
+                           return_when=asyncio.FIRST_COMPLETED)
+        if elector.leading.is_set():
+            working = asyncio.create_task(controller.run(ours.workers))
+            await asyncio.wait({electing, working}, return_when=asyncio.FIRST_COMPLETED)
+            working.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await working
+    finally:
+        electing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await electing
+    logger.error("leadership lost: stopping, so that this replica restarts as a standby")
+    memo.leadership_lost = True
+    stop_flag = getattr(memo, "stop_flag", None)  # set by __main__'s embedding
+    if stop_flag is not None:
+        stop_flag.set()
+
+
 @kopf.on.cleanup()
-async def close(memo: kopf.Memo, **_: Any) -> None:
-    await memo.shared.kube.close()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    work: asyncio.Task[None] | None = getattr(memo, "work", None)
+    if work is not None:
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+    await memo.controller.kube.close()
 
 
 @kopf.on.login()
@@ -68,34 +111,10 @@ async def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_:
 
 @kopf.on.event("pods", labels={JOB_LABEL: kopf.PRESENT})
 async def pod_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
-    memo.shared.wake((namespace, labels[JOB_LABEL]))
+    memo.controller.pod_event((namespace, labels[JOB_LABEL]))
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def job_changed(namespace: str, name: str, body: kopf.Body, type: str | None, memo: kopf.Memo,
                       **_: Any) -> None:
-    memo.shared.job_event((namespace, name), body, type)
-
-
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10)
-async def reconcile(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, worker_pods: kopf.Index,
-                    **_: Any) -> None:
-    await run_job(memo.shared, body, worker_pods, stopped)
-
-
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=5)
-async def watch_progress(body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, worker_pods: kopf.Index,
-                         **_: Any) -> None:
-    await poll_progress(memo.shared, body, worker_pods, stopped)
-
-
-
-def daemons_without_finalizer(registry: kopf.OperatorRegistry) -> None:
-    """kopf 1.45 has no public switch for this: its daemon handlers are frozen dataclasses
-    with requires_finalizer=True. tests/unit/test_handlers.py checks that it holds."""
-    spawning = registry._spawning  # noqa: SLF001
-    spawning._handlers[:] = [dataclasses.replace(h, requires_finalizer=False)  # noqa: SLF001
-                             for h in spawning._handlers]  # noqa: SLF001
-
-
-daemons_without_finalizer(kopf.get_default_registry())
+    memo.controller.job_event((namespace, name), body, type)

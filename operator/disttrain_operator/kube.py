@@ -36,6 +36,10 @@ from .api.types import GROUP, PLURAL, VERSION
 log = logging.getLogger("disttrain.kube")
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# The largest /status answer read from a trainer (its report is a few hundred bytes; the
+# evaluation history at most a few tens of KiB).
+STATUS_BODY_LIMIT = 256 * 1024
+EVENT_SOURCE = "disttrain-operator"
 URGENT, BULK = 0, 1  # write priorities
 
 
@@ -250,15 +254,48 @@ class Kube:
                            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
                            doing=f"deleting {namespace}/{name}", ok_missing=True)
 
+    async def replace(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """PUT with the object's resourceVersion (optimistic concurrency): the object as
+        stored, or None when someone else changed it first (409)."""
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        try:
+            _status, payload = await self.request("PUT", f"{_child_path(ns, kind)}/{name}", obj,
+                                                  doing=f"replacing {kind} {ns}/{name}")
+        except ApiError as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return payload
+
+    async def post_event(self, involved: dict[str, Any], type_: str, reason: str, message: str,
+                         when: str) -> None:
+        """A core/v1 Event about `involved` (apiVersion, kind, namespace, name, uid)."""
+        ns = involved["namespace"]
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"generateName": f"{involved['name']}.", "namespace": ns},
+                 "involvedObject": involved, "type": type_, "reason": reason, "message": message,
+                 "source": {"component": EVENT_SOURCE}, "reportingComponent": EVENT_SOURCE,
+                 "firstTimestamp": when, "lastTimestamp": when, "count": 1}
+        await self.request("POST", f"/api/v1/namespaces/{ns}/events", event,
+                           doing=f"posting event {reason} on {ns}/{involved['name']}")
+
     async def trainer_status(self, ip: str, port: int, timeout: float = 2.0) -> dict[str, Any] | None:
-        """GET http://<pod ip>:<port>/status; None when the trainer does not answer (yet)."""
+        """GET http://<pod ip>:<port>/status; None when the trainer does not answer (yet).
+
+        A pod is a tenant's: its answer is not trusted. Redirects are not followed (they
+        could point the operator at any address it can reach), the body is read up to
+        STATUS_BODY_LIMIT bytes and the whole call is bounded in time; report.parse_report
+        bounds and types every value."""
         host = f"[{ip}]" if ":" in ip else ip
         try:
-            async with self._client().get(f"http://{host}:{port}/status",
+            async with self._client().get(f"http://{host}:{port}/status", allow_redirects=False,
                                           timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 if resp.status != 200:
                     return None
-                data = json.loads(await resp.content.read(1 << 20))
+                body = await resp.content.read(STATUS_BODY_LIMIT + 1)
+                if len(body) > STATUS_BODY_LIMIT:
+                    return None
+                data = json.loads(body)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
@@ -266,7 +303,8 @@ class Kube:
 
 # Where each kind of child lives in the API.
 _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",
-          "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"}
+          "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+          "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"}
 
 
 def _child_path(namespace: str, kind: str) -> str:

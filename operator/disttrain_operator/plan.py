@@ -583,6 +583,25 @@ def _carry_over(old: dict) -> dict:
     return out
 
 
+# Status fields whose change alone may wait for the next write (status_write): the worker
+# counters move with every pod event, and a job of 8 pods starting over half a minute
+# would otherwise write its status a dozen times.
+DEFERRABLE_STATUS = frozenset({"workers"})
+COUNTERS_DELAY_SECONDS = 30.0
+
+
+def status_write(old: dict, new: dict, since_last_write: float) -> tuple[dict, float | None]:
+    """The status patch to send now ({}: nothing), or how many seconds it may wait. Only a
+    change of the worker counters alone waits, and only while the job is active: once it is
+    Suspended, Succeeded or Failed its counters go out at once, so the status never shows
+    workers a job of that phase cannot have."""
+    patch = status_patch(old, new)
+    if (patch and set(patch) <= DEFERRABLE_STATUS and since_last_write < COUNTERS_DELAY_SECONDS
+            and new.get("phase") in ACTIVE_PHASES):
+        return {}, COUNTERS_DELAY_SECONDS - since_last_write
+    return patch, None
+
+
 def status_patch(old: dict, new: dict) -> dict:
     """Only the top-level status fields that changed (None removes a field)."""
     patch = {k: v for k, v in new.items() if old.get(k) != v}

@@ -1,8 +1,8 @@
 """Operator settings: one documented dataclass, read once from the environment at start-up
 (the Deployment and the chart set these variables), and kopf's own settings beside it.
 
-DISTTRAIN_LOG_FORMAT (plain | json) is read by __main__ and handed to kopf's own
---log-format (logformat.py). The platform's policies have their own parsers beside the code they configure:
+DISTTRAIN_LOG_FORMAT (plain | json) is read by __main__ and handed to kopf.configure
+(logformat.py). The platform's policies have their own parsers beside the code they configure:
   DISTTRAIN_POD_POLICY_ALLOW_ALL, DISTTRAIN_POD_POLICY_ALLOW_NAMESPACES
       podTemplate settings that leave the sandbox (api/policy.py)
   DISTTRAIN_NETWORK_POLICY, DISTTRAIN_NETWORK_POLICY_METRICS_FROM, DISTTRAIN_OPERATOR_NAMESPACE
@@ -23,6 +23,7 @@ from .api.bounds import RECURSION_LIMIT
 from .api.names import FINALIZER, JOB_LABEL
 from .api.policy import PodPolicy, pod_policy_from_env
 from .api.types import GROUP
+from .leader import LeaseSettings
 from .render.network_policy import NetworkPolicySettings, network_policy_from_env
 
 
@@ -43,6 +44,20 @@ class Settings:
     """DISTTRAIN_API_QPS: writes per second to the API server, for the whole operator."""
     api_burst: int = 100
     """DISTTRAIN_API_BURST: writes allowed at once before the QPS pacing applies."""
+    workers: int = 16
+    """DISTTRAIN_WORKERS: jobs reconciled at once (each by one worker of the work queue);
+    a fourth as many read the trainers' /status."""
+    leader_election: bool = False
+    """DISTTRAIN_LEADER_ELECTION: replicas elect one active operator on a Lease (true in the
+    chart and manifests); off, this replica works alone."""
+    lease_name: str = "disttrain-operator"
+    """DISTTRAIN_LEASE_NAME: the coordination.k8s.io Lease the replicas elect a leader on."""
+    lease_namespace: str = ""
+    """DISTTRAIN_LEASE_NAMESPACE: where that Lease lives; empty: the operator's own namespace
+    (DISTTRAIN_OPERATOR_NAMESPACE, else its service account's)."""
+    lease_seconds: float = 15.0
+    """DISTTRAIN_LEASE_SECONDS: a standby takes over when the leader has not renewed the
+    Lease for this long."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -54,6 +69,11 @@ class Settings:
             if raw == "":
                 continue
             kind = type(f.default)
+            if kind is bool:
+                if raw.strip().lower() not in BOOLEANS:
+                    raise SystemExit(f"{name}={raw!r} is not a boolean: set it to true or false")
+                values[f.name] = BOOLEANS[raw.strip().lower()]
+                continue
             try:
                 values[f.name] = kind(float(raw)) if kind in (int, float) else raw
             except ValueError:
@@ -61,7 +81,35 @@ class Settings:
         settings = cls(**values)
         if settings.api_qps <= 0 or settings.api_burst < 1:
             raise SystemExit("DISTTRAIN_API_QPS must be > 0 and DISTTRAIN_API_BURST >= 1")
+        if settings.workers < 1 or settings.lease_seconds < 3:
+            raise SystemExit("DISTTRAIN_WORKERS must be >= 1 and DISTTRAIN_LEASE_SECONDS >= 3")
         return settings
+
+
+BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def lease_settings(settings: Settings, env: dict[str, str] | None = None,
+                   service_account_namespace: str = SERVICE_ACCOUNT_NAMESPACE) -> LeaseSettings | None:
+    """Where and how to elect a leader; None when leader election is off."""
+    if not settings.leader_election:
+        return None
+    env = dict(os.environ if env is None else env)
+    namespace = settings.lease_namespace or env.get("DISTTRAIN_OPERATOR_NAMESPACE", "")
+    if not namespace:
+        try:
+            with open(service_account_namespace) as handle:
+                namespace = handle.read().strip()
+        except OSError:
+            pass
+    if not namespace:
+        raise SystemExit("DISTTRAIN_LEADER_ELECTION is on but the Lease has no namespace: set "
+                         "DISTTRAIN_LEASE_NAMESPACE (or run in a pod, whose namespace is used)")
+    # client-go's proportions: renew within 2/3 of the lease, retry every 2/15 of it.
+    return LeaseSettings(namespace=namespace, name=settings.lease_name, lease_seconds=settings.lease_seconds,
+                         renew_deadline_seconds=settings.lease_seconds * 2 / 3,
+                         retry_seconds=settings.lease_seconds * 2 / 15)
 
 
 def platform_policies(env: dict[str, str] | None = None) -> tuple[PodPolicy, NetworkPolicySettings | None]:
@@ -98,8 +146,8 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     # Deep objects stored under an older, looser CRD must decode, so validation can say
     # what is wrong with that one job (see __main__.RECURSION_LIMIT; also for `kopf run`).
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
-    # Jobs get no finalizer (handlers.daemons_without_finalizer); kopf still removes this
-    # one from jobs an older operator marked, when they are deleted.
+    # Jobs get no finalizer (no handler of ours needs one); kopf still removes this one from
+    # jobs an older operator marked, when they are deleted.
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = NoDiffBase()

@@ -32,10 +32,9 @@ def _converter():
 def schemas_dir(cluster) -> str:
     if cluster.kubeconfig not in _DIRS:
         cluster.kubectl("apply", "--server-side", "-f", str(REPO / "manifests" / "crd"))
-        cluster.wait_established("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev",
-                                 "distributedtrainings.disttrain.dev")
+        cluster.wait_established("distributedtrainings.disttrain.dev")
         # ... and published in the OpenAPI, which follows a moment later
-        cluster.wait_for(lambda: {"apis/disttrain.dev/v1alpha1", "apis/kopf.dev/v1"} <= set(json.loads(
+        cluster.wait_for(lambda: {"apis/disttrain.dev/v1alpha1"} <= set(json.loads(
             cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]), timeout=60,
             what="our CRDs in /openapi/v3")
         converter = _converter()

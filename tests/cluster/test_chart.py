@@ -18,15 +18,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CHART = os.path.join(REPO, "charts", "disttrain")
 ALL_ON = ["--set", "serviceMonitor.enabled=true", "--set", "podMonitor.enabled=true",
           "--set", "prometheusRule.enabled=true", "--set", "dashboards.enabled=true",
-          "--set", "standby.enabled=true"]
+          "--set", "replicaCount=2"]
 # Value sets the chart is linted and kubeconform-checked with: the default, everything
 # on, the namespaced mode, and other non-default values.
 VALUE_SETS = {
     "default": [],
-    "monitoring-dashboards-standby": ALL_ON,
+    "monitoring-dashboards-two-replicas": ALL_ON,
     "namespaced": ["--set", "watchNamespaces={team-a,team-b}", "--set", "podPolicy.allowNamespaces={team-a}",
-                   "--set", "standby.enabled=true"],
-    "other-values": ["--set", "peering.enabled=false", "--set", "networkPolicy.enabled=false",
+                   "--set", "replicaCount=2"],
+    "other-values": ["--set", "leaderElection.enabled=false", "--set", "leaderElection.leaseSeconds=30", "--set", "networkPolicy.enabled=false",
                      "--set", "logFormat=plain", "--set", "metrics.port=9090", "--set", "healthPort=9091",
                      "--set-string", "image.tag=0.2.0", "--set", "image.pullPolicy=Always",
                      "--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated",
@@ -66,7 +66,9 @@ def test_rendered_chart_passes_kubeconform_strict(cluster, tmp_path):
     for name, path in files.items():
         rendered = [d for d in yaml.safe_load_all(path.read_text()) if d]
         assert sum(r["filename"] == str(path) for r in results) == len(rendered), name
-    assert {"Role", "KopfPeering"} <= {r["kind"] for r in results if r["filename"] == str(files["namespaced"])}
+    namespaced = [r for r in results if r["filename"] == str(files["namespaced"])]
+    assert sum(r["kind"] == "Role" for r in namespaced) == 3  # team-a, team-b, and the Lease's
+    assert "Role" not in {r["kind"] for r in results if r["filename"] == str(files["other-values"])}
     assert not problems(results), "\n".join(problems(results))
 
 
@@ -95,9 +97,9 @@ def test_helm_install_refuses_an_unknown_key_naming_it(cluster, namespace):
     assert helm(cluster, "list", "-n", namespace, "-q").strip() == ""
 
 
-def test_standby_without_peering_fails_saying_why(cluster):
-    err = helm_fails(cluster, "template", "x", CHART, "--set", "standby.enabled=true", "--set", "peering.enabled=false")
-    assert "standby.enabled=true needs peering.enabled=true" in err, err
+def test_replicas_without_leader_election_fail_saying_why(cluster):
+    err = helm_fails(cluster, "template", "x", CHART, "--set", "replicaCount=2", "--set", "leaderElection.enabled=false")
+    assert "replicaCount > 1 needs leaderElection.enabled=true" in err, err
 
 
 def test_notes_print_the_next_commands(cluster):
@@ -115,12 +117,19 @@ def test_notes_print_the_next_commands(cluster):
 
 def test_chart_renders_objects_the_api_server_accepts(cluster, namespace):
     cluster.kubectl("apply", "--server-side", "-f", os.path.join(CHART, "crds"))
-    cluster.wait_established("clusterkopfpeerings.kopf.dev", "distributedtrainings.disttrain.dev")
+    cluster.wait_established("distributedtrainings.disttrain.dev")
     rendered = helm(cluster, "template", "disttrain", CHART, "-n", namespace,
-                    "--set", "standby.enabled=true", "--set", "dashboards.enabled=true")
-    kinds = sorted(d["kind"] for d in yaml.safe_load_all(rendered) if d)
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap",
-                     "Deployment", "Deployment", "Service", "ServiceAccount"]
+                    "--set", "replicaCount=2", "--set", "dashboards.enabled=true")
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap",
+                                              "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert "--leader-elect" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    lease_role = next(d for d in docs if d["kind"] == "Role")
+    assert lease_role["metadata"]["namespace"] == namespace
+    assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                    "verbs": ["get", "create", "update"]}]
     cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=rendered)
 
 

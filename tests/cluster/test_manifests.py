@@ -72,33 +72,41 @@ def test_apply_k_manifests_in_one_shot_on_a_fresh_cluster_then_ha_on_top(fresh_c
     assert proc.returncode == 0, proc.stderr
     assert "error" not in proc.stderr.lower(), proc.stderr
     deployment = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")
-    # One replica, no peering: nothing here needs an object of the peering CRD.
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces"]
-    for kind, name in [("crd", "distributedtrainings.disttrain.dev"), ("crd", "clusterkopfpeerings.kopf.dev"),
+    # One replica that elects itself on a Lease: a rollout never has two at work.
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces", "--leader-elect"]
+    assert deployment["spec"]["replicas"] == 1
+    for kind, name in [("crd", "distributedtrainings.disttrain.dev"),
                        ("clusterrole", "disttrain-operator"), ("clusterrolebinding", "disttrain-operator")]:
         assert fresh_cluster.try_get(kind, name), (kind, name)
     assert fresh_cluster.try_get("serviceaccount", "disttrain-operator", "disttrain-system")
     assert fresh_cluster.try_get("service", "disttrain-operator-metrics", "disttrain-system")
+    role = fresh_cluster.get("role", "disttrain-operator-leader-election", "disttrain-system")
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]
+    assert fresh_cluster.try_get("rolebinding", "disttrain-operator-leader-election", "disttrain-system")
+    assert "kopf.dev" not in fresh_cluster.kubectl("get", "crd", "-o", "name").stdout
 
     proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "ha"), check=False)
     assert proc.returncode == 0, proc.stderr
-    assert fresh_cluster.try_get("clusterkopfpeering", "disttrain")
-    args = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")["spec"]["template"]["spec"][
-        "containers"][0]["args"]
-    assert args == ["--all-namespaces", "--peering=disttrain", "--priority=100"]
+    deployment = fresh_cluster.get("deployment", "disttrain-operator", "disttrain-system")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--all-namespaces", "--leader-elect"]
 
     proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "namespaced"), check=False)
     assert proc.returncode == 0, proc.stderr
     assert fresh_cluster.try_get("role", "disttrain-operator", "disttrain-jobs")
+    assert fresh_cluster.try_get("role", "disttrain-operator-leader-election", "disttrain-system")
 
 
 def test_the_old_layout_would_fail_on_a_fresh_cluster(cluster, tmp_path):
     """The failure the one-shot layout avoids, shown with kubectl itself: a CRD and an
     object of its kind in one apply are refused when the kind is not served yet."""
-    crd = next(yaml.safe_load_all((MANIFESTS / "crd" / "kopf-peering.yaml").read_text()))
-    crd["metadata"]["name"] = "oneshotprobes.example.dev"
-    crd["spec"].update(group="example.dev", names={"kind": "OneShotProbe", "plural": "oneshotprobes",
-                                                   "singular": "oneshotprobe"})
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "oneshotprobes.example.dev"},
+           "spec": {"group": "example.dev", "scope": "Cluster",
+                    "names": {"kind": "OneShotProbe", "plural": "oneshotprobes", "singular": "oneshotprobe"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
     probe = {"apiVersion": "example.dev/v1", "kind": "OneShotProbe", "metadata": {"name": "probe"}}
     (tmp_path / "both.yaml").write_text(yaml.safe_dump_all([crd, probe]))
     try:

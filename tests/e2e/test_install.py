@@ -44,9 +44,9 @@ def test_helm_default_values_operator_ready_and_scraped_through_its_service(node
 
 
 def test_helm_non_default_values(node_cluster, ns, tmp_path):
-    """One namespace watched, plain logs, another metrics port, no peering, a standby off."""
+    """One namespace watched, plain logs, another metrics port, no leader election."""
     values = {"watchNamespaces": [ns], "logFormat": "plain", "metrics": {"port": 9090},
-              "peering": {"enabled": False}, "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
+              "leaderElection": {"enabled": False}, "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
     release_ns = f"{ns}-op"
     helm(node_cluster, "install", "dt", str(CHART), "-n", release_ns, "--create-namespace",
@@ -54,7 +54,7 @@ def test_helm_non_default_values(node_cluster, ns, tmp_path):
     try:
         pod = wait_operator_ready(node_cluster, release_ns)
         spec = pod["spec"]["containers"][0]
-        assert f"--namespace={ns}" in spec["args"] and not any(a.startswith("--peering") for a in spec["args"])
+        assert f"--namespace={ns}" in spec["args"] and "--leader-elect" not in spec["args"]
         assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in spec["ports"]
         # plain text logs: kopf's own format, not JSON
         log = node_cluster.wait_for(lambda: operator_log(node_cluster, release_ns), timeout=60,

@@ -1,105 +1,371 @@
-"""The shell's memory between passes (controller.py), without a cluster: expectations,
-ownership by uid, what wakes a job. The loop itself runs in tests/cluster."""
+"""The shell (controller.py) on a fake clock: what wakes a job, one record per job,
+expectations, retries with back-off, deferred counter writes, TTL, and a deleted job
+dropped without an API call. The API is a recording stand-in (fake_kube.py says why);
+the same passes run against the real control plane in tests/cluster."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import dataclasses
 
-import kopf
-
-from disttrain_operator.controller import JobMemory, Shared, _own_pods
+from disttrain_operator.api import load_job
+from disttrain_operator.controller import SILENT_TRAINER_MAX_SECONDS, Controller, silent_poll_seconds
+from disttrain_operator.kube import ApiError
 from disttrain_operator.metrics import OperatorMetrics
-from disttrain_operator.plan import Policy
+from disttrain_operator.plan import COUNTERS_DELAY_SECONDS, Policy, decide, status_write
 from disttrain_operator.pods import PodInfo
+from disttrain_operator.record import JobRecord
+from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_pod
 from disttrain_operator.settings import Settings
 
+from .fake_clock import FakeClock, settle
+from .fake_kube import FakeKube
+from .helpers import job as job_doc
 
-def info(name: str, owner: str | None = "job-uid", uid: str | None = None, terminating: bool = False) -> PodInfo:
-    return PodInfo(name=name, index=int(name.rsplit("-", 1)[1]), phase="Running", ready=True,
-                   terminating=terminating, disrupted=False, exit_code=None, reason="", template_hash=None,
-                   ip=None, uid=uid or f"uid-{name}", owner_uid=owner)
+KEY = ("team-a", "demo")
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, timeout=60))
+
+
+def body(uid: str = "u1", generation: int = 1, deleting: bool = False, status: dict | None = None,
+         **spec) -> dict:
+    doc = job_doc(**{"nodes": 2, "trainer": {"builtin": {"steps": 10}}, **spec})
+    doc["metadata"].update(uid=uid, generation=generation, creationTimestamp="2026-11-24T12:00:00Z")
+    if deleting:
+        doc["metadata"]["deletionTimestamp"] = "2026-11-24T12:00:00Z"
+    doc["status"] = status or {}
+    return doc
+
+
+def info(name: str, owner: str | None = "u1", uid: str | None = None, terminating: bool = False,
+         phase: str = "Running", ready: bool = True, template: str | None = None, ip: str | None = None) -> PodInfo:
+    return PodInfo(name=name, index=int(name.rsplit("-", 1)[1]), phase=phase, ready=ready,
+                   terminating=terminating, disrupted=False, exit_code=None, reason="", template_hash=template,
+                   ip=ip, uid=uid or f"uid-{name}", owner_uid=owner)
+
+
+def controller(kube: FakeKube | None = None, clock: FakeClock | None = None, **settings) -> Controller:
+    shell = Controller(settings=Settings(**settings), kube=kube or FakeKube({KEY: "u1"}), metrics=OperatorMetrics(),
+                       policy=Policy(backoff_base_seconds=1, backoff_max_seconds=4), clock=clock or FakeClock())
+    shell.pods_index = {}
+    return shell
+
+
+def with_job(doc: dict | None = None, kube: FakeKube | None = None, **settings) -> tuple[Controller, FakeKube,
+                                                                                      FakeClock]:
+    """A shell on a fake clock that has just seen the job `doc` (default: body()) appear."""
+    clock, kube = FakeClock(), kube or FakeKube({KEY: "u1"})
+    shell = controller(kube, clock, **settings)
+    shell.job_event(KEY, doc or body(), "ADDED")
+    return shell, kube, clock
+
+
+def template_hash(nodes: int = 2) -> str:
+    j, r, _ = load_job(job_doc(nodes=nodes, trainer={"builtin": {"steps": 10}}))
+    return render_pod(j, r, 0)["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+
+
+# ---- the record: expectations and ownership --------------------------------------------
 
 
 def test_a_pod_asked_for_counts_as_present_until_the_watch_shows_it():
-    mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() + 30, "abc")})
-    pods, _ = _own_pods([info("demo-worker-0")], "job-uid", mem)
+    rec = JobRecord(uid="u1", key=KEY)
+    rec.expect_create("demo-worker-1", "abc", now=0)
+    pods, _ = rec.own_pods([info("demo-worker-0")], now=1)
     assert [(p.name, p.phase) for p in pods] == [("demo-worker-0", "Running"), ("demo-worker-1", "Pending")]
-    # The watch caught up: the placeholder gives way to the real pod, the expectation ends.
-    pods, _ = _own_pods([info("demo-worker-0"), info("demo-worker-1")], "job-uid", mem)
+    pods, _ = rec.own_pods([info("demo-worker-0"), info("demo-worker-1")], now=2)
     assert [p.uid for p in pods] == ["uid-demo-worker-0", "uid-demo-worker-1"]
-    assert mem.expected_creates == {}
+    assert rec.expected_creates == {}
 
 
-def test_an_expectation_the_watch_never_confirms_expires():
-    mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() - 1, "abc")})
-    pods, _ = _own_pods([], "job-uid", mem)
-    assert pods == [] and mem.expected_creates == {}
+def test_an_expectation_the_watch_never_confirms_expires_after_30_seconds():
+    rec = JobRecord(uid="u1", key=KEY)
+    rec.expect_create("demo-worker-1", "abc", now=0)
+    assert len(rec.own_pods([], now=29.9)[0]) == 1
+    assert rec.own_pods([], now=30.1)[0] == [] and rec.expected_creates == {}
 
 
 def test_a_pod_just_created_is_neither_created_again_nor_replaced_as_outdated():
     """The placeholder carries the template it was rendered from: decide must not take it
     for a pod of an older spec (that deleted every fresh pod under load)."""
-    from disttrain_operator.api import load_job
-    from disttrain_operator.plan import decide
-    from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_pod
+    from disttrain_operator.api import validate_document
+    from disttrain_operator.plan import JobState
 
-    from .test_plan import NOW, POLICY, pod, state
-
-    from .helpers import job as job_doc
-
-    j, r, _ = load_job(job_doc(nodes=2))
-    fresh = render_pod(j, r, 1)["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
-    mem = JobMemory(expected_creates={"demo-worker-1": (time.monotonic() + 30, fresh)})
-    pods, _ = _own_pods([pod(0, nodes=2)], None, mem)  # type: ignore[arg-type]
-    plan = decide(state(nodes=2), pods, NOW, POLICY)
+    rec = JobRecord(uid="u1", key=KEY)
+    rec.expect_create("demo-worker-1", template_hash(), now=0)
+    pods, _ = rec.own_pods([info("demo-worker-0", template=template_hash())], now=1)
+    state = JobState(name="demo", namespace="team-a", generation=1, status={},
+                     validation=validate_document(job_doc(nodes=2, trainer={"builtin": {"steps": 10}})))
+    plan = decide(state, pods, FakeClock().now(), Policy())
     assert plan.create == [] and plan.delete == []
 
 
 def test_a_pod_we_deleted_counts_as_terminating_until_the_watch_shows_it():
-    mem = JobMemory(expected_deletes={"uid-demo-worker-0": time.monotonic() + 30})
-    pods, _ = _own_pods([info("demo-worker-0")], "job-uid", mem)
+    rec = JobRecord(uid="u1", key=KEY)
+    rec.expect_delete("uid-demo-worker-0", now=0)
+    pods, _ = rec.own_pods([info("demo-worker-0")], now=1)
     assert pods[0].terminating and not pods[0].active
-    pods, _ = _own_pods([info("demo-worker-0", terminating=True)], "job-uid", mem)
-    assert mem.expected_deletes == {}
+    rec.own_pods([info("demo-worker-0", terminating=True)], now=2)
+    assert rec.expected_deletes == {}
 
 
 def test_only_pods_owned_by_the_jobs_uid_are_its_own():
-    old = info("demo-worker-0", owner="earlier-job-uid")
-    stray = info("demo-worker-1", owner=None)
-    pods, foreign = _own_pods([old, stray, info("demo-worker-2")], "job-uid", JobMemory())
+    rec = JobRecord(uid="u1", key=KEY)
+    pods, foreign = rec.own_pods([info("demo-worker-0", owner="old"), info("demo-worker-1", owner=None),
+                                  info("demo-worker-2")], now=0)
     assert [p.name for p in pods] == ["demo-worker-2"]
     assert [p.name for p in foreign] == ["demo-worker-0", "demo-worker-1"]
 
 
-def body(uid: str = "u1", generation: int = 1, deleting: bool = False) -> kopf.Body:
-    meta = {"name": "demo", "namespace": "ns", "uid": uid, "generation": generation}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-11-23T00:00:00Z"
-    return kopf.Body({"metadata": meta, "spec": {}, "status": {"phase": "Running"}})
+# ---- what the watch tells ------------------------------------------------------------
 
 
-def test_a_job_wakes_on_spec_changes_and_deletion_not_on_its_own_status_writes():
-    async def scenario() -> list[bool]:
-        shared = Shared(settings=Settings(), kube=None, metrics=OperatorMetrics(), policy=Policy())  # type: ignore[arg-type]
-        waker = shared.wakers[("ns", "demo")] = asyncio.Event()
-        seen = []
-        for b in (body(), body(), body(generation=2), body(generation=2, deleting=True), body(uid="u2")):
-            waker.clear()
-            shared.job_event(("ns", "demo"), b, "MODIFIED")
-            seen.append(waker.is_set())
-        return seen
+def test_a_job_is_queued_on_spec_changes_and_deletion_not_on_its_own_status_writes():
+    async def scenario():
+        shell = controller()
+        queued = []
+        for b in (body(), body(status={"phase": "Running"}), body(generation=2),
+                  body(generation=2, deleting=True), body(uid="u2")):
+            shell.job_event(KEY, b, "MODIFIED")
+            queued.append(shell.queue.pending(KEY))
+            if queued[-1]:
+                shell.queue.done(await shell.queue.get())
+        return queued
 
-    assert asyncio.run(scenario()) == [True, False, True, True, True]
+    assert run(scenario()) == [True, False, True, True, True]
+
+
+def test_a_job_deleted_while_queued_is_dropped_without_an_api_call():
+    async def scenario():
+        kube = FakeKube({KEY: "u1"})
+        shell = controller(kube)
+        shell.job_event(KEY, body(), "ADDED")
+        shell.job_event(KEY, body(), "DELETED")
+        worker = asyncio.create_task(shell.run(workers=2))
+        await settle()
+        shell.shutdown()
+        await worker
+        return kube.calls, shell.jobs, shell.records, shell.queue.pending(KEY)
+
+    calls, jobs, records, pending = run(scenario())
+    assert calls == [] and jobs == {} and records == {} and pending is False
+
+
+def test_a_new_job_gets_its_service_and_workers_after_the_job_is_read_once():
+    async def scenario():
+        kube = FakeKube({KEY: "u1"})
+        shell = controller(kube)
+        shell.job_event(KEY, body(), "ADDED")
+        again = await shell.reconcile(KEY)
+        await settle()
+        return kube.calls, again
+
+    calls, again = run(scenario())
+    creates = [c for c in calls if c[0] in ("get-job", "get", "create")]
+    assert creates == [("get-job", "team-a", "demo"), ("get", "Service", "demo"), ("create", "Service", "demo"),
+                       ("create", "Pod", "demo-worker-0"), ("create", "Pod", "demo-worker-1")]
+    assert ("patch-status", "demo", "conditions", "observedGeneration", "phase", "resolved", "restarts",
+            "selector", "startTime", "warnings", "workers") in calls
+    assert 0 < again <= Settings().resync_seconds
+
+
+def test_a_job_gone_from_the_api_is_never_given_pods():
+    """A deleted CRD takes every job with it, and its watch may end before their DELETED
+    events: the pass that would create pods reads the job first and forgets it instead."""
+    async def scenario():
+        kube = FakeKube({})  # the job is not in the API any more
+        shell = controller(kube)
+        shell.job_event(KEY, body(), "ADDED")
+        await shell.reconcile(KEY)
+        return kube.verbs("create", "patch-status"), shell.jobs, shell.records
+
+    writes, jobs, records = run(scenario())
+    assert writes == [] and jobs == {} and records == {}
+
+
+def test_a_deleted_service_is_restored_when_workers_are_created_again():
+    async def scenario():
+        kube = FakeKube({KEY: "u1"})
+        shell = controller(kube)
+        shell.job_event(KEY, body(), "ADDED")
+        await shell.reconcile(KEY)
+        del kube.objects[("Service", "team-a", "demo")]  # someone deleted it
+        kube.objects.pop(("Pod", "team-a", "demo-worker-1"))
+        shell.pods_index = {KEY: [info("demo-worker-0", template=template_hash())]}
+        await shell.clock.advance(31)  # the creation expectations expire: worker 1 is missing
+        kube.calls.clear()
+        await shell.reconcile(KEY)
+        return kube.verbs("create")
+
+    assert run(scenario()) == [("create", "Service", "demo"), ("create", "Pod", "demo-worker-1")]
+
+
+# ---- failures and back-off -----------------------------------------------------------
+
+
+def test_a_failing_pass_is_retried_after_half_a_second_then_doubling_and_reset_by_a_success():
+    async def scenario():
+        clock = FakeClock()
+        kube = FakeKube({KEY: "u1"})
+        kube.fail["patch-status"] = ApiError(500, "InternalError", "etcd is slow", "writing status")
+        shell = controller(kube, clock)
+        shell.job_event(KEY, body(), "ADDED")
+        worker = asyncio.create_task(shell.run(workers=2))
+        moments = []
+        for _ in range(1200):  # 12 s in steps of 10 ms
+            before = len(kube.verbs("patch-status"))
+            await clock.advance(0.01)
+            if len(kube.verbs("patch-status")) > before:
+                moments.append(round(clock.monotonic() - 1000, 2))
+            if len(moments) == 5:
+                break
+        retries = shell.queue.limiter.retries(KEY)
+        del kube.fail["patch-status"]
+        await clock.advance(20)
+        after = shell.queue.limiter.retries(KEY)
+        shell.shutdown()
+        await worker
+        return moments, retries, after
+
+    moments, retries, after = run(scenario())
+    gaps = [round(b - a, 2) for a, b in zip(moments, moments[1:])]
+    assert gaps == [0.5, 1.0, 2.0, 4.0]  # then 8, and 10 s from there on
+    assert retries == 5 and after == 0  # the success reset the key's back-off
+
+
+def test_a_status_the_api_refuses_does_not_stop_the_pass():
+    """A status write refused as invalid (a 422) is logged and counted; the pods the pass
+    decided on are created all the same, and the record keeps the decision, so the job
+    moves on instead of deciding the same thing forever."""
+    async def scenario():
+        kube = FakeKube({KEY: "u1"})
+        kube.fail["patch-status"] = ApiError(422, "Invalid", "status.progress.step: Invalid value", "writing status")
+        shell = controller(kube)
+        shell.job_event(KEY, body(), "ADDED")
+        again = await shell.reconcile(KEY)
+        errors = shell.metrics.reconcile_errors.labels(reason="Api422")._value.get()
+        return kube.verbs("create"), again, errors, shell.records["u1"].last_status["phase"]
+
+    creates, again, errors, remembered = run(scenario())
+    assert [c[2] for c in creates] == ["demo", "demo-worker-0", "demo-worker-1"]
+    assert errors == 1 and remembered == "Pending"
+    assert again == Settings().resync_seconds
+
+
+# ---- status writes ---------------------------------------------------------------------
+
+
+def test_counter_changes_alone_wait_while_the_job_runs_but_never_once_it_stopped():
+    running = {"phase": "Running", "workers": {"desired": 2, "active": 2}}
+    fewer = {"phase": "Running", "workers": {"desired": 2, "active": 1}}
+    assert status_write(running, fewer, since_last_write=5) == ({}, COUNTERS_DELAY_SECONDS - 5)
+    assert status_write(running, fewer, since_last_write=30) == ({"workers": fewer["workers"]}, None)
+    # Suspended with pods still going: the counters follow at once, never "2 active".
+    suspended = {"phase": "Suspended", "workers": {"desired": 0, "active": 2}}
+    gone = {"phase": "Suspended", "workers": {"desired": 0, "active": 0}}
+    assert status_write(suspended, gone, since_last_write=1) == ({"workers": gone["workers"]}, None)
+    assert status_write(running, dict(running), since_last_write=1) == ({}, None)
+
+
+def test_a_deferred_counter_write_goes_out_when_it_is_due():
+    async def scenario():
+        shell, kube, clock = with_job()
+        h = template_hash()
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h), info("demo-worker-1", template=h)]}
+        await shell.reconcile(KEY)  # Running, both counted
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h),
+                                  info("demo-worker-1", template=h, ready=False)]}
+        await clock.advance(1)
+        kube.calls.clear()
+        wait = await shell.reconcile(KEY)
+        deferred = kube.verbs("patch-status")
+        await clock.advance(wait)
+        await shell.reconcile(KEY)
+        return wait, deferred, kube.verbs("patch-status")
+
+    wait, deferred, written = run(scenario())
+    assert deferred == [] and wait == COUNTERS_DELAY_SECONDS - 1
+    assert written == [("patch-status", "demo", "workers")]
+
+
+def test_a_finished_job_is_deleted_when_its_ttl_runs_out():
+    async def scenario():
+        clock = FakeClock()
+        kube = FakeKube({KEY: "u1"})
+        shell = controller(kube, clock)
+        done = {"phase": "Succeeded", "completionTime": "2026-11-24T12:00:00Z", "restarts": 0}
+        shell.job_event(KEY, body(status=done, ttlSecondsAfterFinished=10), "ADDED")
+        first = await shell.reconcile(KEY)
+        await clock.advance(first)
+        await shell.reconcile(KEY)
+        return first, kube.verbs("delete-job")
+
+    first, deleted = run(scenario())
+    assert first == 10.5 and deleted == [("delete-job", "team-a", "demo")]
+
+
+def test_a_quiet_job_is_checked_to_still_exist_once_a_resync_period():
+    async def scenario():
+        shell, kube, clock = with_job(resync_seconds=60)
+        await shell.reconcile(KEY)
+        await clock.advance(10)
+        await shell.reconcile(KEY)  # an event-driven pass: no read
+        reads = len(kube.verbs("get-job"))
+        del kube.jobs[KEY]  # deleted, and the watch never said so
+        await clock.advance(61)
+        again = await shell.reconcile(KEY)
+        return reads, again, shell.jobs
+
+    reads, again, jobs = run(scenario())
+    assert reads == 1 and again is None and jobs == {}
+
+
+# ---- the trainer's /status -------------------------------------------------------------
+
+
+def test_a_running_job_is_polled_and_a_report_that_moved_queues_it():
+    async def scenario():
+        shell, kube, clock = with_job(progress_seconds=15)
+        h = template_hash()
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h, ip="10.0.0.1"),
+                                  info("demo-worker-1", template=h, ip="10.0.0.2")]}
+        await shell.reconcile(KEY)
+        scheduled = shell.polls.due_in(KEY)
+        kube.reports["10.0.0.1"] = {"step": 3, "totalSteps": 10}
+        key = await shell.queue.get() if len(shell.queue) else None
+        again = await shell.poll(KEY)
+        return scheduled, key, again, shell.queue.pending(KEY), shell.records["u1"].report.step
+
+    scheduled, _key, again, queued, step = run(scenario())
+    assert scheduled == 15 and again == 15 and queued and step == 3
+
+
+def test_a_silent_trainer_is_polled_less_and_less_often_up_to_a_cap():
+    assert [silent_poll_seconds(15, n) for n in range(7)] == [15, 15, 30, 60, 120, 120, 120]
+    assert SILENT_TRAINER_MAX_SECONDS == 120
+    assert silent_poll_seconds(300, 5) == 300  # a longer configured period is never shortened
+
+
+def test_a_spec_is_validated_once_per_generation():
+    shell = controller()
+    rec = JobRecord(uid="u1", key=KEY)
+    from disttrain_operator.controller import JobView
+
+    first = shell.validate(JobView.of(body()), rec, KEY)
+    assert shell.validate(JobView.of(body(status={"phase": "Running"})), rec, KEY) is first
+    assert shell.validate(JobView.of(body(generation=2)), rec, KEY) is not first
 
 
 def test_deleting_a_job_forgets_everything_about_it():
-    shared = Shared(settings=Settings(), kube=None, metrics=OperatorMetrics(), policy=Policy())  # type: ignore[arg-type]
-    shared.memories["u1"] = JobMemory()
-    shared.metrics.observe_phase(("ns", "demo"), "Running")
-    shared.job_event(("ns", "demo"), body(), "DELETED")
-    assert shared.memories == {} and shared.seen == {}
-    assert shared.metrics.jobs.labels(phase="Running")._value.get() == 0
+    shell = controller()
+    shell.job_event(KEY, body(), "ADDED")
+    shell.records["u1"] = dataclasses.replace(JobRecord(uid="u1", key=KEY))
+    shell.metrics.observe_phase(KEY, "Running")
+    shell.job_event(KEY, body(), "DELETED")
+    assert shell.records == {} and shell.jobs == {}
+    assert shell.metrics.jobs.labels(phase="Running")._value.get() == 0
 
 
 def test_the_phase_gauge_moves_one_job_at_a_time():
@@ -111,30 +377,3 @@ def test_the_phase_gauge_moves_one_job_at_a_time():
     metrics.observe_phase(("ns", "j1"), None)
     values = {p: metrics.jobs.labels(phase=p)._value.get() for p in ("Pending", "Running")}
     assert values == {"Pending": 1, "Running": 1}
-
-
-def test_a_silent_trainer_is_polled_less_and_less_often_up_to_a_cap():
-    from disttrain_operator.controller import SILENT_TRAINER_MAX_SECONDS, silent_poll_seconds
-
-    assert [silent_poll_seconds(15, n) for n in range(7)] == [15, 15, 30, 60, 120, 120, 120]
-    assert SILENT_TRAINER_MAX_SECONDS == 120
-    assert silent_poll_seconds(300, 5) == 300  # a longer configured period is never shortened
-
-
-def test_a_spec_is_validated_once_per_generation_and_forgotten_with_the_job():
-    shared = Shared(settings=Settings(), kube=None, metrics=OperatorMetrics(), policy=Policy())  # type: ignore[arg-type]
-    first = shared.validate(body())
-    assert shared.validate(body()) is first  # status writes and polls between changes reuse it
-    assert shared.validate(body(generation=2)) is not first  # a spec change is validated again
-    assert shared.validate(body(uid="u2")) is not first  # another job of the same name too
-    shared.job_event(("ns", "demo"), body(), "DELETED")
-    assert "u1" not in shared.validations and "u1" in shared.gone
-
-
-def test_a_deleted_job_bids_its_progress_loop_farewell():
-    """Jobs carry no finalizer, so kopf never stops the loops of a deleted job: the
-    deletion event must wake and end them itself, or they outlive the job."""
-    shared = Shared(settings=Settings(), kube=None, metrics=OperatorMetrics(), policy=Policy())  # type: ignore[arg-type]
-    farewell = shared.farewells["u1"] = asyncio.Event()
-    shared.job_event(("ns", "demo"), body(), "DELETED")
-    assert farewell.is_set() and "u1" not in shared.farewells

@@ -9,26 +9,28 @@ import sys
 
 import pytest
 
-from disttrain_operator.logformat import kopf_log_args
+import kopf
+
+from disttrain_operator.logformat import log_format
 
 from .conftest import ROOT
 
 
-@pytest.mark.parametrize(("value", "args"), [
-    (None, ["--log-format=full"]),
-    ("", ["--log-format=full"]),
-    ("plain", ["--log-format=full"]),
-    ("json", ["--log-format=json"]),
-    ("JSON", ["--log-format=json"]),
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, kopf.LogFormat.FULL),
+    ("", kopf.LogFormat.FULL),
+    ("plain", kopf.LogFormat.FULL),
+    ("json", kopf.LogFormat.JSON),
+    ("JSON", kopf.LogFormat.JSON),
 ])
-def test_known_formats_map_to_kopf_choices(value, args):
+def test_known_formats_map_to_kopf_choices(value, expected):
     environ = {} if value is None else {"DISTTRAIN_LOG_FORMAT": value}
-    assert kopf_log_args(environ) == args
+    assert log_format(environ) is expected
 
 
 def test_unknown_format_names_variable_value_and_choices():
     with pytest.raises(SystemExit) as err:
-        kopf_log_args({"DISTTRAIN_LOG_FORMAT": "logfmt"})
+        log_format({"DISTTRAIN_LOG_FORMAT": "logfmt"})
     assert str(err.value) == ("DISTTRAIN_LOG_FORMAT='logfmt' is not a log format: "
                               "set it to one of plain, json")
 
@@ -56,7 +58,7 @@ def test_operator_started_with_json_logs_json_lines(tmp_path):
         proc.terminate()
         rest, _ = proc.communicate(timeout=30)
     record = json.loads(lines[-1])
-    assert "configure" in record["message"] and "kube-config" in record["message"]
+    assert "Activity 'start' failed" in record["message"] and "kube-config" in record["message"]
     assert "timestamp" in record
     for line in rest.splitlines():
         json.loads(line)  # every later line is JSON too

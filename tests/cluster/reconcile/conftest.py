@@ -167,10 +167,10 @@ def _forbidden_lines(output: str) -> str:
 
 
 def start_operator_process(namespace: str, kubeconfig: str, log: Path, *extra: str,
-                           liveness: str = "") -> subprocess.Popen:
+                           liveness: str = "", env: dict[str, str] | None = None) -> subprocess.Popen:
     """The real entry point (`python -m disttrain_operator`) in a child process."""
     env = {**os.environ, **TEST_ENV, "KUBECONFIG": kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": "0",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
+           "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")]), **(env or {})}
     handle = open(log, "ab")
     return subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", namespace, "--liveness", liveness,
                              *extra], env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)

@@ -44,6 +44,10 @@ def test_suspend_removes_pods_and_resume_recreates_them(cluster, namespace, oper
     job = wait_phase(cluster, namespace, "pausable", "Suspended")
     assert condition(job, "Suspended")["status"] == "True"
     cluster.wait_for(lambda: names(cluster, namespace, "pausable") == [], timeout=30, what="pods removed")
+    # A Suspended job never shows workers it cannot have: its counters are not deferred
+    # (they used to lag 30 s behind, saying 2 active with no pod left).
+    cluster.wait_for(lambda: get_job(cluster, namespace, "pausable")["status"]["workers"]["active"] == 0,
+                     timeout=20, what="status.workers.active == 0 once suspended")
     # While suspended, fields that cannot change live may change.
     cluster.kubectl("patch", "dt/pausable", "-n", namespace, "--type=merge", "-p",
                     '{"spec":{"image":"ghcr.io/disttrain/trainer:0.1.1"}}')

@@ -1,6 +1,7 @@
 """Faults an SRE meets, on the real control plane: a graceful pod deletion, status writes
 refused for a while, pod creation refused by admission, squatters on a child's name,
-a job re-created under the name of a deleted one, a spec that stops validating."""
+a job re-created under the name of a deleted one, a spec that stops validating, a
+deleted child Service, the CRD deleted under running jobs, a hostile trainer /status."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import time
 
 import pytest
 
-from .conftest import (MANIFESTS, annotate_exit, condition, events_of, get_job, job_manifest, pods_of,
-                       wait_phase)
+from .conftest import (MANIFESTS, annotate_exit, condition, events_of, get_job, job_manifest, kill, pods_of,
+                       start_operator_process, wait_phase)
 
 pytestmark = pytest.mark.cluster
 
@@ -180,3 +181,61 @@ def test_status_writes_refused_for_a_while_then_converge(cluster, namespace, ope
     annotate_exit(cluster, namespace, "muted-worker-1", 1)  # and it still reacts afterwards
     cluster.wait_for(lambda: get_job(cluster, namespace, "muted")["status"].get("restarts") == 1, timeout=60,
                      what="a restart after the outage")
+
+
+def test_a_deleted_service_is_restored_before_workers_are_recreated(cluster, namespace, operator):
+    """Someone deletes the job's headless Service while it runs: the next restart round
+    restores it, so the recreated workers can resolve the rendezvous host."""
+    cluster.apply(job_manifest("svc", nodes=2), namespace=namespace)
+    wait_phase(cluster, namespace, "svc", "Running")
+    job_uid = uid_of(cluster, namespace, "dt", "svc")
+    cluster.kubectl("delete", "service", "svc", "-n", namespace, "--wait=true")
+    cluster.kubectl("delete", "pod", "svc-worker-1", "-n", namespace, "--wait=false")
+    service = cluster.wait_for(lambda: cluster.try_get("service", "svc", namespace), timeout=60,
+                               what="the Service restored")
+    assert [r["uid"] for r in service["metadata"]["ownerReferences"]] == [job_uid]
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    cluster.wait_for(lambda: len([p for p in pods_of(cluster, namespace, "svc")
+                                  if p["status"].get("phase") == "Running"
+                                  and not p["metadata"].get("deletionTimestamp")]) == 2,
+                     timeout=60, what="svc-worker-1 recreated")
+
+
+def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took(cluster, namespace, operator_kubeconfig, tmp_path):
+    """`helm uninstall` with CRDs, or a botched upgrade: the CRD goes and every job with it.
+    The operator must not create pods for jobs that no longer exist (it did, from its
+    cache: the owner kind gone, the garbage collector could not remove them). The real
+    entry point runs here, as the Deployment runs it."""
+    log = tmp_path / "operator.log"
+    proc = start_operator_process(namespace, operator_kubeconfig, log)
+    crd = "distributedtrainings.disttrain.dev"
+    try:
+        cluster.apply([job_manifest(f"doomed-{i}", nodes=2) for i in range(3)], namespace=namespace)
+        for i in range(3):
+            wait_phase(cluster, namespace, f"doomed-{i}", "Running")
+        created = log.read_text(errors="replace").count("created pod")
+        assert created == 6
+        cluster.kubectl("delete", "crd", crd, "--wait=true", "--timeout=120s")
+        # The pods left behind change as pods do (ended by hand here, as their node or the
+        # garbage collector would): each change reaches the operator.
+        for i in range(3):
+            for pod in pods_of(cluster, namespace, f"doomed-{i}"):
+                cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false")
+        cluster.wait_for(lambda: all(pods_of(cluster, namespace, f"doomed-{i}") == [] for i in range(3)),
+                         timeout=60, what="the orphaned pods gone")
+        # Give a wrong operator every chance to act: a few of its passes, reacting to the deletions.
+        deadline = time.monotonic() + 10
+        cluster.wait_for(lambda: time.monotonic() > deadline, timeout=20, interval=1, what="10 s to pass")
+        assert log.read_text(errors="replace").count("created pod") == created
+        assert all(pods_of(cluster, namespace, f"doomed-{i}") == [] for i in range(3))
+        # The CRD comes back: the same operator, never restarted, picks the new jobs up.
+        cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "crd"))
+        cluster.wait_established(crd)
+        cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
+        wait_phase(cluster, namespace, "after", "Running", timeout=90)
+        assert proc.poll() is None
+    finally:
+        cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "crd"))
+        cluster.wait_established(crd)
+        kill(proc)
+    assert "forbidden" not in log.read_text(errors="replace").lower()

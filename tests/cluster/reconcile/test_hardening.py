@@ -151,12 +151,13 @@ def test_the_namespaced_kustomize_overlay_and_chart_mode_are_accepted(cluster, n
     rendered = cluster.kubectl("kustomize", str(MANIFESTS / "namespaced")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     kinds = sorted(d["kind"] for d in docs)
-    assert "ClusterRoleBinding" in kinds and "Role" in kinds and "ClusterKopfPeering" not in kinds
+    assert "ClusterRoleBinding" in kinds and "Role" in kinds
     cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
     assert [r["metadata"]["name"] for r in cluster_roles] == ["disttrain-operator-read"]
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster_roles[0]["rules"])
     deployment = next(d for d in docs if d["kind"] == "Deployment")
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][0] == "--namespace=disttrain-jobs"
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--namespace=disttrain-jobs",
+                                                                               "--leader-elect"]
     # The API server accepts every object (the watched namespace is the test's, as dry runs create nothing).
     cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered.replace("disttrain-jobs", namespace))
     helm = os.path.join(cluster.bin_dir, "helm")

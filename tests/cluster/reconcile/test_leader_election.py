@@ -1,5 +1,6 @@
-"""HA: two replicas with kopf peering never both reconcile; the standby takes over.
-Also the entry point's liveness endpoint."""
+"""HA: replicas elect one active operator on a coordination.k8s.io Lease (with exactly the
+Role manifests/rbac/leader-election.yaml grants); the others keep their caches warm and
+take over when it goes. Also the entry point's liveness endpoint."""
 
 from __future__ import annotations
 
@@ -8,47 +9,70 @@ import urllib.request
 
 import pytest
 
-from .conftest import free_port, job_manifest, kill, pods_of, start_operator_process, wait_phase
+from .conftest import (OPERATOR_NS, free_port, job_manifest, kill, pods_of, start_operator_process,
+                       wait_phase)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
+LEASE_SECONDS = 4  # the test's; renewals every 0.53 s, a standby takes over 4 s after the last one
 
-def test_standby_replica_waits_then_takes_over(cluster, namespace, operator_kubeconfig, tmp_path):
-    cluster.apply({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "disttrain"}},
-                  namespace=namespace)
+
+def replica(namespace: str, kubeconfig: str, log, **kwargs):
+    """`disttrain-operator --leader-elect` on a Lease of this test's own (in the operator's
+    namespace, where the Role grants it)."""
+    env = {"DISTTRAIN_LEASE_NAMESPACE": OPERATOR_NS, "DISTTRAIN_LEASE_NAME": lease_name(namespace),
+           "DISTTRAIN_LEASE_SECONDS": str(LEASE_SECONDS)}
+    return start_operator_process(namespace, kubeconfig, log, "--leader-elect", env=env, **kwargs)
+
+
+def lease_name(namespace: str) -> str:
+    return f"dt-{namespace}"[:63]
+
+
+def holder(cluster, namespace: str) -> str:
+    lease = cluster.try_get("lease", lease_name(namespace), OPERATOR_NS) or {}
+    return (lease.get("spec") or {}).get("holderIdentity") or ""
+
+
+def text(log) -> str:
+    return log.read_text(errors="replace")
+
+
+def test_standby_replica_waits_then_takes_over_when_the_leader_stops(cluster, namespace, operator_kubeconfig,
+                                                                     tmp_path):
     active_log, standby_log = tmp_path / "active.log", tmp_path / "standby.log"
     port = free_port()
-    active = start_operator_process(namespace, operator_kubeconfig, active_log, "--peering", "disttrain",
-                                    "--priority", "100", liveness=f"http://127.0.0.1:{port}/healthz")
+    active = replica(namespace, operator_kubeconfig, active_log, liveness=f"http://127.0.0.1:{port}/healthz")
     standby = None
     try:
         cluster.wait_for(lambda: _healthy(port), timeout=60, what="liveness endpoint")
-        # Alone in the peering, kopf lifts its initial pause; a replica started after that
-        # sees the active one in the peering object and stays paused.
-        cluster.wait_for(lambda: "Resuming operations" in active_log.read_text(errors="replace"), timeout=60,
-                         what="the active replica to start working")
-        standby = start_operator_process(namespace, operator_kubeconfig, standby_log, "--peering", "disttrain",
-                                         "--priority", "50")
-        cluster.wait_for(lambda: "Initial authentication has finished" in standby_log.read_text(errors="replace"),
-                         timeout=60, what="the standby to start")
+        cluster.wait_for(lambda: "leading: holding Lease" in text(active_log), timeout=60,
+                         what="the first replica to take the Lease")
+        standby = replica(namespace, operator_kubeconfig, standby_log)
+        cluster.wait_for(lambda: "waiting to lead" in text(standby_log), timeout=60, what="the standby to start")
         cluster.apply(job_manifest("ha", nodes=2), namespace=namespace)
         wait_phase(cluster, namespace, "ha", "Running")
-        assert "created pod ha-worker-1" in active_log.read_text(errors="replace")
-        assert "created pod" not in standby_log.read_text(errors="replace")
+        assert "created pod ha-worker-1" in text(active_log)
+        assert "created pod" not in text(standby_log) and "leading" not in text(standby_log)
+        first = holder(cluster, namespace)
+        assert first and first in text(active_log)
 
-        kill(active, signal.SIGTERM)  # a clean exit removes its peering record at once
-        cluster.wait_for(lambda: "Resuming operations" in standby_log.read_text(errors="replace"), timeout=90,
+        kill(active, signal.SIGTERM)  # a clean stop releases the Lease: the standby need not wait it out
+        assert active.returncode == 0
+        assert "released the Lease" in text(active_log)
+        cluster.wait_for(lambda: "leading: holding Lease" in text(standby_log), timeout=30,
                          what="the standby to take over")
+        assert holder(cluster, namespace) not in ("", first)
         cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
         wait_phase(cluster, namespace, "after", "Running")
-        assert "created pod after-worker-0" in standby_log.read_text(errors="replace")
+        assert "created pod after-worker-0" in text(standby_log)
         assert [p["metadata"]["name"] for p in pods_of(cluster, namespace, "ha")] == ["ha-worker-0", "ha-worker-1"]
     finally:
         kill(active)
         if standby is not None:
             kill(standby)
     for log in (active_log, standby_log):
-        assert "forbidden" not in log.read_text(errors="replace").lower()
+        assert "forbidden" not in text(log).lower()
 
 
 def _healthy(port: int) -> bool:
@@ -59,33 +83,28 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def test_three_replicas_the_active_one_killed_one_takes_over(cluster, namespace, operator_kubeconfig, tmp_path):
-    """Three replicas (priorities 100, 60, 50). SIGKILL the active one: its peering record
-    stays until it expires, then the 60 takes over alone and every job converges, the
-    ones created while nobody was active too."""
-    cluster.apply({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "disttrain"}},
-                  namespace=namespace)
-    logs = {prio: tmp_path / f"replica-{prio}.log" for prio in (100, 60, 50)}
+def test_three_replicas_the_lease_holder_killed_one_takes_over(cluster, namespace, operator_kubeconfig, tmp_path):
+    """Three replicas. SIGKILL the Lease holder: its Lease stays until it expires, then
+    exactly one of the others takes it, and every job converges, the ones created while
+    nobody led too."""
+    logs = [tmp_path / f"replica-{i}.log" for i in range(3)]
     procs = {}
     try:
-        procs[100] = start_operator_process(namespace, operator_kubeconfig, logs[100], "--peering", "disttrain",
-                                            "--priority", "100")
-        cluster.wait_for(lambda: "Resuming operations" in logs[100].read_text(errors="replace"), timeout=60,
-                         what="the first replica to start working")
-        for prio in (60, 50):
-            procs[prio] = start_operator_process(namespace, operator_kubeconfig, logs[prio], "--peering",
-                                                 "disttrain", "--priority", str(prio))
-        for prio in (60, 50):
-            cluster.wait_for(lambda p=prio: "Initial authentication has finished" in logs[p].read_text(errors="replace"),
-                             timeout=60, what=f"replica {prio} to start")
+        procs[0] = replica(namespace, operator_kubeconfig, logs[0])
+        cluster.wait_for(lambda: "leading: holding Lease" in text(logs[0]), timeout=60,
+                         what="the first replica to take the Lease")
+        for i in (1, 2):
+            procs[i] = replica(namespace, operator_kubeconfig, logs[i])
+        for i in (1, 2):
+            cluster.wait_for(lambda i=i: "waiting to lead" in text(logs[i]), timeout=60, what=f"replica {i} to start")
         cluster.apply([job_manifest(f"before-{i}", nodes=2) for i in range(3)], namespace=namespace)
         for i in range(3):
             wait_phase(cluster, namespace, f"before-{i}", "Running")
-        kill(procs.pop(100))  # SIGKILL: the record is not removed, it has to expire
+        kill(procs.pop(0))  # SIGKILL: the Lease is not released, it has to expire
         cluster.apply([job_manifest(f"during-{i}", nodes=1) for i in range(3)], namespace=namespace)
         cluster.kubectl("delete", "pod", "before-0-worker-1", "-n", namespace, "--wait=false")
-        cluster.wait_for(lambda: "Resuming operations" in logs[60].read_text(errors="replace"), timeout=150,
-                         what="replica 60 to take over")
+        cluster.wait_for(lambda: any("leading: holding Lease" in text(logs[i]) for i in (1, 2)), timeout=60,
+                         what="a standby to take over")
         for i in range(3):
             wait_phase(cluster, namespace, f"during-{i}", "Running", timeout=60)
         cluster.wait_for(lambda: len([p for p in pods_of(cluster, namespace, "before-0")
@@ -94,7 +113,10 @@ def test_three_replicas_the_active_one_killed_one_takes_over(cluster, namespace,
     finally:
         for proc in procs.values():
             kill(proc)
-    assert "created pod during-0-worker-0" in logs[60].read_text(errors="replace")
-    assert "created pod" not in logs[50].read_text(errors="replace")  # it stayed paused throughout
-    for log in logs.values():
-        assert "forbidden" not in log.read_text(errors="replace").lower()
+    leaders = [i for i in (1, 2) if "leading: holding Lease" in text(logs[i])]
+    assert len(leaders) == 1, leaders  # never two at once
+    (other,) = {1, 2} - set(leaders)
+    assert "created pod during-0-worker-0" in text(logs[leaders[0]])
+    assert "created pod" not in text(logs[other])  # it stood by throughout
+    for log in logs:
+        assert "forbidden" not in text(log).lower()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import socket
+import threading
 from datetime import datetime, timezone
 
 import pytest
@@ -88,3 +91,54 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
     assert condition(job, "CheckpointStale")["reason"] == "CheckpointTooOld"
     assert "checkpoint of step 40" in condition(job, "CheckpointStale")["message"]
     assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") > 3600
+
+
+class HostileTrainer(http.server.BaseHTTPRequestHandler):
+    """A tenant's pod answering /status with whatever it likes."""
+
+    answers: list[tuple[int, dict[str, str], bytes]] = []
+    hits: dict[str, int] = {}
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.hits[self.path] = self.hits.get(self.path, 0) + 1
+        code, headers, body = self.answers[-1] if self.path == "/status" else (200, {}, b'{"step": 999}')
+        self.send_response(code)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_hostile_trainer_status_is_neither_followed_nor_able_to_freeze_the_job(cluster, namespace, operator):
+    """/status comes from a tenant's pod: a redirect is not followed (it could point the
+    operator at any address it reaches), and a step of 2**63 (no int64) cannot make the
+    status unwritable: the job still reacts to a crashed worker."""
+    HostileTrainer.hits = {}
+    HostileTrainer.answers = [(302, {"Location": "/elsewhere"}, b"")]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HostileTrainer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        cluster.apply(job_manifest("hostile", nodes=2, metrics={"port": port},
+                                   podTemplate={"metadata": {"annotations": {cluster.POD_IP_ANNOTATION: "127.0.0.1"}}}),
+                      namespace=namespace)
+        wait_phase(cluster, namespace, "hostile", "Running")
+        cluster.wait_for(lambda: HostileTrainer.hits.get("/status", 0) >= 2, timeout=30, what="two /status polls")
+        assert HostileTrainer.hits.get("/elsewhere", 0) == 0
+        HostileTrainer.answers.append((200, {"Content-Type": "application/json"},
+                                       json.dumps({"step": 2**63, "totalSteps": 10, "loss": 1.5}).encode()))
+        seen = HostileTrainer.hits["/status"]
+        cluster.wait_for(lambda: HostileTrainer.hits["/status"] >= seen + 2, timeout=30, what="the huge report read")
+        job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "hostile"))["status"].get("progress") and j,
+                               timeout=30, what="the report's loss in status")
+        assert job["status"]["progress"] == {"totalSteps": 10, "loss": 1.5}  # the step is dropped, not sent
+        cluster.kubectl("annotate", "pod", "hostile-worker-1", "-n", namespace, f"{cluster.EXIT_CODE_ANNOTATION}=1")
+        cluster.wait_for(lambda: get_job(cluster, namespace, "hostile")["status"].get("restarts") == 1,
+                         timeout=60, what="the crashed worker replaced")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,83 @@
+"""A stand-in for kube.Kube in the shell's unit tests, which run on a fake clock: the real
+API server cannot follow a fake clock, so these tests record the calls the shell makes
+and answer from a dict. Everything the calls do to a real API server (RBAC, conflicts,
+the watch) is proven in tests/cluster against the real control plane."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from disttrain_operator.kube import ApiError, Created
+
+
+class FakeKube:
+    def __init__(self, jobs: dict[tuple[str, str], str] | None = None):
+        self.jobs = dict(jobs or {})  # (namespace, name) -> uid: the jobs that exist
+        self.objects: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name) -> object
+        self.calls: list[tuple[str, ...]] = []
+        self.fail: dict[str, ApiError] = {}  # verb -> raised once per call while set
+        self.reports: dict[str, dict] = {}  # pod ip -> its /status
+
+    def _maybe_fail(self, verb: str) -> None:
+        if verb in self.fail:
+            raise self.fail[verb]
+
+    @contextlib.asynccontextmanager
+    async def creating(self, count: int) -> AsyncIterator[None]:
+        yield
+
+    async def job_uid(self, namespace: str, name: str) -> str | None:
+        self.calls.append(("get-job", namespace, name))
+        return self.jobs.get((namespace, name))
+
+    async def get(self, namespace: str, kind: str, name: str) -> dict | None:
+        self.calls.append(("get", kind, name))
+        return self.objects.get((kind, namespace, name))
+
+    async def create(self, obj: dict) -> Created:
+        meta = obj["metadata"]
+        self.calls.append(("create", obj["kind"], meta["name"]))
+        self._maybe_fail("create")
+        key = (obj["kind"], meta["namespace"], meta["name"])
+        if key in self.objects:
+            return Created(created=False, existing=self.objects[key])
+        self.objects[key] = {**obj, "metadata": {**meta, "resourceVersion": "1"}}
+        return Created(created=True)
+
+    async def replace(self, obj: dict) -> dict | None:
+        """PUT with optimistic concurrency: None (a 409) when the resourceVersion is stale."""
+        meta = obj["metadata"]
+        self.calls.append(("replace", obj["kind"], meta["name"]))
+        self._maybe_fail("replace")
+        key = (obj["kind"], meta["namespace"], meta["name"])
+        current = self.objects.get(key)
+        if current is None or current["metadata"]["resourceVersion"] != meta.get("resourceVersion"):
+            return None
+        stored = {**obj, "metadata": {**meta, "resourceVersion": str(int(meta["resourceVersion"]) + 1)}}
+        self.objects[key] = stored
+        return stored
+
+    async def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:
+        self.calls.append(("delete", "Pod", name))
+        self.objects.pop(("Pod", namespace, name), None)
+
+    async def patch_status(self, namespace: str, name: str, patch: dict) -> dict:
+        self.calls.append(("patch-status", name, *sorted(patch)))
+        self._maybe_fail("patch-status")
+        return {}
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        self.calls.append(("delete-job", namespace, name))
+        self.jobs.pop((namespace, name), None)
+
+    async def post_event(self, involved: dict, type_: str, reason: str, message: str, when: str) -> None:
+        self.calls.append(("event", reason))
+
+    async def trainer_status(self, ip: str, port: int) -> dict | None:
+        self.calls.append(("status", ip))
+        return self.reports.get(ip)
+
+    def verbs(self, *kinds: str) -> list[tuple[str, ...]]:
+        return [c for c in self.calls if c[0] in kinds]

@@ -32,6 +32,7 @@ import aiohttp
 import kopf
 
 from .api.types import GROUP, PLURAL, VERSION
+from .workqueue import exponential
 
 log = logging.getLogger("disttrain.kube")
 
@@ -173,7 +174,6 @@ class Kube:
             await self.writes.acquire(BULK if method == "POST" else URGENT)
         headers = {**self._headers(), "Content-Type": content_type}
         data = json.dumps(body) if body is not None else None
-        delay = 0.5
         for attempt in range(4):
             try:
                 async with self._client().request(method, self.server + path, data=data, headers=headers,
@@ -188,8 +188,7 @@ class Kube:
                 return status, payload
             if status in RETRY_STATUSES or status == 0:
                 if attempt < 3:
-                    await asyncio.sleep(_retry_after(retry_after, delay))
-                    delay *= 2
+                    await asyncio.sleep(_retry_after(retry_after, exponential(0.5, 2.0, attempt + 1)))
                     continue
             if status == 401 and attempt == 0 and self._relogin():
                 headers = {**self._headers(), "Content-Type": content_type}

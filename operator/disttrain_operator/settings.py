@@ -24,6 +24,7 @@ from .api.names import FINALIZER, JOB_LABEL
 from .api.policy import PodPolicy, pod_policy_from_env
 from .api.types import GROUP
 from .leader import LeaseSettings
+from .workqueue import exponential
 from .render.network_policy import NetworkPolicySettings, network_policy_from_env
 
 
@@ -156,7 +157,8 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.watching.client_timeout = 330
     # Only our worker pods are watched, filtered by the API server (not every pod).
     settings.watching.label_selectors["v1", "pods"] = JOB_LABEL
-    settings.networking.error_backoffs = [1, 2, 3, 5, 8, 13, 21, 34, 55]
+    # kopf's own retries of a broken watch follow the operator's one back-off schedule.
+    settings.networking.error_backoffs = [exponential(1.0, 60.0, attempt) for attempt in range(1, 10)]
     # kopf logs "Handler ... succeeded" for every pod and job event at INFO: at 500 jobs that
     # is most of the log and a good share of the CPU. Our own lines say what was done.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)

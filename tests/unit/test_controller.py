@@ -377,3 +377,22 @@ def test_the_phase_gauge_moves_one_job_at_a_time():
     metrics.observe_phase(("ns", "j1"), None)
     values = {p: metrics.jobs.labels(phase=p)._value.get() for p in ("Pending", "Running")}
     assert values == {"Pending": 1, "Running": 1}
+
+
+def test_a_job_past_its_active_deadline_fails_at_the_moment_the_pass_asked_to_look_again():
+    async def scenario():
+        shell, kube, clock = with_job(body(activeDeadlineSeconds=120))
+        first = await shell.reconcile(KEY)  # creates the workers: the clock starts
+        h = template_hash()
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h), info("demo-worker-1", template=h)]}
+        await clock.advance(119)
+        await shell.reconcile(KEY)
+        before = shell.records["u1"].last_status["phase"]
+        await clock.advance(2)
+        await shell.reconcile(KEY)
+        after = shell.records["u1"].last_status
+        return first, before, after["phase"], after["conditions"][-1]["reason"] if after["conditions"] else None
+
+    first, before, after, _ = run(scenario())
+    assert first == 60  # the resync comes first; the deadline is asked for once it is nearer
+    assert before == "Running" and after == "Failed"

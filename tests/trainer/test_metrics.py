@@ -4,7 +4,6 @@ exported (/status, Prometheus)."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -37,37 +36,55 @@ class Recorder:
         pass
 
 
-def test_throughput_across_a_checkpoint_step_stays_within_the_neighbours_spread(tmp_path: Path) -> None:
-    """Windows of 2 steps, a real synchronous DCP save every 4: every other window absorbs a
-    save. Two busy cores make single windows vary severalfold, so the windows are compared
-    as groups sampled over the same minutes: the median of the windows after a save must
-    lie within the spread of the others and within 1.5x of their median, while the same
-    windows timed naively (save included) fall clearly below."""
-    log_every, interval, steps = 2, 4, 26
-    # keep them all: the purge thread's deletes would compete for the two cores (test_purge.py covers them)
+class Ticks:
+    """A clock the test moves: window rates come out exact, whatever the machine does."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_window_leaves_out_exactly_the_paused_seconds_and_nothing_else() -> None:
+    """Windows of 2 steps of 1 s each (batch 8); a 5 s checkpoint save inside the second
+    window is left out of it, and only it: the rate after a save is what the steps
+    took. (What a save does to the steps that follow it, on real hardware, is measured
+    by bench/checkpoint_slowdown.py, not asserted here.)"""
+    from disttrain_trainer.metrics import Metrics
+
+    ticks, rec = Ticks(), Recorder()
+    metrics = Metrics([rec], total_steps=6, world_size=2, samples_per_step=8, tokens_per_sample=16, clock=ticks)
+    for step in range(1, 7):
+        ticks.now += 1.0  # the step
+        m = metrics.record_step(step, loss=1.0 if step % 2 == 0 else None)
+        if step == 2:
+            with metrics.paused():
+                ticks.now += 5.0  # the save
+        if step == 4:
+            ticks.now += 0.5  # something slow outside any pause: counted against the window
+    rates = {m.step: (m.step_seconds, m.samples_per_second) for _, m in rec.steps if m.loss is not None}
+    assert rates == {2: (1.0, 8.0), 4: (1.0, 8.0), 6: (1.25, 6.4)}
+    assert [m.tokens_per_second for _, m in rec.steps if m.loss is not None] == [128.0, 128.0, 102.4]
+
+
+def test_a_real_run_reports_each_save_on_its_own_and_consistent_rates(tmp_path: Path) -> None:
+    """Windows of 2 steps, a real synchronous DCP save every 4: each save is reported with
+    the seconds it blocked training, and each window's rates agree with each other."""
+    log_every, interval, steps = 2, 4, 12
     cfg = tiny_config(steps=steps, batch=2, ckpt_dir=str(tmp_path), interval=interval, keep=10)
     cfg.train.log_every = log_every
     rec = Recorder()
     run_customized(cfg, lambda c, ctx: c.metrics.sinks.append(rec))
-    windows = {m.step: (t, m) for t, m in rec.steps if m.loss is not None}
+    windows = {m.step: m for _, m in rec.steps if m.loss is not None}
     assert sorted(windows) == list(range(log_every, steps + 1, log_every))
     saves = list({info.step: info for info in rec.checkpoints if info.save_seconds}.values())  # sent every step
     assert [info.step for info in saves] == list(range(interval, steps, interval)) + [steps]
-    # A save after step s lands in the window that closes at s + log_every.
-    after_save = [info.step + log_every for info in saves if info.step + log_every <= steps]
-    others = [m.samples_per_second for s, (_, m) in windows.items() if s not in after_save and s > log_every]
-    post = [windows[s][1].samples_per_second for s in after_save]
-    naive = [log_every * cfg.data.batch_size / (windows[s][0] - windows[s - log_every][0]) for s in after_save]
-    spread = (min(others), max(others))
-    detail = {"post": post, "naive": naive, "others": others}
-    assert spread[0] <= statistics.median(post) <= spread[1], detail
-    assert 1 / 1.5 <= statistics.median(post) / statistics.median(others) <= 1.5, detail
-    assert statistics.median(naive) < statistics.median(post) / 1.5, detail
-    # The save is reported on its own instead.
     assert all(info.blocked_seconds > 0 for info in saves)
-    m = windows[steps][1]
-    assert m.step_seconds == pytest.approx(cfg.data.batch_size / m.samples_per_second)
-    assert m.tokens_per_second == pytest.approx(m.samples_per_second * 16)  # seq_len 16
+    for m in windows.values():
+        assert m.samples_per_second > 0
+        assert m.step_seconds == pytest.approx(cfg.data.batch_size / m.samples_per_second)
+        assert m.tokens_per_second == pytest.approx(m.samples_per_second * 16)  # seq_len 16
 
 
 def test_gradient_norm_is_measured_before_clipping_even_without_clipping(tmp_path: Path) -> None:

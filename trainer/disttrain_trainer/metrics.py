@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -283,8 +283,11 @@ class Metrics:
 
     def __init__(self, sinks: list[Sink], *, total_steps: int, world_size: int,
                  samples_per_step: int, tokens_per_sample: int, flops_per_token: float = 0.0,
-                 peak_flops: float | None = None, server: StatusServer | None = None) -> None:
+                 peak_flops: float | None = None, server: StatusServer | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.sinks = sinks
+        self.clock = clock
+        """Seconds on a monotonic clock; tests pass their own, so window rates are exact."""
         self.total_steps = total_steps
         self.world_size = world_size
         self.samples_per_step = samples_per_step
@@ -298,24 +301,24 @@ class Metrics:
 
     def start(self) -> None:
         """Open a fresh window (after loading, before the first step)."""
-        self._window_start = time.perf_counter()
+        self._window_start = self.clock()
         self._window_steps = 0
         self._paused = 0.0
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Time spent inside is left out of the window (checkpoint saves and commits)."""
-        t0 = time.perf_counter()
+        t0 = self.clock()
         try:
             yield
         finally:
-            self._paused += time.perf_counter() - t0
+            self._paused += self.clock() - t0
 
     def record_step(self, step: int, loss: float | None, grad_norm: float | None = None) -> StepMetrics:
         """Every step; `loss` is given on log steps only, and closes the window."""
         self._window_steps += 1
         if loss is not None:
-            now = time.perf_counter()
+            now = self.clock()
             busy = max(now - self._window_start - self._paused, 1e-9)
             self._rates = (busy / self._window_steps, self._window_steps * self.samples_per_step / busy)
             self.start()

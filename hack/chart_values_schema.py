@@ -88,9 +88,9 @@ def values_schema() -> dict[str, Any]:
         "podPolicy": obj("podPolicy: which namespaces' jobs may set podTemplate settings that leave the sandbox (docs/security.md).", {
             "allowAll": boolean("podPolicy.allowAll: allow podTemplate settings that leave the sandbox in every namespace."),
             "allowNamespaces": {"type": "array", "uniqueItems": True, "items": DNS_LABEL, "description": "podPolicy.allowNamespaces: allow podTemplate settings that leave the sandbox in these namespaces only."}}),
-        "networkPolicy": obj("networkPolicy: a NetworkPolicy per job (needs a CNI that enforces it).", {
-            "enabled": boolean("networkPolicy.enabled: give every job a NetworkPolicy: its workers accept traffic only from their own job, the operator and metricsFrom (needs a CNI that enforces it)."),
-            "metricsFrom": {"type": "array", "description": "networkPolicy.metricsFrom: NetworkPolicyPeers allowed to scrape the workers' metrics port (where Prometheus runs).",
+        "networkPolicy": obj("networkPolicy: a NetworkPolicy per job and one for the operator (needs a CNI that enforces it).", {
+            "enabled": boolean("networkPolicy.enabled: give every job a NetworkPolicy (its workers accept traffic only from their own job, the operator and metricsFrom) and the operator's Pod one (only metricsFrom reaches its metrics port, which names every tenant's jobs); needs a CNI that enforces it."),
+            "metricsFrom": {"type": "array", "description": "networkPolicy.metricsFrom: NetworkPolicyPeers allowed to scrape the workers' and the operator's metrics ports (where Prometheus runs).",
                 "items": obj("A NetworkPolicyPeer.", {
                     "namespaceSelector": selector("namespaceSelector: namespaces by label."),
                     "podSelector": selector("podSelector: pods by label."),

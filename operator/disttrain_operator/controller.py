@@ -24,11 +24,12 @@ from typing import Any
 
 from . import conditions as c
 from .api.policy import PodPolicy
+from .backoff import exponential
 from .api.validate import Validation, validate_document
 from .clock import Clock
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
-from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, status_write
+from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, refusal_retry_seconds, status_write
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
 from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service
@@ -37,7 +38,7 @@ from .report import parse_report
 from .settings import Settings
 from .status import status_sources
 from .times import iso, parse_time
-from .workqueue import QueueShutDown, RateLimiter, WorkQueue, exponential
+from .workqueue import QueueShutDown, RateLimiter, WorkQueue
 
 log = logging.getLogger("disttrain.controller")
 
@@ -50,8 +51,6 @@ RETRY_MAX_SECONDS = 10.0
 STATUS_REFUSED = (400, 422)
 # A name held by someone else's object is looked at again this often.
 CONFLICT_RECHECK_SECONDS = 5.0
-# A pod creation the API refused (admission, quota) is retried after 2 s, 4 s ... up to this.
-REFUSAL_BASE_SECONDS, REFUSAL_MAX_SECONDS = 2.0, 30.0
 # A trainer that does not answer /status is asked at most this rarely.
 SILENT_TRAINER_MAX_SECONDS = 120.0
 ACTIVE = ("Running", "Restarting")
@@ -66,7 +65,7 @@ def silent_poll_seconds(period: float, silent: int) -> float:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class JobView:
+class WatchedJob:
     """The newest version of a job the watch delivered: only what the shell reads."""
 
     uid: str
@@ -79,7 +78,7 @@ class JobView:
     kind: str
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> JobView:
+    def of(cls, body: Mapping[str, Any]) -> WatchedJob:
         meta = body.get("metadata") or {}
         return cls(uid=meta.get("uid") or "", generation=meta.get("generation"),
                    deleting=bool(meta.get("deletionTimestamp")), created=meta.get("creationTimestamp"),
@@ -104,7 +103,7 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue(self.clock, RateLimiter(self.clock, cap=RETRY_MAX_SECONDS),
                                                name="reconcile")
         self.polls: WorkQueue[Key] = WorkQueue(self.clock, name="progress")
-        self.jobs: dict[Key, JobView] = {}
+        self.jobs: dict[Key, WatchedJob] = {}
         self.records: dict[str, JobRecord] = {}  # by job uid
         self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
@@ -113,7 +112,7 @@ class Controller:
 
     def job_event(self, key: Key, body: Mapping[str, Any], event_type: str | None) -> None:
         """Remember the newest version; queue the job when it changed in a way that matters."""
-        view = JobView.of(body)
+        view = WatchedJob.of(body)
         if event_type == "DELETED":
             self.drop(key, view.uid)
             return
@@ -241,7 +240,7 @@ class Controller:
             waits.append(CONFLICT_RECHECK_SECONDS)
         return max(0.0, min(w for w in waits if w is not None))
 
-    def validate(self, view: JobView, rec: JobRecord, key: Key) -> Validation:
+    def validate(self, view: WatchedJob, rec: JobRecord, key: Key) -> Validation:
         """The job's spec validated once per generation: the API server bumps it on every
         spec change, and passes and progress polls between changes reuse the result."""
         cached = rec.validation
@@ -253,7 +252,7 @@ class Controller:
         rec.validation = (view.generation, validation)
         return validation
 
-    async def carry_out(self, plan: Plan, job: JobState, view: JobView, pods: list[PodInfo],
+    async def carry_out(self, plan: Plan, job: JobState, view: WatchedJob, pods: list[PodInfo],
                         rec: JobRecord) -> bool:
         """Post, delete, create as planned. False: the job turned out to be gone (forgotten)."""
         kube, clock = self.kube, self.clock
@@ -283,7 +282,7 @@ class Controller:
             await kube.delete_job(job.namespace, job.name)
         return True
 
-    async def _create_children(self, plan: Plan, job: JobState, view: JobView, rec: JobRecord) -> None:
+    async def _create_children(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
         """The Service and NetworkPolicy (restored if someone deleted them), then the planned
         pods, in index order; a refused pod stops the batch and is said on the job."""
         owned = dataclasses.replace(job.validation.job, uid=view.uid)
@@ -306,8 +305,7 @@ class Controller:
                 rec.refusals += 1
                 rec.refusal = Refusal(pod=pod["metadata"]["name"], code=exc.status, reason=exc.reason,
                                       message=exc.message)
-                rec.refused_until = self.clock.monotonic() + exponential(
-                    REFUSAL_BASE_SECONDS, REFUSAL_MAX_SECONDS, rec.refusals)
+                rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
                 self.queue.add((job.namespace, job.name))
                 break
             rec.refusal, rec.refusals = None, 0
@@ -373,7 +371,7 @@ class Controller:
         rec.last_status = new
         return None
 
-    def _observe_metrics(self, plan: Plan, job: JobState, view: JobView, moment: Any) -> None:
+    def _observe_metrics(self, plan: Plan, job: JobState, view: WatchedJob, moment: Any) -> None:
         metrics = self.metrics
         for warning in plan.new_warnings:
             metrics.validation_warnings.labels(reason=warning.reason).inc()
@@ -428,7 +426,7 @@ class Controller:
             return []
 
     @staticmethod
-    def _ref(job: JobState, view: JobView) -> dict[str, Any]:
+    def _ref(job: JobState, view: WatchedJob) -> dict[str, Any]:
         """The job an Event is about, as an Event's involvedObject."""
         return {"apiVersion": view.api_version, "kind": view.kind, "name": job.name, "namespace": job.namespace,
                 "uid": view.uid}

@@ -32,7 +32,7 @@ import aiohttp
 import kopf
 
 from .api.types import GROUP, PLURAL, VERSION
-from .workqueue import exponential
+from .backoff import exponential
 
 log = logging.getLogger("disttrain.kube")
 

@@ -19,6 +19,7 @@ from . import conditions as c
 from .api.errors import GuardrailWarning
 from .api.names import selector, service_name, worker_name
 from .api.validate import Validation
+from .backoff import exponential
 from .pods import PodInfo
 from .render import template_hash
 from .report import TrainerReport, newest
@@ -84,7 +85,17 @@ class Plan:
 
 def backoff_seconds(restarts: int, policy: Policy) -> float:
     """Exponential back-off before the (restarts+1)-th recreation: 10s, 20s, 40s ... 5 min."""
-    return min(policy.backoff_base_seconds * 2 ** restarts, policy.backoff_max_seconds)
+    return exponential(policy.backoff_base_seconds, policy.backoff_max_seconds, restarts + 1)
+
+
+# A pod creation the API refused (admission, quota) is tried again after 2 s, 4 s ... 30 s:
+# a quota may free up, a policy may change; the job's other work goes on meanwhile.
+REFUSAL_BASE_SECONDS, REFUSAL_MAX_SECONDS = 2.0, 30.0
+
+
+def refusal_retry_seconds(refusals: int) -> float:
+    """When to try again a pod creation refused `refusals` times in a row."""
+    return exponential(REFUSAL_BASE_SECONDS, REFUSAL_MAX_SECONDS, refusals)
 
 
 def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy(), *,

@@ -24,7 +24,7 @@ from .api.names import FINALIZER, JOB_LABEL
 from .api.policy import PodPolicy, pod_policy_from_env
 from .api.types import GROUP
 from .leader import LeaseSettings
-from .workqueue import exponential
+from .backoff import exponential
 from .render.network_policy import NetworkPolicySettings, network_policy_from_env
 
 

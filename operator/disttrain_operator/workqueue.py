@@ -21,18 +21,10 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from .backoff import exponential
 from .clock import Clock
 
 K = TypeVar("K", bound=Hashable)
-
-
-def exponential(base: float, cap: float, attempt: int) -> float:
-    """The back-off before retry number `attempt` (1 = the first retry): base, 2*base, 4*base
-    ..., capped. The one back-off schedule of the operator: the queue's per-key limiter,
-    refused pod creations and silent trainers all use it with their own base and cap."""
-    if attempt <= 0:
-        return 0.0
-    return min(cap, base * 2.0 ** min(attempt - 1, 62))
 
 
 class RateLimiter(Generic[K]):

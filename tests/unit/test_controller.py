@@ -351,11 +351,11 @@ def test_a_silent_trainer_is_polled_less_and_less_often_up_to_a_cap():
 def test_a_spec_is_validated_once_per_generation():
     shell = controller()
     rec = JobRecord(uid="u1", key=KEY)
-    from disttrain_operator.controller import JobView
+    from disttrain_operator.controller import WatchedJob
 
-    first = shell.validate(JobView.of(body()), rec, KEY)
-    assert shell.validate(JobView.of(body(status={"phase": "Running"})), rec, KEY) is first
-    assert shell.validate(JobView.of(body(generation=2)), rec, KEY) is not first
+    first = shell.validate(WatchedJob.of(body()), rec, KEY)
+    assert shell.validate(WatchedJob.of(body(status={"phase": "Running"})), rec, KEY) is first
+    assert shell.validate(WatchedJob.of(body(generation=2)), rec, KEY) is not first
 
 
 def test_deleting_a_job_forgets_everything_about_it():

@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from disttrain_operator.workqueue import QueueShutDown, RateLimiter, WorkQueue, exponential
+from disttrain_operator.backoff import exponential
+from disttrain_operator.workqueue import QueueShutDown, RateLimiter, WorkQueue
 
 from .fake_clock import FakeClock, settle
 

@@ -92,6 +92,7 @@ openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the
 
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py
+	$(RUN) python bench/checkpoint_slowdown.py
 	$(RUN) python bench/operator_scale.py
 
 dashboard-previews: venv tools  ## run the dashboards against live data (trainer, operator, Prometheus), draw docs/img/dashboard-*.png

@@ -57,6 +57,21 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages":
                           {"level": "None"}]}
 
 
+# `python -m disttrain_operator` as the operator image runs it: that image has no official
+# Kubernetes client (the operator extra leaves it out), which this machine's virtualenv has
+# for the CLI; kopf would import it into the operator's memory. Older operators kept it out
+# themselves, so both variants are measured alike.
+AS_IN_THE_IMAGE = """
+import runpy, sys
+class NotInTheImage:
+    def find_spec(self, name, path=None, target=None):
+        if name == "kubernetes" or name.startswith("kubernetes."):
+            raise ImportError("the operator image has no official client")
+sys.meta_path.insert(0, NotInTheImage())
+runpy.run_module("disttrain_operator", run_name="__main__")
+"""
+
+
 def sh(*args: str, env=None, input: str | None = None, check=True) -> str:
     proc = subprocess.run(args, capture_output=True, text=True, env=env, input=input)
     if check and proc.returncode:
@@ -169,7 +184,7 @@ class Bench:
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
                "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}"}
         log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log", "wb")
-        operator = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", ns, "--liveness", ""],
+        operator = subprocess.Popen([sys.executable, "-c", AS_IN_THE_IMAGE, "-n", ns, "--liveness", ""],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         apiserver = apiserver_pid(CLUSTER)
         spy = None

@@ -64,7 +64,12 @@ def test_failed_worker_is_recreated_then_backoff_limit_fails_the_job(cluster, na
     wait_phase(cluster, namespace, "flaky", "Running")
     first_uid = cluster.get("pod", "flaky-worker-1", namespace)["metadata"]["uid"]
     annotate_exit(cluster, namespace, "flaky-worker-1", 3)
-    wait_phase(cluster, namespace, "flaky", "Restarting", timeout=30)
+    # The job passes through Restarting: its Restarting condition, added only in that phase,
+    # stays to tell (the phase itself lasts about a second here, shorter than a poll of
+    # kubectl on a busy machine).
+    job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "flaky")) and condition(j, "Restarting") and j,
+                           timeout=30, what="flaky's Restarting condition")
+    assert condition(job, "Restarting")["reason"] == "WorkerFailed"
 
     def recreated():
         pod = cluster.try_get("pod", "flaky-worker-1", namespace)

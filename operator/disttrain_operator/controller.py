@@ -107,6 +107,7 @@ class Controller:
         self.records: dict[str, JobRecord] = {}  # by job uid
         self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
+        self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
 
     # ---- what the watch tells (handlers.py) ---------------------------------------------
 
@@ -153,9 +154,9 @@ class Controller:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in (*tasks, events):
+            for task in (*tasks, events, *self._creators):
                 task.cancel()
-            await asyncio.gather(*tasks, events, return_exceptions=True)
+            await asyncio.gather(*tasks, events, *self._creators, return_exceptions=True)
 
     def shutdown(self) -> None:
         self.queue.shutdown()
@@ -269,49 +270,89 @@ class Controller:
                 rec.expect_delete(uids[pod_name], clock.monotonic())
         if not plan.create:
             rec.refusal, rec.refusals = None, 0  # nothing left to create: nothing refused
-        elif clock.monotonic() >= rec.refused_until:
+        elif clock.monotonic() >= rec.refused_until and not rec.creating:
             # Creating is the one step that must not act on a job that is gone (a deleted
             # CRD takes every job with it, and its watch may end before their DELETED
             # events): read the job first.
             if await kube.job_uid(job.namespace, job.name) != view.uid:
                 self.drop((job.namespace, job.name), view.uid)
                 return False
-            async with kube.creating(len(plan.create) + 2):
-                await self._create_children(plan, job, view, rec)
+            self._start_creating(plan, job, view, rec)
         if plan.delete_job:
             await kube.delete_job(job.namespace, job.name)
         return True
 
-    async def _create_children(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
-        """The Service and NetworkPolicy (restored if someone deleted them), then the planned
-        pods, in index order; a refused pod stops the batch and is said on the job."""
+    def _start_creating(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
+        """Create the planned children in the background: creates are paced (one token per
+        write, for the whole operator), and a worker that waited for them would hold every
+        other job's status back behind this job's pods. The pods count as present (Pending,
+        of the template sent) from now on, so no pass creates them twice; one whose creation
+        fails stops counting and the job is queued again."""
         owned = dataclasses.replace(job.validation.job, uid=view.uid)
-        children = [render_service(owned)]
-        if self.network_policy is not None:
-            children.append(render_network_policy(owned, self.network_policy))
-        for child in children:
-            if not await self._ensure_child(child, rec, view.uid):
-                self.queue.add((job.namespace, job.name))  # the conflict goes into status next pass
-                return
-        for index in plan.create:
-            pod = render_pod(owned, job.validation.resolved, index)
-            try:
-                outcome = await self._create_child(pod, rec, view.uid)
-            except ApiError as exc:
-                if exc.transient or exc.status in (401,):
-                    raise
-                # Admission, quota or validation said no: say so on the job (next pass),
-                # and retry after a growing back-off (a quota may free up, a label change).
-                rec.refusals += 1
-                rec.refusal = Refusal(pod=pod["metadata"]["name"], code=exc.status, reason=exc.reason,
-                                      message=exc.message)
-                rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
-                self.queue.add((job.namespace, job.name))
-                break
-            rec.refusal, rec.refusals = None, 0
-            if outcome == CREATED:
-                self.metrics.pods_created.inc()
-                log.info("%s/%s: created pod %s", job.namespace, job.name, pod["metadata"]["name"])
+        pods = [render_pod(owned, job.validation.resolved, index) for index in plan.create]
+        for pod in pods:
+            rec.expect_create(pod["metadata"]["name"],
+                              (pod["metadata"].get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
+                              self.clock.monotonic())
+        rec.creating = True
+        task = asyncio.create_task(self._create_children(owned, pods, (job.namespace, job.name), rec))
+        self._creators.add(task)
+        task.add_done_callback(self._creators.discard)
+
+    async def settled(self) -> None:
+        """Wait for the creations in flight (tests; shutdown)."""
+        while self._creators:
+            await asyncio.gather(*self._creators, return_exceptions=True)
+
+    async def _create_children(self, owned: Any, pods: list[dict], key: Key, rec: JobRecord) -> None:
+        """The Service and NetworkPolicy (restored if someone deleted them), then the pods,
+        in index order, paced as one batch; a refused pod stops the batch and is said on
+        the job, a name held by a stranger is a NameConflict."""
+        left = list(pods)
+        try:
+            async with self.kube.creating(len(pods) + 2):
+                children = [render_service(owned)]
+                if self.network_policy is not None:
+                    children.append(render_network_policy(owned, self.network_policy))
+                for child in children:
+                    if not await self._ensure_child(child, rec, owned.uid):
+                        self.queue.add(key)  # the conflict goes into status next pass
+                        return
+                while left:
+                    pod = left[0]
+                    try:
+                        outcome = await self._create_child(pod, rec, owned.uid)
+                    except ApiError as exc:
+                        if exc.transient or exc.status in (401,):
+                            raise
+                        # Admission, quota or validation said no: say so on the job (next pass),
+                        # and retry after a growing back-off (a quota may free up, a label change).
+                        rec.refusals += 1
+                        rec.refusal = Refusal(pod=pod["metadata"]["name"], code=exc.status, reason=exc.reason,
+                                              message=exc.message)
+                        rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
+                        self.queue.add(key)
+                        return
+                    left.pop(0)
+                    rec.refusal, rec.refusals = None, 0
+                    if outcome == TAKEN:
+                        rec.expected_creates.pop(pod["metadata"]["name"], None)
+                        self.queue.add(key)
+                    elif outcome == CREATED:
+                        self.metrics.pods_created.inc()
+                        log.info("%s/%s: created pod %s", *key, pod["metadata"]["name"])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (a failed creation is retried like a failed pass)
+            reason = f"Api{exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
+            self.metrics.reconcile_errors.labels(reason=reason).inc()
+            delay = self.queue.add_rate_limited(key)
+            log.warning("creating the children of %s/%s failed (%s); retrying in %.1fs: %s", *key, reason, delay, exc,
+                        exc_info=not isinstance(exc, ApiError))
+        finally:
+            for pod in left:  # not created: they no longer count as present
+                rec.expected_creates.pop(pod["metadata"]["name"], None)
+            rec.creating = False
 
     async def _create_child(self, obj: dict, rec: JobRecord, uid: str) -> str:
         """Create: CREATED; a 409 is fine when the holder is ours (OURS: the watch has not

@@ -46,6 +46,7 @@ class JobRecord:
     silent_polls: int = 0  # /status polls in a row that got no report
     validation: tuple[Any, Validation] | None = None  # (generation, result)
     resync_due: float = 0.0  # a pass after this moment first checks the job still exists
+    creating: bool = False  # its children are being created in the background
 
     def expect_create(self, name: str, template_hash: str | None, now: float) -> None:
         self.expected_creates[name] = (now + EXPECTATION_SECONDS, template_hash)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import conditions as c
+from .api.names import worker_name
 from .api.policy import PodPolicy
 from .backoff import exponential
 from .api.validate import Validation, validate_document
@@ -32,7 +33,7 @@ from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, refusal_retry_seconds, status_write
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
-from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service
+from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service, template_hash
 from .render.network_policy import NetworkPolicySettings, render_network_policy
 from .report import parse_report
 from .settings import Settings
@@ -289,13 +290,12 @@ class Controller:
         of the template sent) from now on, so no pass creates them twice; one whose creation
         fails stops counting and the job is queued again."""
         owned = dataclasses.replace(job.validation.job, uid=view.uid)
-        pods = [render_pod(owned, job.validation.resolved, index) for index in plan.create]
-        for pod in pods:
-            rec.expect_create(pod["metadata"]["name"],
-                              (pod["metadata"].get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
-                              self.clock.monotonic())
+        template = template_hash(job.validation.job, job.validation.resolved)
+        for index in plan.create:
+            rec.expect_create(worker_name(job.name, index), template, self.clock.monotonic())
         rec.creating = True
-        task = asyncio.create_task(self._create_children(owned, pods, (job.namespace, job.name), rec))
+        task = asyncio.create_task(self._create_children(owned, job.validation.resolved, list(plan.create),
+                                                         (job.namespace, job.name), rec))
         self._creators.add(task)
         task.add_done_callback(self._creators.discard)
 
@@ -304,13 +304,15 @@ class Controller:
         while self._creators:
             await asyncio.gather(*self._creators, return_exceptions=True)
 
-    async def _create_children(self, owned: Any, pods: list[dict], key: Key, rec: JobRecord) -> None:
+    async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
+                               rec: JobRecord) -> None:
         """The Service and NetworkPolicy (restored if someone deleted them), then the pods,
         in index order, paced as one batch; a refused pod stops the batch and is said on
-        the job, a name held by a stranger is a NameConflict."""
-        left = list(pods)
+        the job, a name held by a stranger is a NameConflict. Each pod is rendered just
+        before it is sent: hundreds of jobs waiting for their turn hold no manifests."""
+        left = list(indices)
         try:
-            async with self.kube.creating(len(pods) + 2):
+            async with self.kube.creating(len(indices) + 2):
                 children = [render_service(owned)]
                 if self.network_policy is not None:
                     children.append(render_network_policy(owned, self.network_policy))
@@ -319,7 +321,7 @@ class Controller:
                         self.queue.add(key)  # the conflict goes into status next pass
                         return
                 while left:
-                    pod = left[0]
+                    pod = render_pod(owned, resolved, left[0])
                     try:
                         outcome = await self._create_child(pod, rec, owned.uid)
                     except ApiError as exc:
@@ -350,8 +352,8 @@ class Controller:
             log.warning("creating the children of %s/%s failed (%s); retrying in %.1fs: %s", *key, reason, delay, exc,
                         exc_info=not isinstance(exc, ApiError))
         finally:
-            for pod in left:  # not created: they no longer count as present
-                rec.expected_creates.pop(pod["metadata"]["name"], None)
+            for index in left:  # not created: they no longer count as present
+                rec.expected_creates.pop(worker_name(owned.name, index), None)
             rec.creating = False
 
     async def _create_child(self, obj: dict, rec: JobRecord, uid: str) -> str:

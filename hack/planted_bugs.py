@@ -60,7 +60,7 @@ class Bug:
 
 BUGS = [
     Bug("restart-due-off-by-one", "a crashed worker is recreated one reconcile after its back-off ends",
-        PLAN, "elif now >= due:", "elif now > due:",
+        PLAN, "elif plan.now >= due:", "elif plan.now > due:",
         (f"{EDGES}::test_failed_worker_is_recreated_exactly_at_its_due_time",)),
     Bug("success-beside-a-crash", "a job is Succeeded although a worker crashed after another exited 0",
         PLAN, "return bool(finished) and (not crashed or any(p.report is not None for p in finished))",

@@ -6,9 +6,8 @@ Reasons are CamelCase constants shared by conditions, Events and metric labels.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .api.reasons import *  # noqa: F403  (guardrail warning reasons)
+from .api.types import Condition
 
 # Condition types
 VALIDATED = "Validated"
@@ -53,35 +52,32 @@ WORKER_INTERRUPTED = "WorkerInterrupted"  # ended on a signal before finishing: 
 MESSAGE_LIMIT = 1024
 
 
-def set_condition(conditions: list[dict[str, Any]], type_: str, status: bool, reason: str,
-                  message: str, generation: int | None, now: str) -> list[dict[str, Any]]:
+def set_condition(conditions: list[Condition], type_: str, status: bool, reason: str,
+                  message: str, generation: int | None, now: str) -> list[Condition]:
     """A new list with `type_` set; the transition time is kept unless status flips."""
     value = "True" if status else "False"
     out, found = [], False
     for cond in conditions:
-        if cond.get("type") != type_:
+        if cond.type != type_:
             out.append(cond)
             continue
         found = True
-        moved = cond.get("status") != value
+        moved = cond.status != value
         out.append(_condition(type_, value, reason, message, generation,
-                              now if moved else cond.get("lastTransitionTime", now)))
+                              now if moved else cond.last_transition_time or now))
     if not found:
         out.append(_condition(type_, value, reason, message, generation, now))
     return out
 
 
-def get_condition(conditions: list[dict[str, Any]] | None, type_: str) -> dict[str, Any] | None:
-    return next((c for c in conditions or [] if c.get("type") == type_), None)
+def get_condition(conditions: list[Condition] | None, type_: str) -> Condition | None:
+    return next((c for c in conditions or [] if c.type == type_), None)
 
 
 def _condition(type_: str, status: str, reason: str, message: str, generation: int | None,
-               when: str) -> dict[str, Any]:
-    cond = {"type": type_, "status": status, "reason": reason, "message": cap(message),
-            "lastTransitionTime": when}
-    if generation is not None:
-        cond["observedGeneration"] = generation
-    return cond
+               when: str) -> Condition:
+    return Condition(type=type_, status=status, reason=reason, message=cap(message),  # type: ignore[arg-type]
+                     last_transition_time=when, observed_generation=generation)
 
 
 def cap(message: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -25,19 +25,20 @@ from typing import Any
 from . import conditions as c
 from .api.names import worker_name
 from .api.policy import PodPolicy
+from .api.types import DistributedTrainingStatus as Status
 from .backoff import exponential
 from .api.validate import Validation, validate_document
 from .clock import Clock
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
-from .plan import JobState, Plan, Policy, Refusal, checkpoint_age, decide, refusal_retry_seconds, status_write
+from .plan import JobState, Plan, Policy, Refusal, decide, refusal_retry_seconds, status_write
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
 from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service, template_hash
 from .render.network_policy import NetworkPolicySettings, render_network_policy
 from .report import parse_report
 from .settings import Settings
-from .status import status_sources
+from .status import read_status, status_sources
 from .times import iso, parse_time
 from .workqueue import QueueShutDown, RateLimiter, WorkQueue
 
@@ -218,7 +219,7 @@ class Controller:
         rec.resync_due = clock.monotonic() + self.settings.resync_seconds
         namespace, name = key
         validation = self.validate(view, rec, key)
-        base = rec.last_status if rec.last_status is not None else dict(view.status)
+        base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
                        validation=validation)
         pods, foreign = rec.own_pods(self._observed(key), clock.monotonic())
@@ -230,7 +231,7 @@ class Controller:
             return None  # the job is gone
         deferred = await self._write_status(key, base, plan.status, rec)
         self._observe_metrics(plan, job, view, moment)
-        if plan.status.get("phase") in ACTIVE and validation.ok and not self.polls.pending(key) \
+        if plan.status.phase in ACTIVE and validation.ok and not self.polls.pending(key) \
                 and not self.polls.processing(key):
             self.polls.add_after(key, self.settings.progress_seconds)
         waits = [self.settings.resync_seconds, deferred]
@@ -241,6 +242,15 @@ class Controller:
         if rec.conflicts:  # squatters send us no events (not our labels): look again soon
             waits.append(CONFLICT_RECHECK_SECONDS)
         return max(0.0, min(w for w in waits if w is not None))
+
+    @staticmethod
+    def _read_status(key: Key, view: WatchedJob) -> Status:
+        """The status the API server holds, typed, for the first pass of this operator over
+        the job (later passes start from the status they wrote themselves)."""
+        status, errors = read_status(view.status)
+        for error in errors:
+            log.warning("%s/%s: ignoring a status field this operator does not write: %s", *key, error)
+        return status
 
     def validate(self, view: WatchedJob, rec: JobRecord, key: Key) -> Validation:
         """The job's spec validated once per generation: the API server bumps it on every
@@ -392,7 +402,7 @@ class Controller:
             if await self.kube.get(namespace, kind, name) is None:
                 del rec.conflicts[name]
 
-    async def _write_status(self, key: Key, base: dict, new: dict, rec: JobRecord) -> float | None:
+    async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord) -> float | None:
         """Write the changed fields now, or say when a deferred write is due (plan.status_write).
         A status the API server refuses as invalid (a bug of ours) is logged and counted, and
         the decision stands all the same: the record keeps it, so the job moves on (a restart
@@ -426,11 +436,10 @@ class Controller:
             created = parse_time(view.created)
             if created is not None:
                 metrics.time_to_running.observe(max(0.0, (moment - created).total_seconds()))
-        phase = plan.status.get("phase")
+        phase = plan.status.phase
         metrics.observe_phase((job.namespace, job.name), phase)
-        age = checkpoint_age(plan.status, moment)
-        if phase in ACTIVE and age is not None:
-            metrics.checkpoint_age.labels(namespace=job.namespace, job=job.name).set(age)
+        if phase in ACTIVE and plan.checkpoint_age is not None:
+            metrics.checkpoint_age.labels(namespace=job.namespace, job=job.name).set(plan.checkpoint_age)
         elif phase in ("Succeeded", "Failed"):
             metrics.forget_checkpoint(job.namespace, job.name)
 
@@ -445,7 +454,8 @@ class Controller:
         rec = self.records.get(view.uid) if view is not None else None
         if rec is None or rec.validation is None or not rec.validation[1].ok:
             return None
-        if (rec.last_status or view.status).get("phase") not in ACTIVE:  # type: ignore[union-attr]
+        phase = rec.last_status.phase if rec.last_status is not None else view.status.get("phase")  # type: ignore[union-attr]
+        if phase not in ACTIVE:
             return None
         port = rec.validation[1].job.spec.metrics.port
         own = [p for p in self._observed(key) if p.owner_uid == rec.uid]

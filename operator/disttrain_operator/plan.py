@@ -5,26 +5,31 @@ the operator observed (its own worker pods, the trainer's newest report, child n
 taken by others, the API's last refusal) and returns what to do: pods to create or
 delete, the new status, the Events to post, when to look again, and whether the job's
 TTL has run out. The shell (controller.py) only carries it out.
+
+The status is typed from end to end: the job's last status comes in as a
+`DistributedTrainingStatus` (status.read_status), every step sets its typed fields, and
+the one serialisation is `status_write`, which turns the change into the patch.
 The rules are written down for users in docs/operations.md ("Lifecycle rules").
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import conditions as c
 from .api.errors import GuardrailWarning
 from .api.names import selector, service_name, worker_name
+from .api.types import DistributedTrainingStatus as Status
+from .api.types import Workers
 from .api.validate import Validation
 from .backoff import exponential
 from .pods import PodInfo
 from .render import template_hash
 from .report import TrainerReport, newest
-from .status import checkpoint_staleness, global_batch, seconds_per_step, typed_status
-from .times import iso, parse_time  # noqa: F401  (re-exported for the shell)
+from .status import checkpoint_age, checkpoint_staleness, global_batch, seconds_per_step, status_json
+from .times import iso, parse_time
 
 ACTIVE_PHASES = ("Pending", "Running", "Restarting")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -45,7 +50,7 @@ class JobState:
     name: str
     namespace: str
     generation: int | None
-    status: dict[str, Any]
+    status: Status
     validation: Validation
 
 
@@ -68,7 +73,9 @@ class Event:
 
 @dataclass(slots=True)
 class Plan:
-    status: dict[str, Any]
+    status: Status
+    now: datetime
+    generation: int | None = None  # the spec generation the conditions describe
     create: list[int] = field(default_factory=list)
     delete: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason)
     create_service: bool = False
@@ -79,8 +86,23 @@ class Plan:
     restarted: int = 0
     failed_reason: str | None = None
     became_running: bool = False
+    checkpoint_age: float | None = None  # seconds since the newest checkpoint was made
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
+
+    @property
+    def stamp(self) -> str:
+        """This pass's moment as status writes it."""
+        return iso(self.now)
+
+    def condition(self, type_: str, value: bool, reason: str, message: str, *,
+                  only_if_present: bool = False) -> None:
+        """Set a condition of the new status; with only_if_present a False condition is
+        added only if it existed."""
+        conds = self.status.conditions or []
+        if only_if_present and not value and c.get_condition(conds, type_) is None:
+            return
+        self.status.conditions = c.set_condition(conds, type_, value, reason, message, self.generation, self.stamp)
 
 
 def backoff_seconds(restarts: int, policy: Policy) -> float:
@@ -101,67 +123,63 @@ def refusal_retry_seconds(refusals: int) -> float:
 def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy(), *,
            report: TrainerReport | None = None, conflicts: dict[str, str] | None = None,
            refusal: Refusal | None = None) -> Plan:
-    """What to do about a job now, and the status to write: the status comes out through
-    the typed classes (status.typed_status), so it is always what the schema says."""
+    """What to do about a job now, and the status to write.
+
+    pods: this job's own workers (owned by its uid); report: the trainer's newest
+    /status; conflicts: child name -> the object that holds it without being ours;
+    refusal: the API's answer to the last refused pod creation (None once one succeeds)."""
     plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal)
-    plan.status = typed_status(plan.status)
+    plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
     return plan
 
 
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
             report: TrainerReport | None, conflicts: dict[str, str] | None,
             refusal: Refusal | None) -> Plan:
-    """pods: this job's own workers (owned by its uid); report: the trainer's newest
-    /status; conflicts: child name -> the object that holds it without being ours;
-    refusal: the API's answer to the last refused pod creation (None once one succeeds)."""
-    old = job.status or {}
-    plan = Plan(status=_carry_over(old))
-    stamp = iso(now)
-    plan.status["observedGeneration"] = job.generation
-    plan.status["selector"] = selector(job.name)
+    old = job.status
+    plan = Plan(status=_carry_over(old), now=now, generation=job.generation)
+    plan.status.observed_generation = job.generation
+    plan.status.selector = selector(job.name)
     report = newest(report, *(p.report for p in pods))
     if not job.validation.ok:
-        if old.get("phase") in ACTIVE_PHASES and any(p.active for p in pods):
-            return _spec_invalid(job, pods, plan, stamp, report)
-        return _invalid(job, pods, plan, stamp)
-    _validated(job, plan, old, stamp)
-    plan.status = set_cond(plan.status, c.SPEC_INVALID, False, c.VALID, "the spec is valid again", job,
-                           stamp, only_if_present=True)
+        if old.phase in ACTIVE_PHASES and any(p.active for p in pods):
+            return _spec_invalid(job, pods, plan, report)
+        return _invalid(job, pods, plan)
+    _validated(job, plan)
+    plan.condition(c.SPEC_INVALID, False, c.VALID, "the spec is valid again", only_if_present=True)
     spec = job.validation.job.spec
-    old_phase = old.get("phase")
-    failed_cond = c.get_condition(old.get("conditions"), c.FAILED) or {}
-    if old_phase == "Failed" and failed_cond.get("reason") == c.INVALID_SPEC:
+    old_phase = old.phase
+    failed_cond = c.get_condition(old.conditions, c.FAILED)
+    if old_phase == "Failed" and failed_cond is not None and failed_cond.reason == c.INVALID_SPEC:
         # The spec was fixed: start over as a new job.
         old_phase = None
-        for key in ("completionTime", "startTime"):  # every path below sets the phase
-            plan.status.pop(key, None)
-        plan.status = set_cond(plan.status, c.FAILED, False, c.VALID, "the spec was fixed", job, stamp)
+        plan.status.completion_time = plan.status.start_time = None  # every path below sets the phase
+        plan.condition(c.FAILED, False, c.VALID, "the spec was fixed")
     if old_phase in TERMINAL_PHASES:
-        return _finished(job, pods, plan, now, old_phase)
-    plan.status = _with_report(plan.status, report, job, now)
+        return _finished(job, pods, plan, old_phase)
+    _with_report(plan, report, job)
     if spec.suspend:
-        return _suspend(job, pods, plan, stamp, old_phase)
+        return _suspend(pods, plan, old_phase)
     if old_phase == "Suspended":
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
-        plan.status = set_cond(plan.status, c.SUSPENDED, False, c.JOB_RESUMED, "job resumed", job, stamp)
+        plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "job resumed")
 
-    start = parse_time(plan.status.get("startTime"))
+    start = parse_time(plan.status.start_time)
     deadline = spec.active_deadline_seconds
     if deadline and start and (now - start).total_seconds() > deadline:
-        return _fail(job, pods, plan, now, c.DEADLINE_EXCEEDED,
-                     f"ran longer than activeDeadlineSeconds ({deadline}s)")
+        return _fail(job, pods, plan, c.DEADLINE_EXCEEDED, f"ran longer than activeDeadlineSeconds ({deadline}s)")
     if _succeeded(pods):
-        return _success(job, pods, plan, now)
+        return _success(job, pods, plan)
 
-    crashed, failed_plan = _recover_failures(job, pods, plan, now, policy)
+    crashed, failed_plan = _recover_failures(job, pods, plan, policy)
     if failed_plan is not None:
         return failed_plan
     _reshape(job, pods, plan)
-    _create_missing(job, pods, plan, stamp, old_phase, conflicts or {})
-    _name_conflicts(job, plan, conflicts or {}, stamp)
-    _creation_refused(job, plan, refusal, stamp)
-    _set_phase(job, pods, plan, stamp, old_phase, crashed)
+    _create_missing(job, pods, plan, old_phase, conflicts or {})
+    _name_conflicts(plan, conflicts or {})
+    _creation_refused(plan, refusal)
+    _set_phase(job, pods, plan, old_phase, crashed)
     plan.wake_at = _next_wake(plan.status, spec, start)
     return plan
 
@@ -169,11 +187,12 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
 # ---- steps of decide ----------------------------------------------------------------
 
 
-def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime,
+def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan,
                       policy: Policy) -> tuple[list[PodInfo], Plan | None]:
     """Disruptions are recreated at once; crashes after a back-off, within backoffLimit.
     Returns the crashed pods, and the final plan when the job has failed."""
     spec = job.validation.job.spec
+    st = plan.status
     failed = [p for p in pods if p.ended_early and not p.terminating]
     for pod in failed:
         if pod.disrupted:
@@ -185,23 +204,23 @@ def _recover_failures(job: JobState, pods: list[PodInfo], plan: Plan, now: datet
                                      f"{pod.name} was {why}; recreating it (does not count against backoffLimit)"))
     crashed = [p for p in failed if not p.disrupted]
     if not crashed:
-        plan.status.pop("nextRestartTime", None)
+        st.next_restart_time = None
         return crashed, None
-    restarts = plan.status["restarts"]  # _carry_over sets it
-    due = parse_time(plan.status.get("nextRestartTime"))
+    restarts = st.restarts  # _carry_over sets it
+    due = parse_time(st.next_restart_time)
     what = "; ".join(p.describe_failure() for p in crashed)
     if due is None:
         if restarts >= spec.backoff_limit:
-            return crashed, _fail(job, pods, plan, now, c.BACKOFF_LIMIT_EXCEEDED,
+            return crashed, _fail(job, pods, plan, c.BACKOFF_LIMIT_EXCEEDED,
                                   f"{what}; backoffLimit {spec.backoff_limit} reached after {restarts} restarts")
         delay = backoff_seconds(restarts, policy)
-        plan.status["nextRestartTime"] = iso(now + timedelta(seconds=delay))
+        st.next_restart_time = iso(plan.now + timedelta(seconds=delay))
         plan.events.append(Event("Warning", c.WORKER_FAILED,
                                  f"{what}; recreating in {delay:.0f}s (restart {restarts + 1} "
                                  f"of backoffLimit {spec.backoff_limit})"))
-    elif now >= due:
-        plan.status["restarts"] = restarts + 1
-        del plan.status["nextRestartTime"]
+    elif plan.now >= due:
+        st.restarts = restarts + 1
+        st.next_restart_time = None
         plan.restarted = 1
         doomed = crashed
         if any(p.index == 0 for p in crashed):
@@ -238,95 +257,79 @@ def _reshape(job: JobState, pods: list[PodInfo], plan: Plan) -> None:
                                  "workers; training resumes from the newest checkpoint"))
 
 
-def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None,
+def _create_missing(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | None,
                     conflicts: dict[str, str]) -> None:
     """Create every desired worker with no pod at all (a pod being deleted is recreated
     on a later pass, once it is gone: never twice). A name held by someone else's object
     is left alone (NameConflict)."""
+    nodes = job.validation.resolved.nodes
     present = {p.name for p in pods} | set(conflicts)
-    plan.create = [i for i in range(job.validation.resolved.nodes) if worker_name(job.name, i) not in present]
+    plan.create = [i for i in range(nodes) if worker_name(job.name, i) not in present]
     if service_name(job.name) in conflicts:
         plan.create = []  # without its Service no worker could find the rendezvous host
     plan.create_service = bool(plan.create)
-    if plan.create and not plan.status.get("startTime"):
-        plan.status["startTime"] = stamp
+    if plan.create and not plan.status.start_time:
+        plan.status.start_time = plan.stamp
     if plan.create and old_phase == "Running":
         # Workers beyond the last desired count are a scale-up, not pods someone deleted.
-        before = (job.status.get("workers") or {}).get("desired") or job.validation.resolved.nodes
+        before = (job.status.workers.desired if job.status.workers else None) or nodes
         added = [worker_name(job.name, i) for i in plan.create if i >= before]
         lost = [worker_name(job.name, i) for i in plan.create if i < before]
         if added:
-            plan.events.append(Event("Normal", c.SCALED, f"scaled to {job.validation.resolved.nodes} nodes: "
-                                     f"adding {', '.join(added)}"))
+            plan.events.append(Event("Normal", c.SCALED, f"scaled to {nodes} nodes: adding {', '.join(added)}"))
         if lost:
             plan.events.append(Event("Warning", c.WORKER_DELETED,
                                      f"recreating {', '.join(lost)} (deleted outside the operator)"))
 
 
-def _name_conflicts(job: JobState, plan: Plan, conflicts: dict[str, str], stamp: str) -> None:
+def _name_conflicts(plan: Plan, conflicts: dict[str, str]) -> None:
     """NameConflict names every child name taken by an object this job does not own."""
     if conflicts:
         message = ("; ".join(f"{name} is taken by {holder}" for name, holder in sorted(conflicts.items()))
                    + ": it is not owned by this job, so it is left alone; delete it, or rename the job")
     else:
         message = "every child name is free or owned by this job"
-    _set_reported(job, plan, c.NAME_CONFLICT, bool(conflicts), c.NAME_TAKEN if conflicts else c.NAMES_FREE,
-                  message, stamp)
+    _set_reported(plan, c.NAME_CONFLICT, bool(conflicts), c.NAME_TAKEN if conflicts else c.NAMES_FREE, message)
 
 
-def _creation_refused(job: JobState, plan: Plan, refusal: Refusal | None, stamp: str) -> None:
+def _creation_refused(plan: Plan, refusal: Refusal | None) -> None:
     """PodCreationForbidden carries the API's own words (admission, quota, validation)."""
     if refusal is not None:
         message = (f"creating {refusal.pod} was refused ({refusal.code} {refusal.reason}): {refusal.message}")
-        _set_reported(job, plan, c.POD_CREATION_FORBIDDEN, True, refusal.reason or c.CREATION_REFUSED,
-                      message, stamp)
+        _set_reported(plan, c.POD_CREATION_FORBIDDEN, True, refusal.reason or c.CREATION_REFUSED, message)
     else:
-        _set_reported(job, plan, c.POD_CREATION_FORBIDDEN, False, c.CREATION_ALLOWED,
-                      "worker pods are being created", stamp)
+        _set_reported(plan, c.POD_CREATION_FORBIDDEN, False, c.CREATION_ALLOWED, "worker pods are being created")
 
 
-def _set_reported(job: JobState, plan: Plan, type_: str, value: bool, reason: str, message: str,
-                  stamp: str) -> None:
+def _set_reported(plan: Plan, type_: str, value: bool, reason: str, message: str) -> None:
     """A trouble condition, with one Warning Event when it first appears or its message
     changes (never one per pass); cleared quietly, and only where it had been set."""
-    before = c.get_condition(plan.status.get("conditions"), type_) or {}
-    if value and (before.get("status") != "True" or before.get("message") != c.cap(message)):
+    before = c.get_condition(plan.status.conditions, type_)
+    if value and (before is None or before.status != "True" or before.message != c.cap(message)):
         plan.events.append(Event("Warning", reason, message))
-    plan.status = set_cond(plan.status, type_, value, reason, message, job, stamp, only_if_present=not value)
+    plan.condition(type_, value, reason, message, only_if_present=not value)
 
 
-def _with_report(status: dict, report: TrainerReport | None, job: JobState, now: datetime) -> dict:
+def _with_report(plan: Plan, report: TrainerReport | None, job: JobState) -> None:
     """progress and checkpoint from the trainer's newest report; CheckpointStale while it trains."""
     if report is None:
-        return status
-    status = dict(status)
-    progress = report.progress()
-    if progress:
-        status["progress"] = progress
-    if report.checkpoint is not None:
-        status["checkpoint"] = report.checkpoint.as_status()
-    if status.get("phase") not in ("Running", "Restarting") or report.outcome is not None:
-        return status
+        return
+    st = plan.status
+    st.progress = report.progress() or st.progress
+    st.checkpoint = report.checkpoint or st.checkpoint
+    if st.phase not in ("Running", "Restarting") or report.outcome is not None:
+        return
     spec, resolved = job.validation.job.spec, job.validation.resolved
-    batch = global_batch(spec, resolved)
-    stale, message, _age = checkpoint_staleness(progress, status.get("checkpoint"), spec.checkpoint.interval_steps,
-                                                batch, status.get("startTime"), now,
-                                                seconds_per_step(report, batch))
-    if not stale and c.get_condition(status.get("conditions"), c.CHECKPOINT_STALE) is None:
-        return status
-    return set_cond(status, c.CHECKPOINT_STALE, stale, c.CHECKPOINT_TOO_OLD if stale else c.CHECKPOINT_FRESH,
-                    message, job, iso(now))
+    stale, message, _age = checkpoint_staleness(st.checkpoint, spec.checkpoint.interval_steps, st.start_time, plan.now,
+                                                seconds_per_step(report, global_batch(spec, resolved)))
+    if not stale and c.get_condition(st.conditions, c.CHECKPOINT_STALE) is None:
+        return
+    plan.condition(c.CHECKPOINT_STALE, stale, c.CHECKPOINT_TOO_OLD if stale else c.CHECKPOINT_FRESH, message)
 
 
-def checkpoint_age(status: dict, now: datetime) -> float | None:
-    """Seconds since the newest checkpoint in status (for the checkpoint-age gauge)."""
-    made = parse_time((status.get("checkpoint") or {}).get("time"))
-    return (now - made).total_seconds() if made else None
-
-
-def _next_wake(status: dict, spec: Any, start: datetime | None) -> datetime | None:
+def _next_wake(status: Status, spec: Any, start: datetime | None) -> datetime | None:
     """The earliest moment a decision changes with no event: a back-off ends, the deadline."""
-    moments = [parse_time(status.get("nextRestartTime"))]
+    moments = [parse_time(status.next_restart_time)]
     if spec.active_deadline_seconds and start:
         moments.append(start + timedelta(seconds=spec.active_deadline_seconds, milliseconds=500))
     present = [m for m in moments if m is not None]
@@ -336,7 +339,7 @@ def _next_wake(status: dict, spec: Any, start: datetime | None) -> datetime | No
 # ---- outcomes -----------------------------------------------------------------------
 
 
-def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None,
+def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | None,
                crashed: list[PodInfo]) -> None:
     resolved = job.validation.resolved
     doomed = {name for name, _ in plan.delete}
@@ -351,122 +354,111 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_p
         phase = "Running"
     else:
         phase = "Pending"
-    plan.status["phase"] = phase
-    plan.status["workers"] = workers(pods, resolved.nodes)
     st = plan.status
+    st.phase = phase
+    st.workers = workers(pods, resolved.nodes)
     why = _restart_reason(st, crashed, disrupted)
     stuck = [p for p in live if p.unschedulable]
     if phase != "Running" and stuck:
         # "Why is it Pending?" answered on the job itself, with the scheduler's words.
         message = f"{stuck[0].name} cannot be scheduled: {stuck[0].unschedulable}"
-        before = c.get_condition(st.get("conditions"), c.RUNNING) or {}
-        if before.get("reason") != c.UNSCHEDULABLE or before.get("message") != c.cap(message):
+        before = c.get_condition(st.conditions, c.RUNNING)
+        if before is None or before.reason != c.UNSCHEDULABLE or before.message != c.cap(message):
             plan.events.append(Event("Warning", c.UNSCHEDULABLE, message))
-        st = set_cond(st, c.RUNNING, False, c.UNSCHEDULABLE, message, job, stamp)
+        plan.condition(c.RUNNING, False, c.UNSCHEDULABLE, message)
     else:
         # A False Running condition appears only once the job has run (only_if_present).
-        st = set_cond(st, c.RUNNING, phase == "Running",
-                      c.PODS_RUNNING if phase == "Running" else (why if phase == "Restarting" else c.PODS_PENDING),
-                      f"{len(running)} of {resolved.nodes} workers running (minNodes {resolved.min_nodes})",
-                      job, stamp, only_if_present=True)
-    if phase == "Restarting" or c.get_condition(st.get("conditions"), c.RESTARTING):
+        plan.condition(c.RUNNING, phase == "Running",
+                       c.PODS_RUNNING if phase == "Running" else (why if phase == "Restarting" else c.PODS_PENDING),
+                       f"{len(running)} of {resolved.nodes} workers running (minNodes {resolved.min_nodes})",
+                       only_if_present=True)
+    if phase == "Restarting" or c.get_condition(st.conditions, c.RESTARTING):
         limit = job.validation.job.spec.backoff_limit
         if phase != "Restarting":
-            message = f"workers running again; {st['restarts']} of backoffLimit {limit} restarts used"
+            message = f"workers running again; {st.restarts} of backoffLimit {limit} restarts used"
         elif why == c.WORKER_DISRUPTED:
             message = (f"recreating disrupted workers; disruptions do not count against backoffLimit "
-                       f"({st['restarts']} of {limit} restarts used)")
+                       f"({st.restarts} of {limit} restarts used)")
         else:
-            message = f"restart {st['restarts']} of backoffLimit {limit}"
-        if st.get("nextRestartTime"):
-            message += f"; next recreation at {st['nextRestartTime']}"
-        st = set_cond(st, c.RESTARTING, phase == "Restarting",
-                      why if phase == "Restarting" else c.PODS_RUNNING, message, job, stamp)
-    plan.status = st
+            message = f"restart {st.restarts} of backoffLimit {limit}"
+        if st.next_restart_time:
+            message += f"; next recreation at {st.next_restart_time}"
+        plan.condition(c.RESTARTING, phase == "Restarting", why if phase == "Restarting" else c.PODS_RUNNING,
+                       message)
     plan.became_running = phase == "Running" and old_phase != "Running"
 
 
-def _restart_reason(status: dict, crashed: list[PodInfo], disrupted: bool) -> str:
+def _restart_reason(status: Status, crashed: list[PodInfo], disrupted: bool) -> str:
     """Why the job restarts: a crash (spends backoffLimit), else a disruption; while the
     recreated workers come back, the reason the round started with."""
     if crashed:
         return c.WORKER_FAILED
     if disrupted:
         return c.WORKER_DISRUPTED
-    before = c.get_condition(status.get("conditions"), c.RESTARTING) or {}
-    return c.WORKER_DISRUPTED if before.get("reason") == c.WORKER_DISRUPTED else c.WORKER_FAILED
+    before = c.get_condition(status.conditions, c.RESTARTING)
+    return c.WORKER_DISRUPTED if before is not None and before.reason == c.WORKER_DISRUPTED else c.WORKER_FAILED
 
 
-def _validated(job: JobState, plan: Plan, old: dict, stamp: str) -> None:
+def _validated(job: JobState, plan: Plan) -> None:
     warnings = job.validation.warnings
-    resolved = job.validation.resolved
-    plan.status["resolved"] = {
-        "strategy": resolved.strategy, "nodes": resolved.nodes, "minNodes": resolved.min_nodes,
-        "maxNodes": resolved.max_nodes, "nprocPerNode": resolved.nproc_per_node,
-        "worldSize": resolved.world_size, "precision": resolved.precision}
-    plan.status["warnings"] = [str(w) for w in warnings]
+    plan.status.resolved = job.validation.resolved
+    plan.status.warnings = [str(w) for w in warnings]
     message = "; ".join(str(w) for w in warnings) or "spec is valid"
-    before = c.get_condition(old.get("conditions"), c.VALIDATED) or {}
-    if before.get("message") != c.cap(message) or before.get("status") != "True":
+    before = c.get_condition(job.status.conditions, c.VALIDATED)
+    if before is None or before.message != c.cap(message) or before.status != "True":
         plan.new_warnings = list(warnings)
         plan.events.extend(Event("Warning", w.reason, str(w)) for w in warnings)
-    plan.status = set_cond(plan.status, c.VALIDATED, True,
-                           c.VALID_WITH_WARNINGS if warnings else c.VALID, message, job, stamp)
+    plan.condition(c.VALIDATED, True, c.VALID_WITH_WARNINGS if warnings else c.VALID, message)
 
 
-def _invalid(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str) -> Plan:
+def _invalid(job: JobState, pods: list[PodInfo], plan: Plan) -> Plan:
     message = "; ".join(str(e) for e in job.validation.errors)
-    before = c.get_condition((job.status or {}).get("conditions"), c.VALIDATED) or {}
-    if before.get("message") != c.cap(message):
+    before = c.get_condition(job.status.conditions, c.VALIDATED)
+    if before is None or before.message != c.cap(message):
         plan.events.append(Event("Warning", c.INVALID_SPEC, message))
-        plan.failed_reason = c.INVALID_SPEC if job.status.get("phase") != "Failed" else None
-    st = set_cond(plan.status, c.VALIDATED, False, c.INVALID_SPEC, message, job, stamp)
-    st = set_cond(st, c.FAILED, True, c.INVALID_SPEC, message, job, stamp)
-    st["phase"] = "Failed"
-    st.setdefault("completionTime", stamp)
+        plan.failed_reason = c.INVALID_SPEC if job.status.phase != "Failed" else None
+    plan.condition(c.VALIDATED, False, c.INVALID_SPEC, message)
+    plan.condition(c.FAILED, True, c.INVALID_SPEC, message)
+    st = plan.status
+    st.phase = "Failed"
+    st.completion_time = st.completion_time or plan.stamp
     # Nothing runs on a spec we cannot read.
     plan.delete = [(p.name, c.INVALID_SPEC) for p in pods if p.active]
-    st["workers"] = workers(pods, 0)
-    plan.status = st
+    st.workers = workers(pods, 0)
     return plan
 
 
-def _spec_invalid(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str,
-                  report: TrainerReport | None) -> Plan:
+def _spec_invalid(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None) -> Plan:
     """A running job whose spec stopped validating (an edit the CRD let through, or a
     stricter operator after an upgrade) keeps running as it is: nothing is created or
     deleted until the spec is fixed; SpecInvalid names the fields."""
     message = "; ".join(str(e) for e in job.validation.errors)
-    _set_reported(job, plan, c.SPEC_INVALID, True, c.INVALID_SPEC,
-                  f"the running workers are kept, nothing new is created until the spec is fixed: {message}",
-                  stamp)
-    plan.status = set_cond(plan.status, c.VALIDATED, False, c.INVALID_SPEC, message, job, stamp)
+    _set_reported(plan, c.SPEC_INVALID, True, c.INVALID_SPEC,
+                  f"the running workers are kept, nothing new is created until the spec is fixed: {message}")
+    plan.condition(c.VALIDATED, False, c.INVALID_SPEC, message)
+    st, old = plan.status, job.status
     if report is not None:
-        plan.status["progress"] = report.progress() or plan.status.get("progress")
-        if report.checkpoint is not None:
-            plan.status["checkpoint"] = report.checkpoint.as_status()
-    old = job.status or {}
-    for key in ("resolved", "warnings"):  # what the last valid spec resolved to still runs
-        if key in old:
-            plan.status[key] = copy.deepcopy(old[key])
-    plan.status["workers"] = workers(pods, (old.get("workers") or {}).get("desired", len(pods)))
+        st.progress = report.progress() or st.progress
+        st.checkpoint = report.checkpoint or st.checkpoint
+    # What the last valid spec resolved to still runs.
+    st.resolved, st.warnings = old.resolved, old.warnings
+    desired = old.workers.desired if old.workers and old.workers.desired is not None else len(pods)
+    st.workers = workers(pods, desired)
     return plan
 
 
-def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, stamp: str, old_phase: str | None) -> Plan:
+def _suspend(pods: list[PodInfo], plan: Plan, old_phase: str | None) -> Plan:
     plan.delete = [(p.name, c.JOB_SUSPENDED) for p in pods if not p.terminating]
     if old_phase != "Suspended":
         plan.events.append(Event("Normal", c.JOB_SUSPENDED, "suspended: worker pods deleted; "
                                  "set spec.suspend: false to resume from the newest checkpoint"))
     st = plan.status
-    st["phase"] = "Suspended"
+    st.phase = "Suspended"
     # Suspended time does not count towards activeDeadlineSeconds (as for batch/v1 Jobs).
-    st.pop("startTime", None)
-    st.pop("nextRestartTime", None)
-    st = set_cond(st, c.SUSPENDED, True, c.JOB_SUSPENDED, "spec.suspend is true", job, stamp)
-    st = set_cond(st, c.RUNNING, False, c.JOB_SUSPENDED, "suspended", job, stamp, only_if_present=True)
-    st["workers"] = workers(pods, 0)
-    plan.status = st
+    st.start_time = st.next_restart_time = None
+    plan.condition(c.SUSPENDED, True, c.JOB_SUSPENDED, "spec.suspend is true")
+    plan.condition(c.RUNNING, False, c.JOB_SUSPENDED, "suspended", only_if_present=True)
+    st.workers = workers(pods, 0)
     return plan
 
 
@@ -479,67 +471,59 @@ def _succeeded(pods: list[PodInfo]) -> bool:
     return bool(finished) and (not crashed or any(p.report is not None for p in finished))
 
 
-def _success(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime) -> Plan:
+def _success(job: JobState, pods: list[PodInfo], plan: Plan) -> Plan:
     """A worker finished (docs/pod-contract.md): torchrun agents finish together, so training
     reached its end. Wait for the others to exit; failures after a success restart nothing.
     The final progress and checkpoint are the finished pod's own termination report: decide
     already took them from the newest report, where a final one wins a tie (report.newest)."""
     resolved = job.validation.resolved
     active = [p for p in pods if p.active]
-    finisher = next(p for p in pods if p.finished)
-    winner = finisher.name
-    if active:
-        plan.status["phase"] = "Running"
-        plan.status["workers"] = workers(pods, resolved.nodes)
-        plan.status = set_cond(plan.status, c.RUNNING, True, c.PODS_RUNNING,
-                               f"training finished ({winner} exited 0); waiting for "
-                               f"{', '.join(p.name for p in active)} to exit", job, iso(now))
-        return plan
-    stamp = iso(now)
+    winner = next(p for p in pods if p.finished).name
     st = plan.status
-    st["phase"] = "Succeeded"
-    st["completionTime"] = stamp
-    st.pop("nextRestartTime", None)
-    st = set_cond(st, c.SUCCEEDED, True, c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)", job, stamp)
-    st = set_cond(st, c.RUNNING, False, c.JOB_SUCCEEDED, "training finished", job, stamp, only_if_present=True)
-    st = set_cond(st, c.RESTARTING, False, c.JOB_SUCCEEDED, "training finished", job, stamp, only_if_present=True)
-    st = set_cond(st, c.CHECKPOINT_STALE, False, c.JOB_SUCCEEDED, "training finished", job, stamp,
-                  only_if_present=True)
-    st["workers"] = workers(pods, 0)
-    plan.status = st
+    if active:
+        st.phase = "Running"
+        st.workers = workers(pods, resolved.nodes)
+        plan.condition(c.RUNNING, True, c.PODS_RUNNING, f"training finished ({winner} exited 0); waiting for "
+                       f"{', '.join(p.name for p in active)} to exit")
+        return plan
+    st.phase = "Succeeded"
+    st.completion_time = plan.stamp
+    st.next_restart_time = None
+    plan.condition(c.SUCCEEDED, True, c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)")
+    for type_ in (c.RUNNING, c.RESTARTING, c.CHECKPOINT_STALE):
+        plan.condition(type_, False, c.JOB_SUCCEEDED, "training finished", only_if_present=True)
+    st.workers = workers(pods, 0)
     plan.events.append(Event("Normal", c.JOB_SUCCEEDED, f"training finished ({winner} exited 0)"))
     plan.delete = clean_pods(pods, job.validation.job.spec.clean_pod_policy)
-    plan.wake_at = _ttl_due(job, now)
+    plan.wake_at = _ttl_due(job, plan.now)
     return plan
 
 
-def _fail(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime, reason: str, message: str) -> Plan:
-    stamp = iso(now)
+def _fail(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, message: str) -> Plan:
     st = plan.status
-    st["phase"] = "Failed"
-    st["completionTime"] = stamp
-    st.pop("nextRestartTime", None)
-    st = set_cond(st, c.FAILED, True, reason, message, job, stamp)
-    st = set_cond(st, c.RUNNING, False, reason, message, job, stamp, only_if_present=True)
-    st = set_cond(st, c.RESTARTING, False, reason, message, job, stamp, only_if_present=True)
-    st["workers"] = workers(pods, 0)
-    plan.status = st
+    st.phase = "Failed"
+    st.completion_time = plan.stamp
+    st.next_restart_time = None
+    plan.condition(c.FAILED, True, reason, message)
+    plan.condition(c.RUNNING, False, reason, message, only_if_present=True)
+    plan.condition(c.RESTARTING, False, reason, message, only_if_present=True)
+    st.workers = workers(pods, 0)
     plan.failed_reason = reason
     plan.events.append(Event("Warning", reason, message))
     plan.delete = clean_pods(pods, job.validation.job.spec.clean_pod_policy)
-    plan.wake_at = _ttl_due(job, now)
+    plan.wake_at = _ttl_due(job, plan.now)
     return plan
 
 
-def _finished(job: JobState, pods: list[PodInfo], plan: Plan, now: datetime, phase: str) -> Plan:
+def _finished(job: JobState, pods: list[PodInfo], plan: Plan, phase: str) -> Plan:
     spec = job.validation.job.spec
-    plan.status["phase"] = phase
-    plan.status["workers"] = workers(pods, 0)
+    plan.status.phase = phase
+    plan.status.workers = workers(pods, 0)
     plan.delete = clean_pods(pods, spec.clean_pod_policy)
-    done = parse_time(plan.status.get("completionTime"))
+    done = parse_time(plan.status.completion_time)
     ttl = spec.ttl_seconds_after_finished
     if ttl is not None and done is not None:
-        if (now - done).total_seconds() >= ttl:
+        if (plan.now - done).total_seconds() >= ttl:
             plan.delete_job = True
             plan.events.append(Event("Normal", c.TTL_EXPIRED, f"deleting the job {ttl}s after it finished"))
         else:
@@ -566,32 +550,19 @@ def clean_pods(pods: list[PodInfo], policy: str) -> list[tuple[str, str]]:
     return []
 
 
-def workers(pods: list[PodInfo], desired: int) -> dict[str, int]:
-    return {
-        "desired": desired,
-        "active": sum(p.active for p in pods),
-        "ready": sum(p.active and p.ready for p in pods),
-        "succeeded": sum(p.succeeded for p in pods),
-        "failed": sum(p.failed for p in pods),
-    }
+def workers(pods: list[PodInfo], desired: int) -> Workers:
+    return Workers(desired=desired, active=sum(p.active for p in pods),
+                   ready=sum(p.active and p.ready for p in pods), succeeded=sum(p.succeeded for p in pods),
+                   failed=sum(p.failed for p in pods))
 
 
-def set_cond(status: dict, type_: str, value: bool, reason: str, message: str, job: JobState,
-             stamp: str, only_if_present: bool = False) -> dict:
-    """Set a condition; with only_if_present a False condition is added only if it existed."""
-    conds = status.get("conditions") or []
-    if only_if_present and not value and c.get_condition(conds, type_) is None:
-        return status
-    return {**status, "conditions": c.set_condition(conds, type_, value, reason, message,
-                                                     job.generation, stamp)}
-
-
-def _carry_over(old: dict) -> dict:
-    keep = ("conditions", "restarts", "startTime", "completionTime", "nextRestartTime",
-            "progress", "checkpoint", "phase")
-    out = {k: copy.deepcopy(old[k]) for k in keep if k in old}
-    out.setdefault("restarts", 0)
-    return out
+def _carry_over(old: Status) -> Status:
+    """What a pass starts from: the fields that live across passes. Nested values are
+    never changed in place (each step sets a new one), so they are shared, not copied."""
+    return Status(conditions=list(old.conditions) if old.conditions is not None else None,
+                  restarts=old.restarts or 0, start_time=old.start_time, completion_time=old.completion_time,
+                  next_restart_time=old.next_restart_time, progress=old.progress, checkpoint=old.checkpoint,
+                  phase=old.phase)
 
 
 # Status fields whose change alone may wait for the next write (status_write): the worker
@@ -601,20 +572,21 @@ DEFERRABLE_STATUS = frozenset({"workers"})
 COUNTERS_DELAY_SECONDS = 30.0
 
 
-def status_write(old: dict, new: dict, since_last_write: float) -> tuple[dict, float | None]:
+def status_write(old: Status, new: Status, since_last_write: float) -> tuple[dict[str, Any], float | None]:
     """The status patch to send now ({}: nothing), or how many seconds it may wait. Only a
     change of the worker counters alone waits, and only while the job is active: once it is
     Suspended, Succeeded or Failed its counters go out at once, so the status never shows
-    workers a job of that phase cannot have."""
-    patch = status_patch(old, new)
+    workers a job of that phase cannot have. This is where the typed status is written out."""
+    patch = status_patch(status_json(old), status_json(new))
     if (patch and set(patch) <= DEFERRABLE_STATUS and since_last_write < COUNTERS_DELAY_SECONDS
-            and new.get("phase") in ACTIVE_PHASES):
+            and new.phase in ACTIVE_PHASES):
         return {}, COUNTERS_DELAY_SECONDS - since_last_write
     return patch, None
 
 
-def status_patch(old: dict, new: dict) -> dict:
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Only the top-level status fields that changed (None removes a field)."""
     patch = {k: v for k, v in new.items() if old.get(k) != v}
     patch.update({k: None for k in old if k not in new})
     return patch
+

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .api.names import worker_index
+from .api.types import DistributedTrainingStatus
 from .api.validate import Validation
 from .plan import Refusal
 from .pods import PodInfo
@@ -40,7 +41,7 @@ class JobRecord:
     refused_until: float = 0.0  # no creation is retried before this (monotonic clock)
     refusals: int = 0  # in a row: the retry back-off grows with it
     last_write: float = -1e9  # when status was last written (monotonic clock)
-    last_status: dict[str, Any] | None = None
+    last_status: DistributedTrainingStatus | None = None  # typed, as last written
     posted: set[tuple[str, str]] = field(default_factory=set)  # (reason, message) Events posted
     report: TrainerReport | None = None  # the trainer's newest /status
     silent_polls: int = 0  # /status polls in a row that got no report

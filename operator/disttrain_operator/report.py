@@ -10,27 +10,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .api.types import CheckpointStatus, Progress
 from .times import parse_time
 
 # Outcomes the built-in trainer writes in its termination message.
 FINISHED = "Finished"        # every step done: the only outcome that can make a job Succeeded
 INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a checkpoint
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointReport:
-    step: int
-    time: str | None = None
-    path: str | None = None
-
-    def as_status(self) -> dict[str, Any]:
-        """status.checkpoint of the DistributedTraining."""
-        out: dict[str, Any] = {"step": self.step}
-        if self.time:
-            out["time"] = self.time
-        if self.path:
-            out["path"] = self.path
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +27,7 @@ class TrainerReport:
     tokens_per_second: float | None = None
     step_seconds: float | None = None
     world_size: int | None = None
-    checkpoint: CheckpointReport | None = None
+    checkpoint: CheckpointStatus | None = None  # as status.checkpoint has it
     last_update_time: str | None = None
     outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
     eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
@@ -53,24 +38,20 @@ class TrainerReport:
     def finished(self) -> bool:
         return self.outcome == FINISHED
 
-    def progress(self) -> dict[str, Any]:
-        """status.progress of the DistributedTraining."""
-        out: dict[str, Any] = {}
-        if self.step is not None:
-            out["step"] = self.step
-        if self.total_steps:
-            out["totalSteps"] = self.total_steps
-            if self.step is not None:
-                out["percentComplete"] = f"{min(100, int(100 * self.step / self.total_steps))}%"
-        if self.loss is not None:
-            out["loss"] = round(self.loss, 6)
-        if self.samples_per_second is not None:
-            out["samplesPerSecond"] = round(self.samples_per_second, 6)
-        if self.eval_loss is not None:
-            out["evalLoss"] = round(self.eval_loss, 6)
-            if self.eval_step is not None:
-                out["evalStep"] = self.eval_step
-        return out
+    def progress(self) -> Progress | None:
+        """status.progress of the DistributedTraining (None: the report says nothing of it)."""
+        percent = None
+        if self.total_steps and self.step is not None:
+            percent = f"{min(100, int(100 * self.step / self.total_steps))}%"
+        progress = Progress(step=self.step, total_steps=self.total_steps or None, percent_complete=percent,
+                            loss=_rounded(self.loss), samples_per_second=_rounded(self.samples_per_second),
+                            eval_loss=_rounded(self.eval_loss),
+                            eval_step=self.eval_step if self.eval_loss is not None else None)
+        return progress if progress != Progress() else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
 
 
 def parse_report(data: Any) -> TrainerReport | None:
@@ -109,12 +90,12 @@ def newest(*reports: TrainerReport | None) -> TrainerReport | None:
     return max(present, key=lambda r: (r.step if r.step is not None else -1, r.outcome is not None))
 
 
-def _checkpoint(value: Any) -> CheckpointReport | None:
+def _checkpoint(value: Any) -> CheckpointStatus | None:
     if not isinstance(value, dict) or _int(value.get("step")) is None:
         return None
-    return CheckpointReport(step=_int(value["step"]),  # type: ignore[arg-type]
+    return CheckpointStatus(step=_int(value["step"]),
                             time=value.get("time") if parse_time(_text(value.get("time"))) else None,
-                            path=_text(value.get("path")))
+                            path=_text(value.get("path")) or None)
 
 
 def _history(value: Any) -> tuple[tuple[int, float | None], ...]:

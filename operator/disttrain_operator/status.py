@@ -1,14 +1,17 @@
-"""Trainer report -> status.progress, status.checkpoint and CheckpointStale (pure); and
-the status itself as the typed classes of api/types.py have it."""
+"""The job's status, typed (api/types.py) from the API server's JSON to the patch, and
+the rules that read it: how old the newest checkpoint is and when that is stale, and
+whom to ask for the trainer's /status (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from .api.errors import FieldError
 from .api.parse import dump_object, parse_object
-from .api.types import DistributedTrainingStatus
-from .report import TrainerReport, parse_report
+from .api.types import CheckpointStatus, DistributedTrainingStatus
+from .report import TrainerReport
 from .times import parse_time
 
 # A checkpoint is stale when it is this many intervals old (plus a grace for slow saves).
@@ -16,30 +19,34 @@ STALE_INTERVALS = 3
 STALE_GRACE_SECONDS = 120
 
 
-class StatusSchemaError(ValueError):
-    """The operator built a status its own schema does not allow: a bug, never sent."""
+def read_status(raw: Mapping[str, Any] | None) -> tuple[DistributedTrainingStatus, list[FieldError]]:
+    """A job's status as the API server holds it -> the typed status, the one shape the
+    operator works with until it writes a change (status_json). The CRD's schema makes a
+    stored status fit these classes; a field that still does not (written by another
+    client through /status, or by an older operator) is left out, with its error, so
+    the next write replaces it instead of the job being stuck on it."""
+    raw = dict(raw or {})
+    typed, errors = parse_object(DistributedTrainingStatus, raw, "status")
+    if not errors:
+        return typed, []
+    known = {k: v for k, v in raw.items() if not _field_errors(k, v)}
+    typed, _ = parse_object(DistributedTrainingStatus, known, "status")
+    return typed, errors
 
 
-def typed_status(status: dict[str, Any]) -> dict[str, Any]:
-    """The status parsed into DistributedTrainingStatus and written back from it, so what
-    the operator writes is exactly what the CRD's status schema (made from the same
-    classes) describes: a field or value outside it raises here instead of being pruned
-    or refused by the API server. Unset (None) fields are left out."""
-    typed, errors = parse_object(DistributedTrainingStatus, status, "status")
-    if errors:
-        raise StatusSchemaError("; ".join(str(e) for e in errors))
-    return dump_object(typed)
+def _field_errors(key: str, value: Any) -> list[FieldError]:
+    return parse_object(DistributedTrainingStatus, {key: value}, "status")[1]
 
 
-def progress_from_trainer(report: dict[str, Any]) -> dict[str, Any]:
-    """The trainer's /status JSON (docs/pod-contract.md) -> status.progress."""
-    parsed = parse_report(report)
-    return parsed.progress() if parsed else {}
+def status_json(status: DistributedTrainingStatus) -> dict[str, Any]:
+    """The typed status in the JSON form the API server stores (unset fields left out)."""
+    return dump_object(status)
 
 
-def checkpoint_from_trainer(report: dict[str, Any]) -> dict[str, Any] | None:
-    parsed = parse_report(report)
-    return parsed.checkpoint.as_status() if parsed and parsed.checkpoint else None
+def checkpoint_age(checkpoint: CheckpointStatus | None, now: datetime) -> float | None:
+    """Seconds since the checkpoint was made (None: no checkpoint, or no time on it)."""
+    made = parse_time(checkpoint.time) if checkpoint is not None else None
+    return (now - made).total_seconds() if made else None
 
 
 def seconds_per_step(report: TrainerReport | None, global_batch: int) -> float | None:
@@ -53,27 +60,24 @@ def seconds_per_step(report: TrainerReport | None, global_batch: int) -> float |
     return None
 
 
-def checkpoint_staleness(progress: dict[str, Any], checkpoint: dict[str, Any] | None,
-                         interval_steps: int, global_batch: int, start_time: str | None,
-                         now: datetime, step_seconds: float | None = None) -> tuple[bool, str, float | None]:
+def checkpoint_staleness(checkpoint: CheckpointStatus | None, interval_steps: int, start_time: str | None,
+                         now: datetime, step_seconds: float | None) -> tuple[bool, str, float | None]:
     """(stale?, message, age in seconds) of the newest checkpoint.
 
     The allowed age follows the interval: intervalSteps x seconds per step (measured by
-    the trainer, or from its samples/s and the global batch), times STALE_INTERVALS, plus
-    a grace.
+    the trainer, or from its samples/s and the global batch: seconds_per_step), times
+    STALE_INTERVALS, plus a grace. Without a checkpoint the age counts from the start.
     """
-    made = parse_time(checkpoint.get("time")) if checkpoint else None
-    since = made or parse_time(start_time)
-    age = (now - since).total_seconds() if since else None
+    age = checkpoint_age(checkpoint, now)
+    if age is None:
+        since = parse_time(start_time)
+        age = (now - since).total_seconds() if since else None
     if interval_steps <= 0:
         return False, "periodic checkpoints are off (intervalSteps 0)", age
-    rate = progress.get("samplesPerSecond")
-    if step_seconds is None and rate:
-        step_seconds = global_batch / rate
     if not step_seconds or age is None:
         return False, "waiting for the trainer's throughput", age
     allowed = STALE_INTERVALS * interval_steps * step_seconds + STALE_GRACE_SECONDS
-    what = f"checkpoint of step {checkpoint['step']}" if checkpoint else "no checkpoint yet"
+    what = f"checkpoint of step {checkpoint.step}" if checkpoint else "no checkpoint yet"
     if age > allowed:
         return True, (f"{what}, {age:.0f}s old; expected one every ~{interval_steps * step_seconds:.0f}s "
                       f"(intervalSteps {interval_steps}); check the checkpoint volume and the trainer logs"), age

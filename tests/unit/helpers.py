@@ -40,3 +40,24 @@ def errors_of(doc: dict) -> list[str]:
 
 def warnings_of(doc: dict) -> dict[str, str]:
     return {w.reason: w.message for w in validate_document(doc).warnings}
+
+
+def typed(status: Any = None) -> Any:
+    """A status as the API server would hand it over (JSON) -> the typed status decide()
+    works on; a typed one passes through. The fixture must fit the schema."""
+    from disttrain_operator.api.types import DistributedTrainingStatus
+    from disttrain_operator.status import read_status
+
+    if isinstance(status, DistributedTrainingStatus):
+        return status
+    parsed, errors = read_status(status or {})
+    assert not errors, errors
+    return parsed
+
+
+def written(plan_or_status: Any) -> dict:
+    """The status of a plan (or a typed status) as the operator writes it: its JSON form."""
+    from disttrain_operator.plan import Plan
+    from disttrain_operator.status import status_json
+
+    return status_json(plan_or_status.status if isinstance(plan_or_status, Plan) else plan_or_status)

@@ -18,6 +18,7 @@ from disttrain_operator.report import FINISHED, INTERRUPTED, TrainerReport, newe
 from disttrain_operator.settings import Settings
 
 from .helpers import job as job_doc
+from .helpers import written
 from .test_plan import NOW, POLICY, cond, pod, state
 
 
@@ -47,8 +48,8 @@ def ended(index, code, message=None, terminating=False, nodes=2, reason=None):
 def test_report_parses_status_and_termination_message_alike():
     final = parse_report(report_json(FINISHED))
     assert final.finished and final.step == 60 and final.step_seconds == 0.2
-    assert final.checkpoint.as_status() == {"step": 60, "time": iso(NOW), "path": "/ck/step-00000060"}
-    assert final.progress() == {"step": 60, "totalSteps": 60, "percentComplete": "100%", "loss": 2.5,
+    assert written(final.checkpoint) == {"step": 60, "time": iso(NOW), "path": "/ck/step-00000060"}
+    assert written(final.progress()) == {"step": 60, "totalSteps": 60, "percentComplete": "100%", "loss": 2.5,
                                 "samplesPerSecond": 40.0}
     assert parse_report(json.loads(report_json())).outcome is None
 
@@ -115,11 +116,11 @@ def test_a_graceful_deletion_never_makes_the_job_succeed():
     st = state({"phase": "Running", "restarts": 0}, nodes=2)
     survivor = ended(0, 0, report_json(INTERRUPTED, step=11, total=100000, ckpt=11))
     plan = decide(st, [survivor], NOW, POLICY)
-    assert plan.status["phase"] != "Succeeded"
+    assert written(plan)["phase"] != "Succeeded"
     assert (survivor.name, c.WORKER_DISRUPTED) in plan.delete
     assert plan.create == [1]  # the deleted worker comes back; worker-0 once it is gone
-    assert plan.status.get("restarts", 0) == 0  # a disruption does not spend backoffLimit
-    assert plan.status["progress"]["step"] == 11 and plan.status["checkpoint"]["step"] == 11
+    assert written(plan).get("restarts", 0) == 0  # a disruption does not spend backoffLimit
+    assert written(plan)["progress"]["step"] == 11 and written(plan)["checkpoint"]["step"] == 11
 
 
 def test_success_takes_the_final_step_and_checkpoint_from_the_termination_message():
@@ -127,15 +128,15 @@ def test_success_takes_the_final_step_and_checkpoint_from_the_termination_messag
     stale_status = TrainerReport(step=59)
     pods = [ended(0, 0, report_json(FINISHED)), ended(1, 0, report_json(FINISHED))]
     plan = decide(st, pods, NOW, POLICY, report=stale_status)
-    assert plan.status["phase"] == "Succeeded"
-    assert plan.status["progress"]["step"] == 60 and plan.status["progress"]["percentComplete"] == "100%"
-    assert plan.status["checkpoint"] == {"step": 60, "time": iso(NOW), "path": "/ck/step-00000060"}
+    assert written(plan)["phase"] == "Succeeded"
+    assert written(plan)["progress"]["step"] == 60 and written(plan)["progress"]["percentComplete"] == "100%"
+    assert written(plan)["checkpoint"] == {"step": 60, "time": iso(NOW), "path": "/ck/step-00000060"}
 
 
 def test_a_users_script_exiting_0_is_success():
     st = state({"phase": "Running"}, nodes=1)
     plan = decide(st, [ended(0, 0, nodes=1)], NOW, POLICY)
-    assert plan.status["phase"] == "Succeeded"
+    assert written(plan)["phase"] == "Succeeded"
 
 
 # ---- decide: trouble the operator cannot fix alone -------------------------------------
@@ -170,7 +171,7 @@ def test_refused_creation_is_a_condition_with_the_apis_words_and_one_event():
     forbidden = cond(plan, c.POD_CREATION_FORBIDDEN)
     assert forbidden["status"] == "True" and forbidden["reason"] == "Forbidden"
     assert "violates PodSecurity" in forbidden["message"] and "403" in forbidden["message"]
-    assert plan.status["phase"] == "Pending"
+    assert written(plan)["phase"] == "Pending"
     again = decide(state(plan.status, nodes=1), [], NOW + timedelta(seconds=5), POLICY, refusal=refusal)
     assert "Forbidden" not in [e.reason for e in again.events]
     allowed = decide(state(again.status, nodes=1), [pod(0, nodes=1, phase="Pending")], NOW, POLICY)
@@ -189,29 +190,29 @@ def test_unschedulable_pods_say_why_on_the_job():
          "message": "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."}]}
     plan = decide(state(nodes=1), [summarize_pod(body)], NOW, POLICY)
     running = cond(plan, c.RUNNING)
-    assert plan.status["phase"] == "Pending"
+    assert written(plan)["phase"] == "Pending"
     assert running["reason"] == c.UNSCHEDULABLE and "Insufficient nvidia.com/gpu" in running["message"]
     assert [e.reason for e in plan.events].count(c.UNSCHEDULABLE) == 1
 
 
 def test_a_running_job_whose_spec_stops_validating_keeps_its_pods():
     first = decide(state(nodes=2), [pod(0, nodes=2), pod(1, nodes=2)], NOW, POLICY)
-    assert first.status["phase"] == "Running"
+    assert written(first)["phase"] == "Running"
     broken = state(first.status, nodes=2, env=[{"name": "RANK", "value": "0"}])
     plan = decide(broken, [pod(0, nodes=2), pod(1, nodes=2)], NOW, POLICY)
     assert plan.delete == [] and plan.create == []
-    assert plan.status["phase"] == "Running"
+    assert written(plan)["phase"] == "Running"
     invalid = cond(plan, c.SPEC_INVALID)
     assert invalid["status"] == "True" and "spec.env" in invalid["message"]
-    assert plan.status["resolved"]["worldSize"] == 2
+    assert written(plan)["resolved"]["worldSize"] == 2
     fixed = decide(state(plan.status, nodes=2), [pod(0, nodes=2), pod(1, nodes=2)], NOW, POLICY)
-    assert cond(fixed, c.SPEC_INVALID)["status"] == "False" and fixed.status["phase"] == "Running"
+    assert cond(fixed, c.SPEC_INVALID)["status"] == "False" and written(fixed)["phase"] == "Running"
 
 
 def test_wake_at_is_the_end_of_the_back_off():
     st = state({"phase": "Running"}, nodes=2)
     plan = decide(st, [pod(0, nodes=2), ended(1, 1, "Traceback")], NOW, POLICY)
-    assert plan.status["nextRestartTime"] == iso(NOW + timedelta(seconds=10))
+    assert written(plan)["nextRestartTime"] == iso(NOW + timedelta(seconds=10))
     assert plan.wake_at == NOW + timedelta(seconds=10)
 
 
@@ -224,7 +225,7 @@ def test_wake_at_is_the_ttl_of_a_finished_job():
 def test_finishing_schedules_the_ttl_deletion():
     st = state({"phase": "Running"}, nodes=1, ttlSecondsAfterFinished=5)
     plan = decide(st, [ended(0, 0, nodes=1)], NOW, POLICY)
-    assert plan.status["phase"] == "Succeeded" and plan.wake_at == NOW + timedelta(seconds=5.5)
+    assert written(plan)["phase"] == "Succeeded" and plan.wake_at == NOW + timedelta(seconds=5.5)
 
 
 def test_checkpoint_stale_uses_the_trainers_measured_step_time():
@@ -257,11 +258,11 @@ def test_bad_settings_stop_with_the_variable_named(env, says):
 def test_a_crash_beside_a_script_that_exited_0_is_recovered_not_a_success():
     st = state({"phase": "Running", "restarts": 0}, nodes=2)
     plan = decide(st, [ended(0, 0), ended(1, 1, "RuntimeError: boom")], NOW, POLICY)
-    assert plan.status["phase"] == "Restarting" and plan.status["nextRestartTime"]
+    assert written(plan)["phase"] == "Restarting" and written(plan)["nextRestartTime"]
     assert "RuntimeError: boom" in " ".join(e.message for e in plan.events)
 
 
 def test_a_crash_after_the_trainer_reported_finished_is_still_a_success():
     st = state({"phase": "Running"}, nodes=2)
     plan = decide(st, [ended(0, 0, report_json(FINISHED)), ended(1, 1, "Traceback ...")], NOW, POLICY)
-    assert plan.status["phase"] == "Succeeded"
+    assert written(plan)["phase"] == "Succeeded"

@@ -21,6 +21,7 @@ from disttrain_operator.settings import Settings
 from .fake_clock import FakeClock, settle
 from .fake_kube import FakeKube
 from .helpers import job as job_doc
+from .helpers import typed, written
 
 KEY = ("team-a", "demo")
 
@@ -103,7 +104,7 @@ def test_a_pod_just_created_is_neither_created_again_nor_replaced_as_outdated():
     rec = JobRecord(uid="u1", key=KEY)
     rec.expect_create("demo-worker-1", template_hash(), now=0)
     pods, _ = rec.own_pods([info("demo-worker-0", template=template_hash())], now=1)
-    state = JobState(name="demo", namespace="team-a", generation=1, status={},
+    state = JobState(name="demo", namespace="team-a", generation=1, status=typed(),
                      validation=validate_document(job_doc(nodes=2, trainer={"builtin": {"steps": 10}})))
     plan = decide(state, pods, FakeClock().now(), Policy())
     assert plan.create == [] and plan.delete == []
@@ -253,7 +254,7 @@ def test_a_status_the_api_refuses_does_not_stop_the_pass():
         shell.job_event(KEY, body(), "ADDED")
         again = await reconciled(shell)
         errors = shell.metrics.reconcile_errors.labels(reason="Api422")._value.get()
-        return kube.verbs("create"), again, errors, shell.records["u1"].last_status["phase"]
+        return kube.verbs("create"), again, errors, shell.records["u1"].last_status.phase
 
     creates, again, errors, remembered = run(scenario())
     assert [c[2] for c in creates] == ["demo", "demo-worker-0", "demo-worker-1"]
@@ -265,15 +266,18 @@ def test_a_status_the_api_refuses_does_not_stop_the_pass():
 
 
 def test_counter_changes_alone_wait_while_the_job_runs_but_never_once_it_stopped():
-    running = {"phase": "Running", "workers": {"desired": 2, "active": 2}}
-    fewer = {"phase": "Running", "workers": {"desired": 2, "active": 1}}
+    running = typed({"phase": "Running", "workers": {"desired": 2, "active": 2}})
+    fewer = typed({"phase": "Running", "workers": {"desired": 2, "active": 1}})
     assert status_write(running, fewer, since_last_write=5) == ({}, COUNTERS_DELAY_SECONDS - 5)
-    assert status_write(running, fewer, since_last_write=30) == ({"workers": fewer["workers"]}, None)
+    assert status_write(running, fewer, since_last_write=30) == ({"workers": {"desired": 2, "active": 1}}, None)
     # Suspended with pods still going: the counters follow at once, never "2 active".
-    suspended = {"phase": "Suspended", "workers": {"desired": 0, "active": 2}}
-    gone = {"phase": "Suspended", "workers": {"desired": 0, "active": 0}}
-    assert status_write(suspended, gone, since_last_write=1) == ({"workers": gone["workers"]}, None)
-    assert status_write(running, dict(running), since_last_write=1) == ({}, None)
+    suspended = typed({"phase": "Suspended", "workers": {"desired": 0, "active": 2}})
+    gone = typed({"phase": "Suspended", "workers": {"desired": 0, "active": 0}})
+    assert status_write(suspended, gone, since_last_write=1) == ({"workers": {"desired": 0, "active": 0}}, None)
+    assert status_write(running, typed(written(running)), since_last_write=1) == ({}, None)
+    # Anything else goes out at once, in the JSON form the API server stores.
+    assert status_write(running, typed({"phase": "Failed", "workers": {"desired": 2, "active": 2}}),
+                        since_last_write=1) == ({"phase": "Failed"}, None)
 
 
 def test_a_deferred_counter_write_goes_out_when_it_is_due():
@@ -394,11 +398,11 @@ def test_a_job_past_its_active_deadline_fails_at_the_moment_the_pass_asked_to_lo
         shell.pods_index = {KEY: [info("demo-worker-0", template=h), info("demo-worker-1", template=h)]}
         await clock.advance(119)
         await reconciled(shell)
-        before = shell.records["u1"].last_status["phase"]
+        before = shell.records["u1"].last_status.phase
         await clock.advance(2)
         await reconciled(shell)
         after = shell.records["u1"].last_status
-        return first, before, after["phase"], after["conditions"][-1]["reason"] if after["conditions"] else None
+        return first, before, after.phase, after.conditions[-1].reason if after.conditions else None
 
     first, before, after, _ = run(scenario())
     assert first == 60  # the resync comes first; the deadline is asked for once it is nearer

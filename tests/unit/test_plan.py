@@ -12,6 +12,7 @@ from disttrain_operator.pods import summarize_pod
 from disttrain_operator.render import render_pod
 
 from .helpers import job as job_doc
+from .helpers import typed, written
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
 POLICY = Policy(backoff_base_seconds=10, backoff_max_seconds=300)
@@ -19,7 +20,7 @@ POLICY = Policy(backoff_base_seconds=10, backoff_max_seconds=300)
 
 def state(status=None, **spec):
     doc = job_doc(**spec)
-    return JobState(name="demo", namespace="team-a", generation=3, status=status or {},
+    return JobState(name="demo", namespace="team-a", generation=3, status=typed(status),
                     validation=validate_document(doc))
 
 
@@ -46,26 +47,28 @@ def run(st, pods, now=NOW):
 
 
 def cond(plan, type_):
-    return c.get_condition(plan.status.get("conditions"), type_)
+    """A condition of the plan's status as written (JSON), or None."""
+    found = c.get_condition(plan.status.conditions, type_)
+    return written(found) if found is not None else None
 
 
 def test_new_job_creates_service_and_every_worker():
     plan = run(state(nodes=3), [])
     assert plan.create == [0, 1, 2] and plan.create_service
     assert plan.delete == []
-    assert plan.status["phase"] == "Pending"
-    assert plan.status["startTime"] == iso(NOW)
-    assert plan.status["resolved"]["worldSize"] == 3
-    assert plan.status["observedGeneration"] == 3
+    assert written(plan)["phase"] == "Pending"
+    assert written(plan)["startTime"] == iso(NOW)
+    assert written(plan)["resolved"]["worldSize"] == 3
+    assert written(plan)["observedGeneration"] == 3
     assert cond(plan, c.VALIDATED)["status"] == "True"
 
 
 def test_rerun_with_all_pods_present_creates_nothing():
     plan = run(state(nodes=2), [pod(0, nodes=2), pod(1, nodes=2)])
     assert plan.create == [] and plan.delete == []
-    assert plan.status["phase"] == "Running"
+    assert written(plan)["phase"] == "Running"
     assert plan.became_running
-    assert plan.status["workers"] == {"desired": 2, "active": 2, "ready": 2, "succeeded": 0, "failed": 0}
+    assert written(plan)["workers"] == {"desired": 2, "active": 2, "ready": 2, "succeeded": 0, "failed": 0}
 
 
 def test_partially_created_job_creates_only_the_missing_pods():
@@ -76,7 +79,7 @@ def test_partially_created_job_creates_only_the_missing_pods():
 def test_invalid_spec_fails_creates_nothing_and_warns():
     st = state(nodes=2, env=[{"name": "RANK", "value": "0"}])
     plan = run(st, [])
-    assert plan.create == [] and plan.status["phase"] == "Failed"
+    assert plan.create == [] and written(plan)["phase"] == "Failed"
     assert cond(plan, c.VALIDATED)["reason"] == c.INVALID_SPEC
     assert "spec.env[0].name: is reserved" in cond(plan, c.FAILED)["message"]
     assert [e.reason for e in plan.events] == [c.INVALID_SPEC]
@@ -89,7 +92,7 @@ def test_invalid_spec_fails_creates_nothing_and_warns():
 def test_fixing_an_invalid_spec_starts_the_job():
     bad = run(state(nodes=2, env=[{"name": "RANK", "value": "0"}]), [])
     plan = run(state(bad.status, nodes=2), [])
-    assert plan.create == [0, 1] and plan.status["phase"] == "Pending"
+    assert plan.create == [0, 1] and written(plan)["phase"] == "Pending"
     assert cond(plan, c.FAILED)["status"] == "False"
 
 
@@ -108,19 +111,19 @@ def test_failed_worker_waits_for_backoff_then_is_recreated_and_counted():
     running = {"phase": "Running", "startTime": iso(NOW), "restarts": 0}
     pods = [pod(0, nodes=2), pod(1, nodes=2, phase="Failed", exit_code=1)]
     first = run(state(running, nodes=2), pods)
-    assert first.status["phase"] == "Restarting" and first.delete == []
-    assert first.status["nextRestartTime"] == iso(NOW + timedelta(seconds=10))
+    assert written(first)["phase"] == "Restarting" and first.delete == []
+    assert written(first)["nextRestartTime"] == iso(NOW + timedelta(seconds=10))
     (failed,) = [e for e in first.events if e.reason == c.WORKER_FAILED]
     assert "demo-worker-1 failed: Error (exit code 1); recreating in 10s (restart 1 of backoffLimit 6)" == failed.message
     assert cond(first, c.RESTARTING)["status"] == "True"
     later = run(state(first.status, nodes=2), pods, NOW + timedelta(seconds=11))
     assert later.delete == [("demo-worker-1", c.WORKER_FAILED)]
-    assert later.status["restarts"] == 1 and later.restarted == 1
-    assert "nextRestartTime" not in later.status
+    assert written(later)["restarts"] == 1 and later.restarted == 1
+    assert "nextRestartTime" not in written(later)
     gone = run(state(later.status, nodes=2), pods[:1], NOW + timedelta(seconds=12))
-    assert gone.create == [1] and gone.status["phase"] == "Restarting"
+    assert gone.create == [1] and written(gone)["phase"] == "Restarting"
     back = run(state(gone.status, nodes=2), [pod(0, nodes=2), pod(1, nodes=2)], NOW + timedelta(seconds=20))
-    assert back.status["phase"] == "Running"
+    assert written(back)["phase"] == "Running"
     assert cond(back, c.RESTARTING)["status"] == "False"
     assert cond(back, c.RUNNING)["status"] == "True"
 
@@ -129,30 +132,30 @@ def test_backoff_grows_exponentially_and_is_capped():
     for restarts, delay in ((0, 10), (1, 20), (3, 80), (10, 300)):
         plan = run(state({"phase": "Running", "restarts": restarts}, backoffLimit=100),
                    [pod(0, phase="Failed", exit_code=1, backoffLimit=100)])
-        assert plan.status["nextRestartTime"] == iso(NOW + timedelta(seconds=delay))
+        assert written(plan)["nextRestartTime"] == iso(NOW + timedelta(seconds=delay))
 
 
 def test_backoff_limit_exceeded_fails_the_job_and_cleans_running_pods():
     pods = [pod(0, nodes=2, backoffLimit=2), pod(1, nodes=2, phase="Failed", exit_code=137, reason="OOMKilled",
                                                   backoffLimit=2)]
     plan = run(state({"phase": "Running", "restarts": 2}, nodes=2, backoffLimit=2), pods)
-    assert plan.status["phase"] == "Failed" and plan.failed_reason == c.BACKOFF_LIMIT_EXCEEDED
+    assert written(plan)["phase"] == "Failed" and plan.failed_reason == c.BACKOFF_LIMIT_EXCEEDED
     assert "OOMKilled (exit code 137)" in cond(plan, c.FAILED)["message"]
-    assert plan.status["completionTime"] == iso(NOW)
+    assert written(plan)["completionTime"] == iso(NOW)
     assert plan.delete == [("demo-worker-0", "CleanPodPolicy")]  # Running policy: only active pods
 
 
 def test_backoff_limit_zero_fails_on_first_failure():
     plan = run(state({"phase": "Running"}, backoffLimit=0), [pod(0, phase="Failed", exit_code=1, backoffLimit=0)])
-    assert plan.status["phase"] == "Failed"
+    assert written(plan)["phase"] == "Failed"
 
 
 def test_evicted_pod_is_recreated_at_once_without_spending_backoff():
     pods = [pod(0, nodes=2), pod(1, nodes=2, phase="Failed", disrupted=True)]
     plan = run(state({"phase": "Running", "restarts": 0}, nodes=2), pods)
     assert plan.delete == [("demo-worker-1", c.WORKER_DISRUPTED)]
-    assert plan.status["restarts"] == 0 and "nextRestartTime" not in plan.status
-    assert plan.status["phase"] == "Restarting"
+    assert written(plan)["restarts"] == 0 and "nextRestartTime" not in written(plan)
+    assert written(plan)["phase"] == "Restarting"
 
 
 def test_rendezvous_host_loss_is_one_restart_round():
@@ -164,16 +167,16 @@ def test_rendezvous_host_loss_is_one_restart_round():
     assert second.delete == []
     third = run(state(second.status, nodes=3), pods, NOW + timedelta(seconds=11))
     assert sorted(n for n, _ in third.delete) == ["demo-worker-0", "demo-worker-1", "demo-worker-2"]
-    assert third.status["restarts"] == 1
+    assert written(third)["restarts"] == 1
 
 
 def test_success_waits_for_other_workers_then_cleans_up():
     pods = [pod(0, nodes=2, phase="Succeeded", exit_code=0), pod(1, nodes=2)]
     waiting = run(state({"phase": "Running"}, nodes=2), pods)
-    assert waiting.status["phase"] == "Running" and waiting.create == [] and waiting.delete == []
+    assert written(waiting)["phase"] == "Running" and waiting.create == [] and waiting.delete == []
     done = run(state({"phase": "Running"}, nodes=2, cleanPodPolicy="All"),
                [pod(0, nodes=2, phase="Succeeded", exit_code=0), pod(1, nodes=2, phase="Succeeded", exit_code=0)])
-    assert done.status["phase"] == "Succeeded" and done.status["completionTime"] == iso(NOW)
+    assert written(done)["phase"] == "Succeeded" and written(done)["completionTime"] == iso(NOW)
     assert cond(done, c.SUCCEEDED)["status"] == "True"
     assert sorted(n for n, _ in done.delete) == ["demo-worker-0", "demo-worker-1"]
 
@@ -190,10 +193,10 @@ def test_suspend_deletes_pods_and_resume_recreates_them():
     pods = [pod(0, nodes=2), pod(1, nodes=2)]
     suspended = run(state({"phase": "Running", "startTime": iso(NOW)}, nodes=2, suspend=True), pods)
     assert sorted(n for n, _ in suspended.delete) == ["demo-worker-0", "demo-worker-1"]
-    assert suspended.status["phase"] == "Suspended" and "startTime" not in suspended.status
+    assert written(suspended)["phase"] == "Suspended" and "startTime" not in written(suspended)
     assert cond(suspended, c.SUSPENDED)["status"] == "True"
     resumed = run(state(suspended.status, nodes=2), [])
-    assert resumed.create == [0, 1] and resumed.status["phase"] == "Pending"
+    assert resumed.create == [0, 1] and written(resumed)["phase"] == "Pending"
     assert cond(resumed, c.SUSPENDED)["status"] == "False"
     assert c.JOB_RESUMED in [e.reason for e in resumed.events]
 
@@ -201,7 +204,7 @@ def test_suspend_deletes_pods_and_resume_recreates_them():
 def test_active_deadline_fails_the_job():
     st = {"phase": "Running", "startTime": iso(NOW - timedelta(seconds=61))}
     plan = run(state(st, activeDeadlineSeconds=60), [pod(0, activeDeadlineSeconds=60)])
-    assert plan.status["phase"] == "Failed" and plan.failed_reason == c.DEADLINE_EXCEEDED
+    assert written(plan)["phase"] == "Failed" and plan.failed_reason == c.DEADLINE_EXCEEDED
     assert plan.delete == [("demo-worker-0", "CleanPodPolicy")]
 
 
@@ -216,7 +219,7 @@ def test_elastic_scale_down_removes_the_highest_workers():
     pods = [pod(i, nodes=4, **spec) for i in range(4)]
     plan = run(state({"phase": "Running"}, nodes=2, **spec), pods)
     assert sorted(plan.delete) == [("demo-worker-2", c.SCALED), ("demo-worker-3", c.SCALED)]
-    assert plan.status["phase"] == "Running"
+    assert written(plan)["phase"] == "Running"
 
 
 def test_fixed_size_scale_replaces_workers_with_the_new_world_size():
@@ -229,7 +232,7 @@ def test_running_with_at_least_min_nodes_in_elastic_jobs():
     spec = dict(minNodes=1, maxNodes=3)
     plan = run(state({}, nodes=3, **spec), [pod(0, nodes=3, **spec), pod(1, nodes=3, phase="Pending", **spec),
                                              pod(2, nodes=3, phase="Pending", **spec)])
-    assert plan.status["phase"] == "Running"
+    assert written(plan)["phase"] == "Running"
 
 
 def test_deleted_worker_is_recreated_with_the_same_name():
@@ -243,7 +246,7 @@ def test_condition_transition_time_moves_only_on_flips():
     t0 = cond(first, c.RUNNING)["lastTransitionTime"]
     later = run(state(first.status, nodes=1), [pod(0)], NOW + timedelta(minutes=5))
     assert cond(later, c.RUNNING)["lastTransitionTime"] == t0
-    assert status_patch(first.status, later.status) == {}  # nothing changed: no write
+    assert status_patch(written(first), written(later)) == {}  # nothing changed: no write
 
 
 def test_status_patch_writes_only_changed_fields():
@@ -257,7 +260,7 @@ def test_losing_worker_0_restarts_every_worker_in_the_same_round():
     first = run(state({"phase": "Running"}, nodes=3), pods)
     due = run(state(first.status, nodes=3), pods, NOW + timedelta(seconds=11))
     assert sorted(n for n, _ in due.delete) == ["demo-worker-0", "demo-worker-1", "demo-worker-2"]
-    assert due.status["restarts"] == 1
+    assert written(due)["restarts"] == 1
 
 
 def test_losing_another_worker_restarts_only_that_worker():

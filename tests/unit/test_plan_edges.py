@@ -17,6 +17,7 @@ from disttrain_operator.pods import summarize_pod
 from disttrain_operator.render import render_pod
 
 from .helpers import job as job_doc
+from .helpers import written
 from .test_plan import NOW, cond, iso, pod, run, state
 
 RUNNING = {"phase": "Running", "startTime": iso(NOW), "restarts": 0}
@@ -48,12 +49,12 @@ def test_failed_worker_is_recreated_exactly_at_its_due_time():
     pods = [pod(0, nodes=2), pod(1, nodes=2, phase="Failed", exit_code=1)]
     first = run(state(RUNNING, nodes=2), pods)
     due = NOW + timedelta(seconds=10)
-    assert first.status["nextRestartTime"] == iso(due)
+    assert written(first)["nextRestartTime"] == iso(due)
     early = run(state(first.status, nodes=2), pods, due - timedelta(seconds=1))
-    assert early.delete == [] and early.status["nextRestartTime"] == iso(due)
+    assert early.delete == [] and written(early)["nextRestartTime"] == iso(due)
     on_time = run(state(first.status, nodes=2), pods, due)
     assert on_time.delete == [("demo-worker-1", c.WORKER_FAILED)]
-    assert on_time.status["restarts"] == 1 and "nextRestartTime" not in on_time.status
+    assert written(on_time)["restarts"] == 1 and "nextRestartTime" not in written(on_time)
 
 
 # ---- disruptions never spend backoffLimit -----------------------------------------
@@ -74,9 +75,9 @@ def test_disrupted_worker_is_recreated_at_once_without_spending_backoff(how):
     pods = [pod(0, nodes=2), failed_pod(1, nodes=2, **how)]
     assert pods[1].disrupted
     plan = run(state(RUNNING, nodes=2, backoffLimit=0), pods)
-    assert plan.status["phase"] == "Restarting"
+    assert written(plan)["phase"] == "Restarting"
     assert plan.delete == [("demo-worker-1", c.WORKER_DISRUPTED)]
-    assert plan.status["restarts"] == 0 and "nextRestartTime" not in plan.status
+    assert written(plan)["restarts"] == 0 and "nextRestartTime" not in written(plan)
     assert plan.failed_reason is None
     reasons = [e.reason for e in plan.events]
     assert c.WORKER_DISRUPTED in reasons and c.WORKER_FAILED not in reasons
@@ -86,7 +87,7 @@ def test_a_crash_with_a_disruption_condition_that_is_not_true_is_a_failure():
     crashed = failed_pod(1, nodes=2, exit_code=1)
     assert not crashed.disrupted
     plan = run(state(RUNNING, nodes=2, backoffLimit=0), [pod(0, nodes=2), crashed])
-    assert plan.status["phase"] == "Failed" and plan.failed_reason == c.BACKOFF_LIMIT_EXCEEDED
+    assert written(plan)["phase"] == "Failed" and plan.failed_reason == c.BACKOFF_LIMIT_EXCEEDED
 
 
 # ---- success needs every worker to finish ---------------------------------------
@@ -95,13 +96,13 @@ def test_a_crash_with_a_disruption_condition_that_is_not_true_is_a_failure():
 def test_a_worker_that_failed_after_another_exited_0_is_not_a_success():
     pods = [pod(0, nodes=2, phase="Succeeded", exit_code=0), pod(1, nodes=2, phase="Failed", exit_code=1)]
     plan = run(state(RUNNING, nodes=2), pods)
-    assert plan.status["phase"] != "Succeeded"
+    assert written(plan)["phase"] != "Succeeded"
     assert cond(plan, c.SUCCEEDED) is None
 
 
 def test_success_is_declared_only_when_no_worker_is_active():
     pods = [pod(0, nodes=3, phase="Succeeded", exit_code=0), pod(1, nodes=3), pod(2, nodes=3, phase="Pending")]
     plan = run(state(RUNNING, nodes=3), pods)
-    assert plan.status["phase"] == "Running" and cond(plan, c.SUCCEEDED) is None
+    assert written(plan)["phase"] == "Running" and cond(plan, c.SUCCEEDED) is None
     done = run(state(RUNNING, nodes=3), [pod(i, nodes=3, phase="Succeeded", exit_code=0) for i in range(3)])
-    assert done.status["phase"] == "Succeeded" and cond(done, c.SUCCEEDED)["status"] == "True"
+    assert written(done)["phase"] == "Succeeded" and cond(done, c.SUCCEEDED)["status"] == "True"

@@ -14,9 +14,11 @@ from disttrain_operator.api import load_job
 from disttrain_operator.plan import decide, iso
 from disttrain_operator.pods import summarize_pod
 from disttrain_operator.render import render_pod
-from disttrain_operator.report import CheckpointReport, TrainerReport
+from disttrain_operator.api.types import CheckpointStatus
+from disttrain_operator.report import TrainerReport
 
 from .helpers import job as job_doc
+from .helpers import written
 from .test_contract import ended, report_json
 from .test_plan import NOW, POLICY, cond, pod, run, state
 
@@ -76,10 +78,10 @@ def test_deadline_fails_only_once_passed_and_the_operator_wakes_half_a_second_af
     spec = {"nodes": 1, "activeDeadlineSeconds": 100, **QUIET}
     st = {"phase": "Running", "startTime": iso(NOW), "restarts": 0}
     on_it = run(state(st, **spec), [pod(0, **spec)], at(100))
-    assert on_it.status["phase"] == "Running" and on_it.failed_reason is None
+    assert written(on_it)["phase"] == "Running" and on_it.failed_reason is None
     assert on_it.wake_at == at(100.5)
     after = run(state(st, **spec), [pod(0, **spec)], at(100.5))
-    assert after.status["phase"] == "Failed" and after.failed_reason == c.DEADLINE_EXCEEDED
+    assert written(after)["phase"] == "Failed" and after.failed_reason == c.DEADLINE_EXCEEDED
 
 
 def test_deadline_during_a_back_off_of_a_job_that_never_ran_ends_the_back_off_and_the_restart():
@@ -87,11 +89,11 @@ def test_deadline_during_a_back_off_of_a_job_that_never_ran_ends_the_back_off_an
     first = run(state({}, **spec), [], at(-200))
     crashed = [pod(0, phase="Pending", ready=False, **spec), pod(1, phase="Failed", exit_code=1, **spec)]
     waiting = run(state(first.status, **spec), crashed, at(-100))
-    assert waiting.status["phase"] == "Restarting" and waiting.status["nextRestartTime"] == iso(at(-90))
+    assert written(waiting)["phase"] == "Restarting" and written(waiting)["nextRestartTime"] == iso(at(-90))
     assert cond(waiting, c.RUNNING) is None  # it never ran
     failed = run(state(waiting.status, **spec), crashed, NOW)
-    assert failed.status["phase"] == "Failed" and failed.failed_reason == c.DEADLINE_EXCEEDED
-    assert "nextRestartTime" not in failed.status
+    assert written(failed)["phase"] == "Failed" and failed.failed_reason == c.DEADLINE_EXCEEDED
+    assert "nextRestartTime" not in written(failed)
     assert cond(failed, c.RUNNING) is None
     restarting = cond(failed, c.RESTARTING)
     assert restarting["status"] == "False" and restarting["reason"] == c.DEADLINE_EXCEEDED
@@ -108,7 +110,7 @@ def test_clean_pod_policy_all_deletes_every_pod_left_once_not_already_going():
     pods = [pod(0, phase="Succeeded", exit_code=0, **spec), pod(1, phase="Failed", exit_code=1, terminating=True, **spec)]
     plan = run(state(st, **spec), pods, at(5))
     assert plan.delete == [("demo-worker-0", "CleanPodPolicy")]
-    assert plan.status["phase"] == "Succeeded"
+    assert written(plan)["phase"] == "Succeeded"
 
 
 def test_success_beside_a_crash_ends_its_back_off_and_adds_no_running_condition_it_never_had():
@@ -116,8 +118,8 @@ def test_success_beside_a_crash_ends_its_back_off_and_adds_no_running_condition_
     st = {"phase": "Restarting", "startTime": iso(at(-60)), "restarts": 0, "nextRestartTime": iso(at(5))}
     pods = [ended(0, 0, report_json("Finished")), pod(1, phase="Failed", exit_code=1, **spec)]
     plan = run(state(st, **spec), pods)
-    assert plan.status["phase"] == "Succeeded"
-    assert "nextRestartTime" not in plan.status
+    assert written(plan)["phase"] == "Succeeded"
+    assert "nextRestartTime" not in written(plan)
     assert cond(plan, c.RUNNING) is None and cond(plan, c.RESTARTING) is None
 
 
@@ -126,15 +128,15 @@ def test_success_of_a_user_script_takes_progress_from_the_last_status_report():
     st = {"phase": "Running", "startTime": iso(at(-60)), "restarts": 0}
     report = TrainerReport(step=90, total_steps=100, loss=1.5, step_seconds=0.5)
     plan = decide(state(st, **spec), [pod(0, phase="Succeeded", exit_code=0, **spec)], NOW, POLICY, report=report)
-    assert plan.status["phase"] == "Succeeded"
-    assert plan.status["progress"] == report.progress()
+    assert written(plan)["phase"] == "Succeeded"
+    assert plan.status.progress == report.progress()
 
 
 def test_while_other_workers_exit_the_running_condition_says_training_finished():
     spec = {"nodes": 3}
     st = {"phase": "Running", "startTime": iso(at(-60)), "restarts": 0}
     plan = run(state(st, **spec), [ended(0, 0, report_json("Finished"), nodes=3), pod(1, **spec), pod(2, **spec)])
-    assert plan.status["phase"] == "Running" and plan.delete == []
+    assert written(plan)["phase"] == "Running" and plan.delete == []
     running = cond(plan, c.RUNNING)
     assert running["status"] == "True" and running["reason"] == c.PODS_RUNNING
     assert running["message"] == ("training finished (demo-worker-0 exited 0); waiting for "
@@ -152,7 +154,7 @@ def test_a_spec_that_breaks_after_the_job_failed_warns_but_is_not_counted_as_a_n
     plan = run(state(st, **TWO_ERRORS), [])
     assert plan.failed_reason is None
     assert events(plan) == [("Warning", c.INVALID_SPEC, two_error_messages())]
-    assert plan.status["completionTime"] == iso(at(-30))
+    assert written(plan)["completionTime"] == iso(at(-30))
     fresh = run(state({}, **TWO_ERRORS), [])
     assert fresh.failed_reason == c.INVALID_SPEC
 
@@ -160,39 +162,39 @@ def test_a_spec_that_breaks_after_the_job_failed_warns_but_is_not_counted_as_a_n
 def test_a_spec_that_breaks_outside_a_running_job_fails_it_and_removes_what_is_left():
     finished = {"phase": "Succeeded", "startTime": iso(at(-60)), "completionTime": iso(at(-30))}
     plan = run(state(finished, **TWO_ERRORS), [pod(0, nodes=3, maxNodes=3)])
-    assert plan.status["phase"] == "Failed"
+    assert written(plan)["phase"] == "Failed"
     assert plan.delete == [("demo-worker-0", c.INVALID_SPEC)]
     running_without_pods = run(state({"phase": "Running", "startTime": iso(at(-60))}, **TWO_ERRORS), [])
-    assert running_without_pods.status["phase"] == "Failed"
+    assert written(running_without_pods)["phase"] == "Failed"
     assert cond(running_without_pods, c.SPEC_INVALID) is None
 
 
 def test_fixing_a_spec_that_failed_the_job_restarts_its_clock():
     broken = run(state({"phase": "Running", "startTime": iso(at(-3600)), "restarts": 0}, **TWO_ERRORS), [], at(-60))
-    assert broken.status["phase"] == "Failed" and broken.status["startTime"] == iso(at(-3600))
+    assert written(broken)["phase"] == "Failed" and written(broken)["startTime"] == iso(at(-3600))
     fixed = run(state(broken.status, nodes=2, **QUIET), [])
-    assert fixed.status["phase"] == "Pending" and fixed.create == [0, 1]
-    assert fixed.status["startTime"] == iso(NOW) and "completionTime" not in fixed.status
+    assert written(fixed)["phase"] == "Pending" and fixed.create == [0, 1]
+    assert written(fixed)["startTime"] == iso(NOW) and "completionTime" not in written(fixed)
 
 
 def test_a_running_job_whose_spec_breaks_keeps_reporting_progress_and_its_size():
     spec = {"nodes": 3, "maxNodes": 3}
-    checkpoint = CheckpointReport(step=40, time=iso(at(-5)), path="/ck/step-40")
+    checkpoint = CheckpointStatus(step=40, time=iso(at(-5)), path="/ck/step-40")
     report = TrainerReport(step=50, total_steps=100, loss=2.0, checkpoint=checkpoint)
     st = {"phase": "Running", "startTime": iso(at(-60)), "restarts": 0, "progress": {"step": 10},
           "workers": {"desired": 3, "active": 2}}
     pods = [pod(0, **spec), pod(1, **spec)]
     plan = decide(state(st, **TWO_ERRORS), pods, NOW, POLICY, report=report)
-    assert plan.status["phase"] == "Running" and plan.delete == [] and plan.create == []
-    assert plan.status["progress"] == report.progress()
-    assert plan.status["checkpoint"] == checkpoint.as_status()
-    assert plan.status["workers"]["desired"] == 3
+    assert written(plan)["phase"] == "Running" and plan.delete == [] and plan.create == []
+    assert plan.status.progress == report.progress()
+    assert plan.status.checkpoint == checkpoint
+    assert written(plan)["workers"]["desired"] == 3
     assert cond(plan, c.SPEC_INVALID)["message"] == (
         "the running workers are kept, nothing new is created until the spec is fixed: " + two_error_messages())
     quiet = decide(state(st, **TWO_ERRORS), pods, NOW, POLICY, report=TrainerReport())
-    assert quiet.status["progress"] == {"step": 10}  # an empty report keeps what was known
+    assert written(quiet)["progress"] == {"step": 10}  # an empty report keeps what was known
     unknown_size = run(state({k: v for k, v in st.items() if k != "workers"}, **TWO_ERRORS), pods)
-    assert unknown_size.status["workers"]["desired"] == 2  # the pods it has
+    assert written(unknown_size)["workers"]["desired"] == 2  # the pods it has
 
 
 # ---- failures and disruptions -----------------------------------------------------------
@@ -230,8 +232,8 @@ def test_a_crashed_pod_that_disappears_during_its_back_off_is_recreated_and_the_
     spec = {"nodes": 2, **QUIET}
     st = {"phase": "Restarting", "startTime": iso(NOW), "restarts": 0, "nextRestartTime": iso(at(10))}
     plan = run(state(st, **spec), [pod(0, **spec)], at(2))
-    assert "nextRestartTime" not in plan.status
-    assert plan.create == [1] and plan.status["restarts"] == 0
+    assert "nextRestartTime" not in written(plan)
+    assert plan.create == [1] and written(plan)["restarts"] == 0
 
 
 # ---- phase and conditions ---------------------------------------------------------------
@@ -241,7 +243,7 @@ def test_an_elastic_job_running_above_min_nodes_stays_running_beside_an_unschedu
     spec = {"nodes": 2, "minNodes": 1, "maxNodes": 2, **QUIET}
     pods = [pod(0, **spec), unschedulable(1, "0/3 nodes are available: 3 Insufficient cpu.", **spec)]
     plan = run(state({"phase": "Running", "startTime": iso(NOW), "restarts": 0}, **spec), pods)
-    assert plan.status["phase"] == "Running"
+    assert written(plan)["phase"] == "Running"
     running = cond(plan, c.RUNNING)
     assert (running["status"], running["reason"]) == ("True", c.PODS_RUNNING)
     assert events(plan) == []
@@ -278,8 +280,8 @@ def test_suspending_during_a_back_off_of_a_job_that_never_ran():
     st = {"phase": "Restarting", "startTime": iso(NOW), "restarts": 0, "nextRestartTime": iso(at(10))}
     pods = [pod(0, phase="Pending", ready=False, **spec), pod(1, phase="Failed", exit_code=1, **spec)]
     plan = run(state(st, **spec), pods, at(2))
-    assert plan.status["phase"] == "Suspended"
-    assert "nextRestartTime" not in plan.status and "startTime" not in plan.status
+    assert written(plan)["phase"] == "Suspended"
+    assert "nextRestartTime" not in written(plan) and "startTime" not in written(plan)
     assert cond(plan, c.RUNNING) is None
     assert cond(plan, c.SUSPENDED)["status"] == "True"
 
@@ -305,7 +307,7 @@ CKPT = {"nodes": 1, "checkpoint": {"intervalSteps": 10}, **QUIET}
 
 def test_a_pending_job_with_an_old_report_is_not_called_stale():
     st = {"phase": "Pending", "startTime": iso(at(-7200)), "restarts": 0}
-    old = TrainerReport(step=500, step_seconds=0.5, checkpoint=CheckpointReport(step=10, time=iso(at(-7200))))
+    old = TrainerReport(step=500, step_seconds=0.5, checkpoint=CheckpointStatus(step=10, time=iso(at(-7200))))
     plan = decide(state(st, **CKPT), [pod(0, phase="Pending", ready=False, **CKPT)], NOW, POLICY, report=old)
     assert cond(plan, c.CHECKPOINT_STALE) is None
 
@@ -314,7 +316,7 @@ def test_step_time_from_samples_per_second_and_the_global_batch():
     # builtin batchSize 8 x 1 worker: 16 samples/s is 0.5 s a step, a checkpoint every ~5 s.
     st = {"phase": "Running", "startTime": iso(at(-7200)), "restarts": 0}
     report = TrainerReport(step=500, samples_per_second=16.0,
-                           checkpoint=CheckpointReport(step=10, time=iso(at(-3600))))
+                           checkpoint=CheckpointStatus(step=10, time=iso(at(-3600))))
     plan = decide(state(st, **CKPT), [pod(0, **CKPT)], NOW, POLICY, report=report)
     stale = cond(plan, c.CHECKPOINT_STALE)
     assert (stale["status"], stale["reason"]) == ("True", c.CHECKPOINT_TOO_OLD)
@@ -326,7 +328,7 @@ def test_no_checkpoint_since_the_start_is_stale_and_a_fresh_one_clears_it():
     none_yet = TrainerReport(step=500, step_seconds=0.5)
     stale = decide(state(st, **CKPT), [pod(0, **CKPT)], NOW, POLICY, report=none_yet)
     assert cond(stale, c.CHECKPOINT_STALE)["message"].startswith("no checkpoint yet, 3600s old; expected one every ~5s")
-    fresh = TrainerReport(step=510, step_seconds=0.5, checkpoint=CheckpointReport(step=510, time=iso(at(1))))
+    fresh = TrainerReport(step=510, step_seconds=0.5, checkpoint=CheckpointStatus(step=510, time=iso(at(1))))
     cleared = decide(state(stale.status, **CKPT), [pod(0, **CKPT)], at(2), POLICY, report=fresh)
     after = cond(cleared, c.CHECKPOINT_STALE)
     assert (after["status"], after["reason"]) == ("False", c.CHECKPOINT_FRESH)
@@ -340,7 +342,7 @@ def test_workers_coming_back_keep_the_reason_their_round_started_with():
     assert cond(evicted, c.RESTARTING)["reason"] == c.WORKER_DISRUPTED
     coming_back = [pod(0, **spec), pod(1, phase="Pending", ready=False, **spec)]
     back = run(state(evicted.status, **spec), coming_back, at(1))
-    assert back.status["phase"] == "Restarting" and cond(back, c.RESTARTING)["reason"] == c.WORKER_DISRUPTED
+    assert written(back)["phase"] == "Restarting" and cond(back, c.RESTARTING)["reason"] == c.WORKER_DISRUPTED
     # a crash while they come back is a failure, whatever the round started with
     crashed = run(state(evicted.status, **spec), [pod(0, phase="Failed", exit_code=1, **spec), coming_back[1]], at(1))
     assert cond(crashed, c.RESTARTING)["reason"] == c.WORKER_FAILED
@@ -348,4 +350,4 @@ def test_workers_coming_back_keep_the_reason_their_round_started_with():
     first = run(state(st, **spec), [pod(0, **spec), pod(1, phase="Failed", exit_code=1, **spec)])
     recreated = run(state(first.status, **spec), [pod(0, **spec), pod(1, phase="Failed", exit_code=1, **spec)], at(10))
     again = run(state(recreated.status, **spec), coming_back, at(11))
-    assert again.status["phase"] == "Restarting" and cond(again, c.RESTARTING)["reason"] == c.WORKER_FAILED
+    assert written(again)["phase"] == "Restarting" and cond(again, c.RESTARTING)["reason"] == c.WORKER_FAILED

@@ -19,6 +19,7 @@ from disttrain_operator.plan import JobState, Plan, Refusal, decide, iso
 from disttrain_operator.report import INTERRUPTED, TrainerReport, parse_report
 
 from .golden import Golden
+from .helpers import typed, written
 from .test_contract import ended, report_json
 from .test_plan import NOW, POLICY, pod, state
 
@@ -29,7 +30,7 @@ class Story:
     """Passes of one job: each one sees the status the previous one wrote."""
 
     def __init__(self, **spec: Any) -> None:
-        self.spec, self.status, self.passes = spec, {}, []
+        self.spec, self.status, self.passes = spec, typed(), []
 
     def step(self, label: str, pods: list, seconds: float = 0, spec: dict | None = None, **observed: Any) -> Plan:
         job = state(self.status, **(spec if spec is not None else self.spec))
@@ -41,7 +42,7 @@ class Story:
 
 
 def as_json(plan: Plan) -> dict[str, Any]:
-    return {"status": plan.status, "create": plan.create, "delete": [list(d) for d in plan.delete],
+    return {"status": written(plan), "create": plan.create, "delete": [list(d) for d in plan.delete],
             "createService": plan.create_service, "events": [[e.type, e.reason, e.message] for e in plan.events],
             "deleteJob": plan.delete_job, "newWarnings": [w.reason for w in plan.new_warnings],
             "restarted": plan.restarted, "failedReason": plan.failed_reason, "becameRunning": plan.became_running,

@@ -9,6 +9,12 @@ is measured in this one run on this machine, side by side.
     make bench                                           # N = 100 and 500, M = 8, two runs each
     python bench/operator_scale.py --jobs 100 --nodes 8 --repeat 1
     python bench/operator_scale.py --baseline e6014ee    # the same, and an older operator beside it
+    python bench/operator_scale.py --jobs 100,500,2000 --repeat 1 --baseline ccb9e70 --lifted
+                                                         # issue 20's table, and the lifted run
+
+--lifted adds a run of this operator with DISTTRAIN_API_QPS/BURST at 1000 (its own pacing
+out of the way), reported as "all N Running" (first creation -> last job Running) against
+the ceiling below.
 
 --baseline REF runs the operator of that git revision (a temporary worktree) on the same
 cluster, one after the other, so "before" and "after" share the machine and the load.
@@ -122,12 +128,12 @@ class Bench:
                  env={**self.env, "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid()),
                       "DISTTRAIN_AUDIT_POLICY": str(policy)})
         self.kubeconfig = out.strip().split("=", 1)[1].strip("'\"")
-        # Roomy fake nodes for thousands of pods (the default ones hold 110 each).
+        # Roomy fake nodes for 2,000 jobs of 8 (the default ones hold 110 pods each).
+        room = {"cpu": "4000", "memory": "16Ti", "pods": "5000"}
         nodes = [{"apiVersion": "v1", "kind": "Node",
                   "metadata": {"name": f"bench-node-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
                                "labels": {"type": "kwok", "bench": "true"}},
-                  "status": {"capacity": {"cpu": "1000", "memory": "4Ti", "pods": "2000"},
-                             "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "2000"}}}
+                  "status": {"capacity": room, "allocatable": room}}
                  for i in range(4)]
         self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
         self.kubectl("apply", "-f", str(REPO / "manifests" / "crd"))
@@ -171,7 +177,8 @@ class Bench:
                 counts[(entry["verb"], resource, (entry.get("responseStatus") or {}).get("code", 0))] += 1
         return counts
 
-    def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None) -> dict:
+    def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None,
+            extra_env: dict[str, str] | None = None) -> dict:
         ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
         # Each operator runs with its own tree's CRD: the API server stores a newer CRD's
         # defaults into every job, and an older operator refuses fields it does not know.
@@ -182,7 +189,7 @@ class Bench:
         self.checkpoint_claim(ns)
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
-               "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}"}
+               "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}", **(extra_env or {})}
         log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log", "wb")
         operator = subprocess.Popen([sys.executable, "-c", AS_IN_THE_IMAGE, "-n", ns, "--liveness", ""],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -214,7 +221,7 @@ class Bench:
                 self.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": batch}))
                 for m in batch:
                     created[m["metadata"]["name"]] = stamp
-            deadline = time.monotonic() + 1800
+            deadline = time.monotonic() + 3600
             while len(running) < jobs and time.monotonic() < deadline:
                 time.sleep(0.5)
             time.sleep(3)
@@ -254,7 +261,10 @@ class Bench:
                 "running_p99": percentile(to_running, 0.99) if to_running else float("nan"),
                 "lag_p50": statistics.median(lag) if lag else float("nan"),
                 "lag_p99": percentile(lag, 0.99) if lag else float("nan"),
-                "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024}
+                "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024,
+                # The first job created -> the last job Running: the whole burst.
+                "all_running": (max(running[n] for n in created if n in running) - min(created.values())
+                                if len(to_running) == jobs else float("nan"))}
 
     def create_ceiling(self, jobs: int) -> dict:
         """What this API server absorbs here: the pods of `jobs` bench jobs (the operator's
@@ -352,6 +362,10 @@ class Bench:
             proc.wait()
 
 
+# The operator's own write pacing taken out of the way (the lifted run).
+LIFTED = {"DISTTRAIN_API_QPS": "1000", "DISTTRAIN_API_BURST": "1000"}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -412,10 +426,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="runs per N and operator (default 2)")
     parser.add_argument("--baseline", default="", help="git revision whose operator runs beside this one")
     parser.add_argument("--profile", default="", help="directory for py-spy profiles of each run (needs py-spy)")
+    parser.add_argument("--lifted", action="store_true",
+                        help="also run this operator with DISTTRAIN_API_QPS/BURST lifted (1000/1000): how close "
+                             "'all N Running' comes to the API server's ceiling when the operator's pacing is off")
     args = parser.parse_args()
-    variants = [("this", REPO)]
+    variants: list[tuple[str, Path, dict[str, str]]] = [("this", REPO, {})]
     if args.baseline:
-        variants.insert(0, (f"base:{args.baseline[:10]}", baseline_tree(args.baseline)))
+        variants.insert(0, (f"base:{args.baseline[:10]}", baseline_tree(args.baseline), {}))
+    if args.lifted:
+        variants.append(("this-lifted", REPO, LIFTED))
     bench = Bench(args.nodes)
     bench.up()
     results = []
@@ -425,13 +444,13 @@ def main() -> int:
             print(f"API server ceiling: creating the pods of {jobs} jobs unpaced ...", file=sys.stderr)
             ceilings.append(bench.create_ceiling(jobs))
             for attempt in range(1, args.repeat + 1):
-                for label, tree in variants:
+                for label, tree, extra in variants:
                     print(f"running {label} N={jobs} x M={args.nodes} (run {attempt}) ...", file=sys.stderr)
                     results.append(bench.run(jobs, label.replace(":", "-"), tree, attempt,
-                                             Path(args.profile) if args.profile else None) | {"label": label})
+                                             Path(args.profile) if args.profile else None, extra) | {"label": label})
     finally:
         bench.down()
-        for label, tree in variants:
+        for label, tree, _extra in variants:
             if tree != REPO:
                 sh("git", "-C", str(REPO), "worktree", "remove", "--force", str(tree), check=False)
     print("pods: creation -> all its pods exist; run: creation -> phase Running; "
@@ -440,23 +459,28 @@ def main() -> int:
           "all 429: every client's (the scheduler's and KWOK's too)")
     print(f"{'operator':<16} {'N':>4} {'#':>2} {'Running':>7} {'pods p50':>8} {'pods p99':>8} {'run p50':>8} "
           f"{'run p99':>8} {'lag p50':>8} {'lag p99':>8} {'writes/job':>10} {'409':>5} {'op 429':>6} {'all 429':>7} "
-          f"{'op CPU':>7} {'api CPU':>7} {'peak RSS':>8}")
+          f"{'op CPU':>7} {'api CPU':>7} {'peak RSS':>8} {'all Running':>11}")
     for r in results:
         print(f"{r['label']:<16} {r['jobs']:>4} {r['run']:>2} {r['complete']:>7} {r['pods_p50']:>7.2f}s "
               f"{r['pods_p99']:>7.2f}s {r['running_p50']:>7.2f}s {r['running_p99']:>7.2f}s {r['lag_p50']:>7.2f}s "
               f"{r['lag_p99']:>7.2f}s {r['writes_per_job']:>10.2f} {r['conflicts']:>5} {r['op_throttled']:>6} "
-              f"{r['throttled']:>7} {r['cpu_operator']:>7.1f} {r['cpu_apiserver']:>7.1f} {r['rss_mib']:>6.0f}Mi")
+              f"{r['throttled']:>7} {r['cpu_operator']:>7.1f} {r['cpu_apiserver']:>7.1f} {r['rss_mib']:>6.0f}Mi "
+              f"{r['all_running']:>10.1f}s")
     for c in ceilings:
         print(f"API server ceiling, N={c['jobs']}: {c['pods']} pods created unpaced (32 in flight, the operator's "
               f"credentials) in {c['seconds']:.1f}s = {c['rate']:.0f} pods/s: the last job's pods cannot all exist "
               f"sooner than that after the burst")
+        for r in results:
+            if r["jobs"] == c["jobs"]:
+                print(f"  {r['label']} run {r['run']}: all {r['jobs']} Running after {r['all_running']:.1f}s = "
+                      f"x{r['all_running'] / c['seconds']:.2f} the ceiling")
     for r in results:
         per_job = ", ".join(f"{verb} {resource} {code} {n / r['jobs']:.2f}"
                             for (verb, resource, code), n in sorted(r["writes"].items()))
         print(f"{r['label']} N={r['jobs']} run {r['run']}: operator writes per job (audit log): {per_job}")
-    if len(variants) == 2:
+    if args.baseline:
         for jobs in sorted({r["jobs"] for r in results}):
-            base = [r for r in results if r["jobs"] == jobs and r["label"] != "this"]
+            base = [r for r in results if r["jobs"] == jobs and r["label"].startswith("base:")]
             ours = [r for r in results if r["jobs"] == jobs and r["label"] == "this"]
             def mean(rows, key):
                 return statistics.mean(r[key] for r in rows)

@@ -31,7 +31,7 @@ from .api.validate import Validation, validate_document
 from .clock import Clock
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
-from .plan import JobState, Plan, Policy, Refusal, decide, refusal_retry_seconds, status_write
+from .plan import JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, status_write
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
 from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service, template_hash
@@ -51,8 +51,6 @@ RETRY_MAX_SECONDS = 10.0
 # Answers that say the status itself is wrong (a bug of ours, never the user's doing):
 # retrying the same status cannot help.
 STATUS_REFUSED = (400, 422)
-# A name held by someone else's object is looked at again this often.
-CONFLICT_RECHECK_SECONDS = 5.0
 # A trainer that does not answer /status is asked at most this rarely.
 SILENT_TRAINER_MAX_SECONDS = 120.0
 ACTIVE = ("Running", "Restarting")
@@ -234,14 +232,11 @@ class Controller:
         if plan.status.phase in ACTIVE and validation.ok and not self.polls.pending(key) \
                 and not self.polls.processing(key):
             self.polls.add_after(key, self.settings.progress_seconds)
-        waits = [self.settings.resync_seconds, deferred]
-        if plan.wake_at is not None:
-            waits.append((plan.wake_at - clock.now()).total_seconds())
-        if rec.refusal is not None:  # look again when the refused creation may be retried
-            waits.append(rec.refused_until - clock.monotonic())
-        if rec.conflicts:  # squatters send us no events (not our labels): look again soon
-            waits.append(CONFLICT_RECHECK_SECONDS)
-        return max(0.0, min(w for w in waits if w is not None))
+        return look_again_in(
+            resync=self.settings.resync_seconds, deferred_write=deferred,
+            wake=(plan.wake_at - clock.now()).total_seconds() if plan.wake_at is not None else None,
+            refusal_retry=rec.refused_until - clock.monotonic() if rec.refusal is not None else None,
+            squatters=bool(rec.conflicts))
 
     @staticmethod
     def _read_status(key: Key, view: WatchedJob) -> Status:

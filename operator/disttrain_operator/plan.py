@@ -565,6 +565,20 @@ def _carry_over(old: Status) -> Status:
                   phase=old.phase)
 
 
+# A name held by someone else's object is looked at again this often: a squatter sends no
+# events (it does not carry our labels), so nothing else would tell us it went.
+SQUATTER_RECHECK_SECONDS = 5.0
+
+
+def look_again_in(*, resync: float, deferred_write: float | None = None, wake: float | None = None,
+                  refusal_retry: float | None = None, squatters: bool = False) -> float:
+    """Seconds until a job's next pass if no event comes first: the soonest of the resync,
+    a deferred status write, the plan's own wake (a back-off's end, a deadline, a TTL), the
+    retry of a refused creation, and a recheck of names held by others. Never negative."""
+    waits = [resync, deferred_write, wake, refusal_retry, SQUATTER_RECHECK_SECONDS if squatters else None]
+    return max(0.0, min(w for w in waits if w is not None))
+
+
 # Status fields whose change alone may wait for the next write (status_write): the worker
 # counters move with every pod event, and a job of 8 pods starting over half a minute
 # would otherwise write its status a dozen times.

@@ -106,3 +106,15 @@ def test_success_is_declared_only_when_no_worker_is_active():
     assert written(plan)["phase"] == "Running" and cond(plan, c.SUCCEEDED) is None
     done = run(state(RUNNING, nodes=3), [pod(i, nodes=3, phase="Succeeded", exit_code=0) for i in range(3)])
     assert written(done)["phase"] == "Succeeded" and cond(done, c.SUCCEEDED)["status"] == "True"
+
+
+def test_the_next_pass_comes_at_the_soonest_reason_to_look_and_never_in_the_past():
+    from disttrain_operator.plan import SQUATTER_RECHECK_SECONDS, look_again_in
+
+    assert look_again_in(resync=60) == 60
+    assert look_again_in(resync=60, deferred_write=12.5) == 12.5
+    assert look_again_in(resync=60, deferred_write=30, wake=7) == 7
+    assert look_again_in(resync=60, wake=40, refusal_retry=4) == 4
+    assert look_again_in(resync=60, squatters=True) == SQUATTER_RECHECK_SECONDS == 5
+    assert look_again_in(resync=3, squatters=True) == 3
+    assert look_again_in(resync=60, wake=-2) == 0  # a deadline already past: at once

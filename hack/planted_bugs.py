@@ -34,7 +34,7 @@ VALIDATE = "operator/disttrain_operator/api/validate.py"
 SCHEMA = "operator/disttrain_operator/api/schema.py"
 DEFAULTS = "operator/disttrain_operator/api/defaults.py"
 TRAINER_METRICS = "trainer/disttrain_trainer/metrics.py"
-EDGES = "tests/unit/test_plan_edges.py"
+FAILURES = "tests/unit/test_plan_failures.py"
 CEL_TABLE = "tests/unit/test_cel_rules.py::test_cel_rules_and_the_validator_agree"
 
 # `make crd`, as it runs in the copy: a changed CEL rule reaches the committed CRD, so only
@@ -61,20 +61,20 @@ class Bug:
 BUGS = [
     Bug("restart-due-off-by-one", "a crashed worker is recreated one reconcile after its back-off ends",
         PLAN, "elif plan.now >= due:", "elif plan.now > due:",
-        (f"{EDGES}::test_failed_worker_is_recreated_exactly_at_its_due_time",)),
+        (f"{FAILURES}::test_failed_worker_is_recreated_exactly_at_its_due_time",)),
     Bug("success-beside-a-crash", "a job is Succeeded although a worker crashed after another exited 0",
         PLAN, "return bool(finished) and (not crashed or any(p.report is not None for p in finished))",
         "return bool(finished)",
-        (f"{EDGES}::test_a_worker_that_failed_after_another_exited_0_is_not_a_success",)),
+        (f"{FAILURES}::test_a_worker_that_failed_after_another_exited_0_is_not_a_success",)),
     Bug("disruption-condition-ignored", "a pod with DisruptionTarget=True spends backoffLimit as a crash",
         PODS, 'reason in DISRUPTION_REASONS or disruption.get("status") == "True"',
         "reason in DISRUPTION_REASONS",
-        (f"{EDGES}::test_disrupted_worker_is_recreated_at_once_without_spending_backoff",)),
+        (f"{FAILURES}::test_disrupted_worker_is_recreated_at_once_without_spending_backoff",)),
     Bug("disruption-reasons-only-evicted", "preempted or shut-down pods spend backoffLimit as crashes",
         PODS, 'frozenset({"Evicted", "Preempting", "Shutdown", "Terminated", "NodeLost",\n'
               '                                "NodeAffinity", "OutOfcpu", "OutOfmemory", "UnexpectedAdmissionError"})',
         'frozenset({"Evicted"})',
-        (f"{EDGES}::test_disrupted_worker_is_recreated_at_once_without_spending_backoff",)),
+        (f"{FAILURES}::test_disrupted_worker_is_recreated_at_once_without_spending_backoff",)),
     Bug("offline-min-nodes-too-strict", "disttrain validate rejects minNodes == nodes, which the CRD accepts",
         VALIDATE, "low is not None and low > nodes", "low is not None and low >= nodes", (CEL_TABLE,)),
     Bug("offline-min-nodes-too-lax", "disttrain validate accepts minNodes = nodes + 1, which the CRD rejects",

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from disttrain_operator.api import validate_document
@@ -61,3 +65,22 @@ def written(plan_or_status: Any) -> dict:
     from disttrain_operator.status import status_json
 
     return status_json(plan_or_status.status if isinstance(plan_or_status, Plan) else plan_or_status)
+
+
+# ---- the CLI as users run it -------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT / "trainer")])}
+
+
+def disttrain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`disttrain ARGS` in a process of its own, from this checkout (60 s at most)."""
+    return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True,
+                          text=True, env=CLI_ENV, input=stdin, timeout=60)
+
+
+def write(tmp_path: Any, text: str) -> str:
+    """TEXT as tmp_path/job.yaml; its path."""
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    return str(path)

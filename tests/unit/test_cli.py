@@ -10,20 +10,7 @@ import sys
 import yaml
 
 from .conftest import EXAMPLES, ROOT
-
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "operator"), os.path.join(ROOT, "trainer")])}
-
-
-def disttrain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True,
-                          text=True, env=ENV, input=stdin, timeout=60)
-
-
-def write(tmp_path, text: str) -> str:
-    path = tmp_path / "job.yaml"
-    path.write_text(text)
-    return str(path)
-
+from .helpers import CLI_ENV, disttrain, write
 
 GOOD = """\
 apiVersion: disttrain.dev/v1alpha1
@@ -129,3 +116,38 @@ def test_crd_command_prints_the_committed_crd():
 def test_run_requires_local():
     result = disttrain("run", EXAMPLES[0])
     assert result.returncode == 2 and "--local" in result.stderr
+
+
+def test_an_unreachable_api_server_is_tried_once_not_retried(tmp_path):
+    """Like kubectl, the CLI fails at once on a server it cannot talk to: one connection,
+    counted by a listener that hangs up on every one (urllib3 would otherwise try four times)."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port, accepted = listener.getsockname()[1], []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
+    try:
+        result = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "get", "x", "--kubeconfig",
+                                 str(kubeconfig)], capture_output=True, text=True, env=CLI_ENV, timeout=60)
+    finally:
+        listener.close()
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"Unable to connect to the server https://127.0.0.1:{port}"), result.stderr
+    assert len(accepted) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
-import time
+import sys
 import tracemalloc
 
 import pytest
@@ -20,8 +20,7 @@ from disttrain_operator.api.parse import check_job_name
 from disttrain_operator.documents import DocumentError, load_documents
 
 from .conftest import EXAMPLES, examples
-from .helpers import errors_of, job
-from .test_cli import disttrain, write
+from .helpers import disttrain, errors_of, job, write
 
 HEAD = "apiVersion: disttrain.dev/v1alpha1\nkind: DistributedTraining\nmetadata: {name: demo}\n"
 
@@ -41,19 +40,39 @@ def alias_bomb(levels: int = 9, fanout: int = 10) -> str:
     return "\n".join(lines) + f"\n{HEAD}spec:\n  scheduling:\n    affinity: {{x: *l{levels - 1}}}\n"
 
 
+# Work is counted in Python function calls, not timed: a count does not depend on how busy
+# the machine is, and a runaway walk (10^9 values behind shared references) is stopped at
+# the cap instead of hanging the suite. The heaviest input here takes about CALLS_CAP / 8.
+CALLS_CAP = 2_000_000
+
+
+class TooMuchWork(AssertionError):
+    pass
+
+
 def bounded(run):
-    """run() under 2 s (timed alone) and 64 MiB of Python allocations (traced apart, as
-    tracing slows it down several times); returns its result."""
-    started = time.monotonic()
-    result = run()
-    elapsed = time.monotonic() - started
+    """run() within CALLS_CAP function calls and 64 MiB of Python allocations (traced apart,
+    as tracing slows it down several times); returns its result."""
+    calls = 0
+
+    def count(_frame, event, _arg):
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+            if calls > CALLS_CAP:
+                raise TooMuchWork(f"more than {CALLS_CAP} calls")
+
+    sys.setprofile(count)
+    try:
+        result = run()
+    finally:
+        sys.setprofile(None)
     tracemalloc.start()
     try:
         run()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 2, f"took {elapsed:.2f} s"
     assert peak < 64 * 2**20, f"allocated {peak / 2**20:.0f} MiB"
     return result
 
@@ -116,11 +135,10 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("what,text,expected", HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_hostile_file_is_one_clear_line_quickly(tmp_path, what, text, expected):
+def test_hostile_file_is_one_clear_line(tmp_path, what, text, expected):
+    """In a process of its own, as users run it (the in-process test below bounds the work)."""
     path = write(tmp_path, text)
-    started = time.monotonic()
     result = disttrain("validate", path)
-    assert time.monotonic() - started < 10
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert expected in result.stdout + result.stderr, result.stdout + result.stderr
@@ -201,9 +219,7 @@ def test_shared_references_cannot_expand_the_walk():
     value: object = ["x"]
     for _ in range(9):
         value = [value] * 10  # 10^9 leaves as Python objects, 90 lists in memory
-    started = time.monotonic()
-    (message,) = errors_of(job(podTemplate={"spec": {"x": value}}))
-    assert time.monotonic() - started < 2
+    (message,) = bounded(lambda: errors_of(job(podTemplate={"spec": {"x": value}})))
     assert "holds too many values" in message and message.startswith("spec.podTemplate.spec.x")
 
 

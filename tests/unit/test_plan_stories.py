@@ -14,14 +14,12 @@ from datetime import timedelta
 from typing import Any, Callable
 
 import pytest
-
 from disttrain_operator.plan import JobState, Plan, Refusal, decide, iso
 from disttrain_operator.report import INTERRUPTED, TrainerReport, parse_report
 
 from .golden import Golden
 from .helpers import typed, written
-from .test_contract import ended, report_json
-from .test_plan import NOW, POLICY, pod, state
+from .plan_builders import NOW, POLICY, ended, pod, report_json, state
 
 GOLDEN = Golden("plan_stories")
 

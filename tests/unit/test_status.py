@@ -1,62 +1,115 @@
-"""Trainer /status -> status.progress, status.checkpoint and CheckpointStale (pure)."""
+"""The status (status.py): read from the API server's JSON and written back the same,
+checkpoint age and staleness, the global batch, whom to ask for /status."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-
-from datetime import datetime, timedelta, timezone
-
 from disttrain_operator.api import load_job
-from disttrain_operator.plan import iso
 from disttrain_operator.api.types import CheckpointStatus
-from disttrain_operator.report import TrainerReport, parse_report
-from disttrain_operator.status import checkpoint_staleness, global_batch, read_status, seconds_per_step, status_sources
+from disttrain_operator.plan import iso
+from disttrain_operator.report import TrainerReport
+from disttrain_operator.status import (
+    STALE_GRACE_SECONDS,
+    STALE_INTERVALS,
+    checkpoint_staleness,
+    global_batch,
+    read_status,
+    seconds_per_step,
+    status_sources,
+)
 
 from .helpers import job, written
-from .test_plan import pod
-
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+from .plan_builders import NOW, pod, ready
 
 
-def progress_from_trainer(report: dict) -> dict:
-    """status.progress as written, from a trainer's /status document."""
-    parsed = parse_report(report)
-    progress = parsed.progress() if parsed else None
-    return written(progress) if progress is not None else {}
+def test_seconds_per_step_prefers_the_measured_step_time_then_throughput():
+    assert seconds_per_step(None, 64) is None
+    assert seconds_per_step(TrainerReport(step_seconds=0.25, samples_per_second=1000.0), 64) == 0.25
+    assert seconds_per_step(TrainerReport(samples_per_second=32.0), 64) == 2.0
+    assert seconds_per_step(TrainerReport(step=5), 64) is None
 
 
-def checkpoint_from_trainer(report: dict) -> dict | None:
-    parsed = parse_report(report)
-    return written(parsed.checkpoint) if parsed and parsed.checkpoint else None
+def staleness(age_seconds: float, interval: int = 10, step_seconds: float | None = 2.0):
+    checkpoint = CheckpointStatus(step=40, time=(NOW - timedelta(seconds=age_seconds)).isoformat())
+    return checkpoint_staleness(checkpoint, interval, None, NOW, step_seconds)
 
 
-def test_progress_from_the_trainer_report():
-    report = {"step": 45, "totalSteps": 100, "loss": 2.3456789, "samplesPerSecond": 512.0, "worldSize": 2}
-    assert progress_from_trainer(report) == {"step": 45, "totalSteps": 100, "percentComplete": "45%",
-                                             "loss": 2.345679, "samplesPerSecond": 512.0}
+def test_a_checkpoint_is_stale_only_past_three_intervals_and_the_grace():
+    allowed = STALE_INTERVALS * 10 * 2.0 + STALE_GRACE_SECONDS  # 180 s
+    assert staleness(allowed) == (False, "checkpoint of step 40, 180s old (stale after 180s)", allowed)
+    stale, message, age = staleness(allowed + 1)
+    assert stale and age == allowed + 1
+    assert message == ("checkpoint of step 40, 181s old; expected one every ~20s (intervalSteps 10); check the "
+                       "checkpoint volume and the trainer logs")
 
 
-def test_progress_ignores_missing_or_malformed_values():
-    assert progress_from_trainer({"step": "x", "loss": float("nan"), "samplesPerSecond": True}) == {}
-    assert progress_from_trainer({"step": 0, "totalSteps": 0}) == {"step": 0}
+def test_the_allowed_age_grows_with_the_step_time():
+    assert not staleness(300, step_seconds=10.0)[0]  # allowed 3 x 10 x 10 + 120 = 420 s
+    assert staleness(300, step_seconds=0.1)[0]  # allowed 123 s
 
 
-def test_a_tenants_report_is_bounded_so_no_status_write_can_be_refused_for_it():
-    """A step of 2**63 is no int64 for the API server: every status write would fail with
-    422, freezing the job. Out-of-range counts, over-long texts and unreadable times are
-    dropped at parse time instead."""
-    huge = {"step": 2**63, "totalSteps": -1, "worldSize": 2**53,
-            "checkpoint": {"step": 2**53 - 1, "time": "yesterday", "path": "/c/" + "x" * 5000}}
-    assert progress_from_trainer(huge) == {}
-    assert checkpoint_from_trainer(huge) == {"step": 2**53 - 1}
-    assert progress_from_trainer({"step": 2**53 - 1, "totalSteps": 0}) == {"step": 2**53 - 1}
+def test_throughput_stands_in_for_the_step_time():
+    fast, slow = TrainerReport(samples_per_second=32.0), TrainerReport(samples_per_second=8.0)
+    assert staleness(200, step_seconds=seconds_per_step(fast, 64))[0]  # 64 / 32 = 2 s a step: allowed 180 s
+    assert not staleness(200, step_seconds=seconds_per_step(slow, 64))[0]  # 8 s a step: allowed 360 s
 
 
-def test_checkpoint_from_the_trainer_report():
-    ckpt = {"step": 40, "time": "2026-11-22T11:59:00Z", "path": "/checkpoints/step-00000040"}
-    assert checkpoint_from_trainer({"checkpoint": ckpt}) == ckpt
-    assert checkpoint_from_trainer({"checkpoint": None}) is None
-    assert checkpoint_from_trainer({}) is None
+def test_staleness_is_off_with_interval_0_and_waits_for_a_throughput():
+    assert staleness(10_000, interval=0) == (False, "periodic checkpoints are off (intervalSteps 0)", 10_000)
+    assert staleness(10_000, interval=1)[0]  # an interval of 1 step is checked like any other
+    assert staleness(10_000, step_seconds=None) == (False, "waiting for the trainer's throughput", 10_000)
+
+
+def test_without_a_checkpoint_the_age_counts_from_the_start():
+    stale, message, age = checkpoint_staleness(None, 10, (NOW - timedelta(seconds=500)).isoformat(),
+                                               NOW, 2.0)
+    assert stale and age == 500 and message.startswith("no checkpoint yet, 500s old;")
+    assert checkpoint_staleness(None, 10, None, NOW, 2.0) == (False, "waiting for the trainer's throughput",
+                                                                      None)
+
+
+def test_status_is_asked_of_ready_workers_with_an_ip_lowest_index_first():
+    pods = [ready("c", None), ready("b", 2), ready("a", 1), ready("z", 0, ip=None), ready("y", 3, is_ready=False),
+            ready("x", 5)]
+    assert [p.name for p in status_sources(pods)] == ["a", "b", "x"]
+    assert [p.name for p in status_sources(pods, limit=5)] == ["a", "b", "x", "c"]  # no index: asked last
+
+
+class _Builtin:
+    batch_size = 16
+
+
+class _Spec:
+    def __init__(self, builtin, mesh=None, accumulate=1):
+        self.trainer = type("T", (), {"builtin": builtin})()
+        self.mesh, self.accumulate_grad_batches = mesh, accumulate
+
+
+def test_global_batch_is_batch_times_data_parallel_times_accumulation():
+    resolved = type("R", (), {"world_size": 8})()
+    assert global_batch(_Spec(_Builtin(), accumulate=2), resolved) == 16 * 8 * 2
+    assert global_batch(_Spec(None), resolved) == 8  # a user's script: one sample per rank and step
+    assert global_batch(_Spec(_Builtin(), mesh=type("M", (), {"fsdp": 2})()), resolved) == 32
+
+
+def test_checkpoint_age_counts_from_the_newest_checkpoint():
+    from disttrain_operator.status import checkpoint_age
+
+    made = (NOW - timedelta(seconds=42)).isoformat()
+    assert checkpoint_age(CheckpointStatus(step=1, time=made), NOW) == 42
+    assert checkpoint_age(CheckpointStatus(step=1), NOW) is None
+    assert checkpoint_age(None, NOW) is None
+
+
+def test_a_status_outside_the_schema_names_every_field_and_keeps_the_rest():
+    from disttrain_operator.status import read_status
+
+    status, errors = read_status({"phase": "Running", "bogus": 1, "restarts": "x"})
+    assert status.phase == "Running" and status.restarts is None
+    assert str(errors[0]).startswith("status.bogus: is not a known field (got 1); allowed: ")
+    assert str(errors[1]) .startswith("status.restarts: must be an integer (got 'x')")
 
 
 def test_staleness_follows_the_interval_and_the_measured_step_time():

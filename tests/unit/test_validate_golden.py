@@ -19,7 +19,7 @@ from disttrain_operator.api import bounds, validate_document
 
 from .golden import Golden
 from .helpers import errors_of, job
-from .test_pod_policy import ESCAPES
+from .pod_escapes import ESCAPES
 
 GOLDEN = Golden("validate_messages")
 

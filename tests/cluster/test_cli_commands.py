@@ -201,17 +201,16 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
                          timeout=60)
     assert (out.returncode, out.stderr) == (1, missing)
 
-    # Nothing listens on that port: kubectl's "connection refused", at once (no retries).
+    # Nothing listens on that port: kubectl's "connection refused" (that it is tried once, not
+    # retried, is counted in tests/unit/test_cli.py).
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     admin["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"
     away = tmp_path / "away.kubeconfig"
     away.write_text(yaml.safe_dump(admin))
-    started = time.monotonic()
     out = cli(cluster, "get", "x", *ns, kubeconfig=str(away))
     assert (out.returncode, out.stderr) == (
         1, "Unable to connect to the server https://127.0.0.1:9: connection refused - did you specify the right "
            "host or port?\n")
-    assert time.monotonic() - started < 20
     no_config, no_context = cli_at_once(cluster, ["top", "--kubeconfig", str(tmp_path / "none")],
                                         ["get", "--context", "elsewhere"])
     assert (no_config.returncode, no_config.stderr) == (

@@ -1,15 +1,152 @@
-"""The parser's words for hostile input, pinned whole: a name that is not a string, a
-name that is not a DNS label, a value of the wrong type, a list that is too long or holds
-the same key twice. Each line is what `disttrain validate` and the job's InvalidSpec
-condition show, so a changed hint or index is a changed user-facing message."""
+"""The parser's words for bad and hostile documents, pinned whole: every error names the
+field, the value, what is allowed and the fix. The envelope (apiVersion, kind, metadata,
+namespace, top-level keys), names that are not strings or DNS labels, values of the wrong
+type, maps and lists too long or holding a key twice, bounds, patterns. The table tests
+pin single lines; tests/unit/golden/parse_messages.json pins the rest (after an intended
+change: DISTTRAIN_UPDATE_GOLDEN=1 pytest this file, then read the diff). These lines are
+what `disttrain validate` prints and the job's InvalidSpec condition shows."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from disttrain_operator.api.meta import FieldMeta, Shape
-from disttrain_operator.api.names import MAX_JOB_NAME_LENGTH
-from disttrain_operator.api.parse import _parse_list, _suggest_name, _type_error, check_job_name, dump_object
+import pytest
+from disttrain_operator.api import InvalidSpec, load_job, validate_document
+from disttrain_operator.api.meta import MAP_VALUE_MAX_LENGTH, FieldMeta, Shape
+from disttrain_operator.api.names import MAX_JOB_NAME_LENGTH, MAX_NODES
+from disttrain_operator.api.parse import (
+    _parse_list,
+    _suggest_name,
+    _type_error,
+    check_job_name,
+    dump_object,
+    parse_job,
+    parse_object,
+    parse_value,
+)
+from disttrain_operator.api.types import DistributedTrainingSpec
+
+from .golden import Golden
+from .helpers import errors_of, job
+
+
+def test_unknown_field_suggests_the_right_name():
+    (message,) = errors_of(job(precison="32"))
+    assert message.startswith("spec.precison: is not a known field (got '32')")
+    assert "did you mean 'precision'?" in message
+
+
+def test_enum_value_suggests_the_closest_choice():
+    (message,) = errors_of(job(strategy="ddpp"))
+    assert message == ("spec.strategy: is not allowed (got 'ddpp'); allowed: auto, ddp, fsdp, "
+                       "fsdp_native. Fix: did you mean 'ddp'?")
+
+
+def test_enum_value_in_the_wrong_case_says_so():
+    (message,) = errors_of(job(strategy="DDP"))
+    assert "use 'ddp' (values are case-sensitive)" in message
+
+
+@pytest.mark.parametrize("spec,start", [
+    ({"nodes": "2"}, "spec.nodes: must be an integer (got '2'). Fix: drop the quotes: 2"),
+    ({"nodes": 0}, "spec.nodes: is out of range (got 0); allowed: >= 1 and <= 1024"),
+    ({"gpusPerNode": -1}, "spec.gpusPerNode: is out of range (got -1)"),
+    ({"suspend": "yes"}, "spec.suspend: must be true or false (got 'yes')"),
+    ({"precision": 32}, "spec.precision: must be a string (got 32). Fix: quote it: \"32\""),
+    ({"env": [{"name": "A", "value": 8}]}, "spec.env[0].value: must be a string (got 8). Fix: quote it: \"8\""),
+    ({"env": [{"value": "x"}]}, "spec.env[0].name: is required (not set)"),
+    ({"trainer": {"builtin": {"learningRate": 0}}}, "spec.trainer.builtin.learningRate: is out of range (got 0); allowed: > 0"),
+    ({"checkpoint": {"path": "relative"}}, "spec.checkpoint.path: has an invalid format (got 'relative'); allowed: an absolute path"),
+    ({"mesh": {"fsdp": 2}}, "spec.mesh.tp: is required (not set)"),
+    ({"gpuResourceName": "nvidia com/gpu"}, "spec.gpuResourceName: has an invalid format"),
+    ({"rendezvous": {"port": 70000}}, "spec.rendezvous.port: is out of range (got 70000); allowed: >= 1 and <= 65535"),
+    ({"scheduling": {"nodeSelector": {"gpu": True}}}, "spec.scheduling.nodeSelector.gpu: must be a string"),
+    ({"resources": []}, "spec.resources: must be a mapping"),
+])
+def test_type_and_bound_errors(spec, start):
+    messages = errors_of(job(**spec))
+    assert any(m.startswith(start) for m in messages), messages
+
+
+def test_duplicate_env_names_are_an_error():
+    (message,) = errors_of(job(env=[{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]))
+    assert message.startswith("spec.env[1].name: is duplicated (got 'A')")
+
+
+def test_wrong_api_version_and_kind():
+    doc = job()
+    doc["apiVersion"], doc["kind"] = "kubeflow.org/v1", "PyTorchJob"
+    messages = errors_of(doc)
+    assert "apiVersion: is not ours (got 'kubeflow.org/v1'); allowed: disttrain.dev/v1alpha1" in messages[0]
+    assert messages[1].startswith("kind: is not ours (got 'PyTorchJob')")
+
+
+def test_fields_outside_spec_are_reported():
+    doc = job()
+    doc["nodes"] = 2
+    (message,) = errors_of(doc)
+    assert message.startswith("nodes: is not a top-level field") and "indent it under spec" in message
+
+
+def test_missing_name():
+    doc = job()
+    del doc["metadata"]["name"]
+    assert errors_of(doc) == ["metadata.name: is required (not set); allowed: a DNS label. Fix: set metadata.name: my-job"]
+
+
+def test_not_a_mapping():
+    assert errors_of(["a", "list"])[0].startswith("(document): is not a mapping")
+
+
+def test_every_error_is_collected_not_just_the_first():
+    assert len(errors_of(job(nodes=0, strategy="x", precision="64"))) == 3
+
+
+def test_load_job_raises_only_invalid_spec_with_all_errors():
+    with pytest.raises(InvalidSpec) as info:
+        load_job(job(nodes=0, strategy="x"))
+    assert len(info.value.errors) == 2
+    assert "spec.nodes" in str(info.value)
+
+
+def test_valid_spec_gets_documented_defaults():
+    spec = validate_document(job()).job.spec
+    assert spec.nodes == 1 and spec.gpus_per_node == 0 and spec.nproc_per_node == "auto"
+    assert spec.rendezvous.port == 29400 and spec.rendezvous.backend == "c10d"
+    assert spec.checkpoint.path == "/checkpoints" and spec.checkpoint.keep == 3
+    assert spec.trainer.builtin.model == "gpt-nano" and spec.trainer.builtin.dataset == "text"
+    assert spec.clean_pod_policy == "Running" and spec.backoff_limit == 6
+    assert spec.metrics.port == 9400
+
+
+@pytest.mark.parametrize("spec,start", [
+    ({"scheduling": {"affinity": {"nodeAfinity": {}}}},
+     "spec.scheduling.affinity.nodeAfinity: is not a known field (got {}); allowed: the Kubernetes v1.37.1 fields "
+     "here. Fix: did you mean 'nodeAffinity'?"),
+    ({"scheduling": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "in"}]}]}}}}},
+     "spec.scheduling.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+     ".matchExpressions[0].operator: is not allowed (got 'in'); allowed: DoesNotExist, Exists, Gt, In, Lt, NotIn. "
+     "Fix: use 'In' (values are case-sensitive)"),
+    ({"scheduling": {"tolerations": [{"key": "gpu", "effect": "NoSchedul"}]}},
+     "spec.scheduling.tolerations[0].effect: is not allowed (got 'NoSchedul')"),
+    ({"scheduling": {"tolerations": [{"tolerationSeconds": "60"}]}},
+     "spec.scheduling.tolerations[0].tolerationSeconds: must be an integer (got '60')"),
+    ({"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]},
+     "spec.env[0].valueFrom.secretKeyRef.key: is required (not set)"),
+    ({"podTemplate": {"spec": {"containers": [{"image": "x"}]}}},
+     "spec.podTemplate.spec.containers[0].name: is required (not set)"),
+    ({"podTemplate": {"spec": {"ephemeralContainers": [{"name": "x"}]}}},
+     "spec.podTemplate.spec.ephemeralContainers: is not a known field"),
+    ({"podTemplate": {"spec": {"volumes": [{"name": "v", "cephfs": {"monitors": ["m"]}}]}}},
+     "spec.podTemplate.spec.volumes[0].cephfs: is not a known field"),
+    ({"podTemplate": {"spec": {"containers": [{"name": "s", "args": ["x"] * 1025}]}}},
+     "spec.podTemplate.spec.containers[0].args: has too many items (got '1025 items'); allowed: at most 1024"),
+])
+def test_kubernetes_fields_are_checked_offline_like_the_api_server(spec, start):
+    messages = errors_of(job(**spec))
+    assert any(m.startswith(start) for m in messages), messages
+
 
 NOT_A_STRING = "metadata.name: must be a string (got {}); allowed: a DNS label. Fix: "
 
@@ -75,6 +212,8 @@ def test_type_errors_say_what_was_expected_and_how_to_write_it(kind, raw, line):
 
 
 STRINGS = Shape("list", inner=Shape("str"))
+
+
 ANYTHING = Shape("list", inner=Shape("any"))
 
 
@@ -140,3 +279,129 @@ def test_every_free_form_item_error_is_kept_beside_the_length_error():
         "t: has too many items (got '2 items'); allowed: at most 1. Fix: remove some",
         "t[0].operator: is not allowed (got 'Bogus'); allowed: Equal, Exists, Gt, Lt",
         "t[1].tolerationSeconds: must be an integer (got 'x')"]
+
+
+GOLDEN = Golden("parse_messages")
+
+
+def without(key: str, **spec: Any) -> dict:
+    doc = job(**spec)
+    del doc[key]
+    return doc
+
+
+def with_(key: str, value: Any, **spec: Any) -> dict:
+    return {**job(**spec), key: value}
+
+
+def meta(**fields: Any) -> dict:
+    doc = job()
+    doc["metadata"] = fields
+    return doc
+
+
+DOCUMENTS: dict[str, Any] = {
+    "not a mapping": "nodes: 2",
+    "a list": [job()],
+    "no apiVersion": without("apiVersion"),
+    "another apiVersion": with_("apiVersion", "kubeflow.org/v1"),
+    "no kind": without("kind"),
+    "another kind": with_("kind", "PyTorchJob"),
+    "no metadata": without("metadata"),
+    "metadata is a list": with_("metadata", ["demo"]),
+    "metadata without a name": meta(namespace="team-a"),
+    "an empty name": meta(name="", namespace="team-a"),
+    "a name too long for its pod names": meta(name="a" * 60, namespace="team-a"),
+    "namespace not a DNS label": meta(name="demo", namespace="Team_A"),
+    "namespace of 64 characters": meta(name="demo", namespace="n" * 64),
+    "namespace of 63 characters": meta(name="demo", namespace="n" * 63),
+    "namespace not a string": meta(name="demo", namespace=5),
+    "no spec": without("spec"),
+    "spec: null": with_("spec", None),
+    "a spec field at the top level": with_("nodes", 2),
+    "a misspelt top-level key": with_("spce", {}),
+    "status is allowed": with_("status", {"phase": "Running"}),
+    "apiVersion misspelt": {**without("apiVersion"), "apiVerison": "disttrain.dev/v1alpha1"},
+    "kind misspelt": {**without("kind"), "knd": "DistributedTraining"},
+    "metadata misspelt": {**without("metadata"), "metdata": {"name": "demo"}},
+    "spec is a list": with_("spec", [{"nodes": 2}]),
+    "an unknown spec field": job(nodez=2),
+    "an env entry without its required name": job(env=[{"value": "x"}]),
+    "nodeSelector with too many entries": job(scheduling={"nodeSelector": {f"k{i}": "v" for i in range(65)}}),
+    "nodeSelector with 64 entries": job(scheduling={"nodeSelector": {f"k{i}": "v" for i in range(64)}}),
+    "nodeSelector key not a string, then a bad value": job(scheduling={"nodeSelector": {1: "a", "zone": 5}}),
+    "nodeSelector value not a string": job(scheduling={"nodeSelector": {"zone": 5}}),
+    "nodeSelector value too long": job(scheduling={"nodeSelector": {"zone": "v" * (MAP_VALUE_MAX_LENGTH + 1)}}),
+    "nodes above the maximum, with its reason": job(nodes=MAX_NODES + 1),
+    "nodes 0": job(nodes=0),
+    "nodes as a bool": job(nodes=True),
+    "nodes as a float": job(nodes=2.0),
+    "nodes quoted": job(nodes="2"),
+    "learningRate 0 (exclusive minimum)": job(trainer={"builtin": {"learningRate": 0}}),
+    "learningRate above its maximum": job(trainer={"builtin": {"learningRate": 11}}),
+    "learningRate not finite": job(trainer={"builtin": {"learningRate": float("nan")}}),
+    "checkpoint.path not absolute": job(checkpoint={"path": "ckpt"}),
+    "env name of a bad format": job(env=[{"name": "1x", "value": "a"}]),
+    "suspend quoted": job(suspend="true"),
+    "a labels map of another type": job(podTemplate={"metadata": {"labels": ["a"]}}),
+}
+
+
+VALUES: dict[str, tuple[Shape, FieldMeta, Any]] = {
+    "int_or_str given a bool": (Shape("int_or_str"), FieldMeta(doc="d"), True),
+    "int_or_str given an int": (Shape("int_or_str"), FieldMeta(doc="d"), 8080),
+    "int_or_str given a string": (Shape("int_or_str"), FieldMeta(doc="d"), "http"),
+    "int_or_str given a float": (Shape("int_or_str"), FieldMeta(doc="d"), 1.5),
+    "float given an int": (Shape("float"), FieldMeta(doc="d", minimum=0), 3),
+    "float given a bool": (Shape("float"), FieldMeta(doc="d"), False),
+    "only a minimum": (Shape("int"), FieldMeta(doc="d", minimum=1), 0),
+    "only a maximum, without a reason": (Shape("int"), FieldMeta(doc="d", maximum=4), 5),
+    "on the maximum": (Shape("int"), FieldMeta(doc="d", maximum=4, maximum_reason="r"), 4),
+    "a pattern without a hint": (Shape("str"), FieldMeta(doc="d", pattern="^a+$"), "b"),
+    "a map of anything": (Shape("map", inner=Shape("any")), FieldMeta(doc="d", max_items=1), {"a": 1, "b": [2]}),
+    "a free-form map": (Shape("map", inner=Shape("str")), FieldMeta(doc="d", free_form=True), {"a": 1}),
+}
+
+
+def outcome_of_document(doc: Any) -> dict:
+    parsed, errors = parse_job(doc)
+    return {"parsed": parsed is not None, "errors": [str(e) for e in errors]}
+
+
+def outcome_of_value(shape: Shape, field: FieldMeta, raw: Any) -> dict:
+    value, errors = parse_value(shape, field, raw, "p")
+    return {"value": repr(value), "errors": [str(e) for e in errors]}
+
+
+def current() -> dict:
+    return {"documents": {k: outcome_of_document(v) for k, v in DOCUMENTS.items()},
+            "values": {k: outcome_of_value(*v) for k, v in VALUES.items()}}
+
+
+def test_update_golden_when_asked():
+    GOLDEN.update_or_check_keys(current, {"documents": DOCUMENTS, "values": VALUES})
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_document(name):
+    assert outcome_of_document(DOCUMENTS[name]) == GOLDEN.want("documents", name)
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_value(name):
+    assert outcome_of_value(*VALUES[name]) == GOLDEN.want("values", name)
+
+
+def test_a_document_that_parses_keeps_its_metadata():
+    doc = job(nodes=2)
+    doc["metadata"].update(uid="u-1", generation=4, labels={"team": "a"}, annotations={"note": "x"})
+    parsed, errors = parse_job(doc)
+    assert errors == []
+    assert (parsed.name, parsed.namespace, parsed.uid, parsed.generation) == ("demo", "team-a", "u-1", 4)
+    assert (parsed.labels, parsed.annotations) == ({"team": "a"}, {"note": "x"})
+    assert parsed.spec.nodes == 2
+
+
+def test_an_object_with_errors_is_none_not_half_built():
+    value, errors = parse_object(DistributedTrainingSpec, {"nodes": "x"}, "spec")
+    assert value is None and [str(e) for e in errors] == ["spec.nodes: must be an integer (got 'x')"]

@@ -19,3 +19,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture
+def trainer_status_server():
+    """The trainer's own /status server (disttrain_trainer.metrics), on loopback."""
+    import socket
+
+    from prometheus_client import CollectorRegistry
+
+    from disttrain_trainer.metrics import StatusServer, StatusSink
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sink = StatusSink()
+    server = StatusServer(port, CollectorRegistry(), sink)
+    yield port, sink
+    server.close()

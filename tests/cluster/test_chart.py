@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from api_schemas import kubeconform, problems
-from unit.test_chart_sources import METRICS, metric_names
+from unit.exported_metrics import METRICS, metric_names
 
 pytestmark = pytest.mark.cluster
 

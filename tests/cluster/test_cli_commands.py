@@ -21,7 +21,6 @@ import pytest
 import yaml
 from reconcile.conftest import (REPO, annotate_exit, checkpoint_claim, job_manifest,  # noqa: F401 (fixtures)
                                 operator_kubeconfig, running_operator)
-from reconcile.test_metrics_progress import trainer_status_server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.cluster
 

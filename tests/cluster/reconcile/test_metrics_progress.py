@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from datetime import datetime, timezone
 
@@ -36,22 +35,6 @@ def test_metrics_count_pods_restarts_failures_and_phases(cluster, namespace, ope
                      what="failure counted")
     cluster.wait_for(lambda: operator.sample("disttrain_operator_jobs", phase="Failed") >= 1, timeout=10,
                      what="jobs{phase=Failed}")
-
-
-@pytest.fixture
-def trainer_status_server():
-    """The trainer's own /status server (disttrain_trainer.metrics), on loopback."""
-    from prometheus_client import CollectorRegistry
-
-    from disttrain_trainer.metrics import StatusServer, StatusSink
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    sink = StatusSink()
-    server = StatusServer(port, CollectorRegistry(), sink)
-    yield port, sink
-    server.close()
 
 
 def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace, operator, trainer_status_server):

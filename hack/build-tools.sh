@@ -2,48 +2,73 @@
 # Build the pinned control-plane and tooling binaries from upstream Go modules
 # into a cache outside the checkout:
 #
-#   ${DISTTRAIN_CACHE:-~/.cache/disttrain}/tools-<key>/bin
+#   ${DISTTRAIN_CACHE:-~/.cache/disttrain}/tools-<set key>/bin
 #     kube-apiserver kube-controller-manager kube-scheduler kubectl
 #     etcd kwok kwokctl helm kubeconform
 #     the real node (hack/node.sh): kubelet, containerd, containerd-shim-runc-v2,
 #     ctr, coredns (cluster zone only), pause
 #
-# <key> hashes this script, every hack/tools/*/go.{mod,sum} and *.go and the Go version,
-# so changing a pin builds a fresh directory and a second run is a no-op.
-# The module cache and build cache live under the same cache root
-# (gopath/, gocache/), so CI clones and pin bumps reuse compiled packages.
+# Each tool is one small Go module under hack/tools/<module>/ (separate modules:
+# kwok, helm and kubernetes want different client-go): its pins (go.mod, go.sum),
+# any source of its own (*.go) and its recipe (build.sh, which calls `build NAME
+# PACKAGE [go build args]`). A module's binaries are cached on their own key:
 #
-# Pins live in the go.mod of one small module per tool under hack/tools/
-# (separate modules: kwok, helm and kubernetes want different client-go).
+#   tool-<module>-<key>/   <key> hashes the module's directory, the go.mod of any
+#                          other module its recipe reads a version from (`modver`),
+#                          the shared part of this script and the Go version
+#
+# so adding or bumping one tool builds that tool only. The bin directory of a set is
+# made of hard links to the modules' binaries; its key hashes the modules' keys.
+# The module cache and build cache live under the same cache root (gopath/,
+# gocache/), so CI clones and pin bumps reuse compiled packages.
 #
 # Usage:
 #   hack/build-tools.sh              build what is missing, progress on stderr
 #   hack/build-tools.sh --print-bin  print the bin directory only (no build)
 #   hack/build-tools.sh --check      exit 0 only when the bin dir is complete
+#   hack/build-tools.sh --keys       print each module's cache key (no build)
 set -euo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOOLS="$HACK/tools"
 CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
+MODULES=(etcd kubernetes kwok kubeconform helm containerd coredns pause)
 
-tools_key() {
+# The part of this script every build depends on: from here to the end of `build`.
+shared_part() { sed -n '/^# ---- shared by every module/,/^# ---- end of shared part/p' "$HACK/build-tools.sh"; }
+
+GO_VERSION=$(go env GOVERSION GOOS GOARCH 2>/dev/null | tr '\n' ' ' || true)
+[[ -n $GO_VERSION ]] || GO_VERSION=no-go
+
+module_key() {
+  local mod=$1 f dep
   {
-    cat "$HACK/build-tools.sh"
-    for f in "$TOOLS"/*/go.mod "$TOOLS"/*/go.sum "$TOOLS"/*/*.go; do
-      printf '%s\n' "${f#"$HACK"/}"
+    shared_part
+    echo "$GO_VERSION"
+    for f in "$TOOLS/$mod"/*; do
+      [[ -f $f ]] || continue
+      printf '%s\n' "${f##*/}"
       cat "$f"
     done
-    go env GOVERSION GOOS GOARCH 2>/dev/null || echo "no-go"
+    for dep in $(grep -o 'modver [a-z0-9-]*' "$TOOLS/$mod/build.sh" | awk '{print $2}' | sort -u); do
+      [[ $dep == "$mod" ]] || { printf 'dep %s\n' "$dep"; cat "$TOOLS/$dep/go.mod"; }
+    done
   } | sha256sum | cut -c1-12
 }
 
-BIN="$CACHE/tools-$(tools_key)/bin"
+declare -A KEY=()
+for mod in "${MODULES[@]}"; do
+  KEY[$mod]=$(module_key "$mod")
+done
+set_key=$(for mod in "${MODULES[@]}"; do echo "$mod=${KEY[$mod]}"; done | sha256sum | cut -c1-12)
+BIN="$CACHE/tools-$set_key/bin"
 
 case "${1:-}" in
   --print-bin) echo "$BIN"; exit 0 ;;
+  --keys) for mod in "${MODULES[@]}"; do echo "$mod ${KEY[$mod]}"; done; exit 0 ;;
   --check) [[ -f "$BIN/.complete" ]]; exit ;;
   "") ;;
-  *) echo "usage: $0 [--print-bin|--check]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--print-bin|--check|--keys]" >&2; exit 2 ;;
 esac
 
 [[ -f "$BIN/.complete" ]] && exit 0
@@ -51,7 +76,7 @@ esac
 log() { printf '[build-tools] %s\n' "$*" >&2; }
 
 command -v go >/dev/null || { log "go not found on PATH (need Go >= 1.26)"; exit 1; }
-mkdir -p "$BIN" "$CACHE"
+mkdir -p "$CACHE"
 
 # One builder at a time per cache (a test fixture and `make tools` may race).
 exec 9>"$CACHE/build-tools.lock"
@@ -61,6 +86,7 @@ if ! flock -n 9; then
 fi
 [[ -f "$BIN/.complete" ]] && exit 0
 
+# ---- shared by every module (a change here rebuilds every tool) -----------------------
 export GOPATH="$CACHE/gopath"
 export GOMODCACHE="$CACHE/gopath/pkg/mod"
 export GOCACHE="$CACHE/gocache"
@@ -72,74 +98,40 @@ unset GOOS GOARCH
 # modver <module dir> <module path>: the pinned version of a dependency
 modver() { (cd "$TOOLS/$1" && go list -m -f '{{.Version}}' "$2"); }
 
-# build <module dir> <output name> <package> [go build args...]
+# build <output name> <package> [go build args...]: one binary of module $MOD into $OUT
 build() {
-  local mod=$1 name=$2 pkg=$3
-  shift 3
-  if [[ -x "$BIN/$name" ]]; then
-    log "$name: present"
-    return
-  fi
+  local name=$1 pkg=$2
+  shift 2
   log "$name: building $pkg"
   local start=$SECONDS
-  (cd "$TOOLS/$mod" && go build -p 2 "$@" -o "$BIN/.$name.tmp" "$pkg")
-  mv -f "$BIN/.$name.tmp" "$BIN/$name"
+  (cd "$TOOLS/$MOD" && go build -p 2 "$@" -o "$OUT/.$name.tmp" "$pkg")
+  mv -f "$OUT/.$name.tmp" "$OUT/$name"
   log "$name: done in $((SECONDS - start))s"
 }
+# ---- end of shared part ----------------------------------------------------------------
 
 total_start=$SECONDS
-log "building into $BIN (go $(go env GOVERSION), cache $CACHE)"
-
-# etcd: the version k8s.io/kubernetes pins (its go.mod requires etcd/server/v3).
-build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
-
-# Kubernetes: upstream's hack/lib/golang.sh tags and hack/lib/version.sh ldflags.
-KUBE_VERSION=$(modver kubernetes k8s.io/kubernetes)
-KUBE_DATE=$(cd "$TOOLS/kubernetes" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-kube_major=${KUBE_VERSION#v}; kube_major=${kube_major%%.*}
-kube_minor=${KUBE_VERSION#v*.}; kube_minor=${kube_minor%%.*}
-kube_ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  kube_ldflags+=" -X '$pkg.gitVersion=$KUBE_VERSION' -X '$pkg.gitMajor=$kube_major'"
-  # A module zip carries no commit: clear the "$Format:%H$" placeholder.
-  kube_ldflags+=" -X '$pkg.gitMinor=$kube_minor' -X '$pkg.gitTreeState=archive' -X '$pkg.gitCommit='"
-  kube_ldflags+=" -X '$pkg.buildDate=$KUBE_DATE'"
+log "tool set $BIN (go $(go env GOVERSION), cache $CACHE)"
+mkdir -p "$BIN"
+for MOD in "${MODULES[@]}"; do
+  OUT="$CACHE/tool-$MOD-${KEY[$MOD]}"
+  if [[ -f "$OUT/.complete" ]]; then
+    log "$MOD: present ($OUT)"
+  else
+    rm -rf "$OUT" && mkdir -p "$OUT"
+    # shellcheck source=/dev/null
+    source "$TOOLS/$MOD/build.sh"
+    touch "$OUT/.complete"
+  fi
+  for f in "$OUT"/*; do
+    ln -f "$f" "$BIN/${f##*/}" 2>/dev/null || cp -f "$f" "$BIN/${f##*/}"
+  done
 done
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
-  build kubernetes "$cmd" "k8s.io/kubernetes/cmd/$cmd" \
-    -tags selinux,notest,grpcnotrace -ldflags "all=$kube_ldflags"
-done
-
-KWOK_VERSION=$(modver kwok sigs.k8s.io/kwok)
-for cmd in kwok kwokctl; do
-  build kwok "$cmd" "sigs.k8s.io/kwok/cmd/$cmd" -ldflags "-s -w \
-    -X 'sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION' \
-    -X 'sigs.k8s.io/kwok/pkg/consts.KubeVersion=$KUBE_VERSION'"
-done
-
-build kubeconform kubeconform github.com/yannh/kubeconform/cmd/kubeconform \
-  -ldflags "-s -w -X 'main.version=$(modver kubeconform github.com/yannh/kubeconform)'"
-
-build helm helm helm.sh/helm/v4/cmd/helm \
-  -ldflags "-s -w -X 'helm.sh/helm/v4/internal/version.version=$(modver helm helm.sh/helm/v4)' \
-    -X 'helm.sh/helm/v4/internal/version.gitTreeState=clean'"
-
-# The real node's runtime: containerd 2 from its Go module (upstream's version
-# ldflags; no btrfs/devmapper/zfs snapshotters, so no cgo), CoreDNS with only
-# the plugins the cluster zone needs (hack/tools/coredns/main.go), and the pod
-# sandbox binary for the locally built pause image.
-CONTAINERD_VERSION=$(modver containerd github.com/containerd/containerd/v2)
-for cmd in containerd containerd-shim-runc-v2 ctr; do
-  build containerd "$cmd" "github.com/containerd/containerd/v2/cmd/$cmd" \
-    -tags no_btrfs,no_devmapper,no_zfs -ldflags "-s -w \
-    -X 'github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION' \
-    -X 'github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2'"
-done
-build coredns coredns . -ldflags "-s -w"
-build pause pause . -ldflags "-s -w"
 
 touch "$BIN/.complete"
-# Drop tool sets of other pins not rebuilt for a week (each is ~0.5 GB).
-find "$CACHE" -mindepth 1 -maxdepth 1 -name 'tools-*' ! -path "${BIN%/bin}" -mtime +7 \
-  -exec rm -rf {} + 2>/dev/null || true
-log "all tools built in $((SECONDS - total_start))s: $BIN"
+# Drop tool sets and module builds of other pins not used for a week (a full set is
+# ~0.5 GB): the cleanup looks at when each was last made or linked into a set.
+for MOD in "${MODULES[@]}"; do touch "$CACHE/tool-$MOD-${KEY[$MOD]}"; done
+find "$CACHE" -mindepth 1 -maxdepth 1 -type d \( -name 'tools-*' -o -name 'tool-*' \) -mtime +7 \
+  ! -path "${BIN%/bin}" -exec rm -rf {} + 2>/dev/null || true
+log "all tools ready in $((SECONDS - total_start))s: $BIN"

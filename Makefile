@@ -40,8 +40,8 @@ kubeconform-schemas: venv tools  ## write kubeconform's JSON schemas, from a fre
 	rm -rf $(SCHEMAS); KUBECTL=$(TOOLS_BIN)/kubectl $(RUN) python hack/kubeconform_schemas.py $(SCHEMAS); \
 	echo "kubeconform -strict -schema-location '$(SCHEMAS)/{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json' FILE..."
 
-test: venv tools images  ## everything: unit, trainer (gloo), cluster (real control plane), e2e (real node)
-	$(RUN) python -m pytest $(PYTEST_ARGS) tests
+test:  ## everything: venv, tools, images, then unit, trainer (gloo), cluster (real control plane), e2e (real node); prints each stage's time
+	@bash hack/test.sh $(PYTEST_ARGS)
 
 test-unit: venv  ## pure core, offline, seconds
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests/unit

@@ -338,3 +338,33 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     )
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+# ---- stage times -------------------------------------------------------------------------
+# Where `make test` spends its time, per test directory (setup, call and teardown of every
+# test, so the control plane's start counts towards the first directory that needs it).
+# hack/test.sh prints these beside the tools and images stages; a plain pytest run prints
+# them at its end.
+
+_STAGE_SECONDS: dict[str, float] = {}
+
+
+def _stage(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")
+    return "/".join(parts[:3] if len(parts) > 3 else parts[:2])  # tests/cluster/reconcile apart
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    stage = _stage(report.nodeid)
+    _STAGE_SECONDS[stage] = _STAGE_SECONDS.get(stage, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001  (pytest's hook)
+    if not _STAGE_SECONDS:
+        return
+    lines = [f"{stage} {seconds:.0f}s" for stage, seconds in sorted(_STAGE_SECONDS.items())]
+    terminalreporter.write_line("time per test directory: " + ", ".join(lines))
+    target = os.environ.get("DISTTRAIN_STAGE_TIMES")
+    if target:
+        with open(target, "a", encoding="utf-8") as out:
+            out.writelines(f"{line}\n" for line in lines)

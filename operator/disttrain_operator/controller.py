@@ -454,8 +454,13 @@ class Controller:
             return None
         port = rec.validation[1].job.spec.metrics.port
         own = [p for p in self._observed(key) if p.owner_uid == rec.uid]
+        sources = status_sources(own)
+        if not sources:
+            # No worker is ready to be asked yet (a pod Running before its readiness
+            # probe passes): that is no silence of the trainer's, so no back-off.
+            return self.settings.progress_seconds
         report = None
-        for pod in status_sources(own):
+        for pod in sources:
             report = parse_report(await self.kube.trainer_status(pod.ip, port))
             if report is not None:
                 break

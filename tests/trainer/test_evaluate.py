@@ -72,6 +72,6 @@ def test_eval_loss_reaches_status_and_the_termination_message(tmp_path: Path) ->
     doc = json.loads((tmp_path / "termination-log").read_text())
     assert doc["evalStep"] == 4 and doc["evalLoss"] == pytest.approx(run.result.eval_losses[4], abs=1e-6)
     report = parse_report(doc)
-    assert report is not None and report.progress()["evalLoss"] == doc["evalLoss"]
-    assert report.progress()["evalStep"] == 4
+    assert report is not None and report.progress().eval_loss == doc["evalLoss"]
+    assert report.progress().eval_step == 4
     assert [step for step, _ in report.eval_history] == [2, 4]  # every evaluation, for a sweep's pruner

@@ -353,6 +353,27 @@ def test_a_running_job_is_polled_and_a_report_that_moved_queues_it():
     assert scheduled == 15 and again == 15 and queued and step == 3
 
 
+def test_no_ready_worker_to_ask_is_no_silence_of_the_trainer():
+    """A pod can be Running (so the job is) before its readiness probe passes: polls that
+    find nobody to ask come back at the period, so the first report is read as soon as a
+    worker is ready, not after a back-off grown while it started."""
+    async def scenario():
+        shell, kube, clock = with_job(progress_seconds=1)
+        h = template_hash()
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h, ip="10.0.0.1", ready=False),
+                                  info("demo-worker-1", template=h, ip=None)]}
+        await reconciled(shell)
+        waits = [await shell.poll(KEY) for _ in range(6)]
+        asked = len(kube.verbs("status"))
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h, ip="10.0.0.1")]}
+        kube.reports["10.0.0.1"] = {"step": 1}
+        await shell.poll(KEY)
+        return waits, asked, shell.records["u1"].silent_polls, shell.records["u1"].report.step
+
+    waits, asked, silent, step = run(scenario())
+    assert waits == [1] * 6 and asked == 0 and silent == 0 and step == 1
+
+
 def test_a_silent_trainer_is_polled_less_and_less_often_up_to_a_cap():
     assert [silent_poll_seconds(15, n) for n in range(7)] == [15, 15, 30, 60, 120, 120, 120]
     assert SILENT_TRAINER_MAX_SECONDS == 120

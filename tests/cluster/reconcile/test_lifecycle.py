@@ -69,7 +69,10 @@ def test_failed_worker_is_recreated_then_backoff_limit_fails_the_job(cluster, na
     # kubectl on a busy machine).
     job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "flaky")) and condition(j, "Restarting") and j,
                            timeout=30, what="flaky's Restarting condition")
-    assert condition(job, "Restarting")["reason"] == "WorkerFailed"
+    restarting = condition(job, "Restarting")
+    # Seen during the round (True, WorkerFailed) or, on a busy machine, once the round is
+    # over (False, PodsRunning); the WorkerFailed Event below says why either way.
+    assert (restarting["status"], restarting["reason"]) in {("True", "WorkerFailed"), ("False", "PodsRunning")}
 
     def recreated():
         pod = cluster.try_get("pod", "flaky-worker-1", namespace)

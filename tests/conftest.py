@@ -347,6 +347,9 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
 # them at its end.
 
 _STAGE_SECONDS: dict[str, float] = {}
+# Taken out of the environment at once: pytest runs started by tests (planted bugs,
+# mutation) must not add their own lines to make test's summary.
+_STAGE_TIMES_FILE = os.environ.pop("DISTTRAIN_STAGE_TIMES", None)
 
 
 def _stage(nodeid: str) -> str:
@@ -364,7 +367,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
         return
     lines = [f"{stage} {seconds:.0f}s" for stage, seconds in sorted(_STAGE_SECONDS.items())]
     terminalreporter.write_line("time per test directory: " + ", ".join(lines))
-    target = os.environ.get("DISTTRAIN_STAGE_TIMES")
-    if target:
-        with open(target, "a", encoding="utf-8") as out:
+    if _STAGE_TIMES_FILE:
+        with open(_STAGE_TIMES_FILE, "a", encoding="utf-8") as out:
             out.writelines(f"{line}\n" for line in lines)

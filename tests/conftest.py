@@ -181,10 +181,12 @@ class Cluster:
         timeout: float = 30,
         interval: float = 0.2,
         what: str = "condition",
+        describe: Callable[[], str] | None = None,
     ) -> T:
         """Poll ``condition()`` until it returns something truthy; return it.
 
-        Fails the test after ``timeout`` seconds, showing the last value.
+        Fails the test after ``timeout`` seconds, showing the last value and, where given,
+        ``describe()``: what the objects looked like when the wait gave up.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -192,7 +194,8 @@ class Cluster:
             if value:
                 return value
             if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {value!r}",
+                seen = f"\n{describe()}" if describe is not None else ""
+                pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {value!r}{seen}",
                             pytrace=False)
             time.sleep(interval)
 

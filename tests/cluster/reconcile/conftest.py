@@ -233,6 +233,23 @@ def wait_phase(cluster, namespace: str, name: str, phase: str, timeout: float = 
     return cluster.wait_for(current, timeout=timeout, interval=0.3, what=f"{name} phase {phase}")
 
 
+def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, timeout: float = 60) -> dict:
+    """The job once `test(job)` holds. On a timeout the failure shows the job's status and
+    its pods (phase, readiness, IP): enough to tell a slow operator from a stuck pod."""
+    def current():
+        job = cluster.try_get("dt", name, namespace) or {}
+        return job if test(job) else None
+
+    def seen() -> str:
+        job = cluster.try_get("dt", name, namespace) or {}
+        pods = [{"name": p["metadata"]["name"], "phase": p.get("status", {}).get("phase"),
+                 "ready": condition(p, "Ready"), "podIP": p.get("status", {}).get("podIP")}
+                for p in pods_of(cluster, namespace, name)]
+        return dump({"status": job.get("status"), "pods": pods})
+
+    return cluster.wait_for(current, timeout=timeout, interval=0.3, what=f"{name}: {what}", describe=seen)
+
+
 def condition(job: dict, type_: str) -> dict | None:
     return next((c for c in job.get("status", {}).get("conditions", []) if c["type"] == type_), None)
 

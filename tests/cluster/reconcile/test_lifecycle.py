@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import (CHECKPOINT_CLAIM, annotate_exit, condition, dump, events_of, get_job, job_manifest, pods_of,
-                       wait_phase)
+from .conftest import (CHECKPOINT_CLAIM, annotate_exit, condition, dump, events_of, job_manifest, pods_of,
+                       wait_job, wait_phase)
 
 pytestmark = pytest.mark.cluster
 
@@ -67,8 +67,7 @@ def test_failed_worker_is_recreated_then_backoff_limit_fails_the_job(cluster, na
     # The job passes through Restarting: its Restarting condition, added only in that phase,
     # stays to tell (the phase itself lasts about a second here, shorter than a poll of
     # kubectl on a busy machine).
-    job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "flaky")) and condition(j, "Restarting") and j,
-                           timeout=30, what="flaky's Restarting condition")
+    job = wait_job(cluster, namespace, "flaky", lambda j: condition(j, "Restarting"), what="its Restarting condition")
     restarting = condition(job, "Restarting")
     # Seen during the round (True, WorkerFailed) or, on a busy machine, once the round is
     # over (False, PodsRunning); the WorkerFailed Event below says why either way.

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from .conftest import annotate_exit, condition, get_job, job_manifest, wait_phase
+from .conftest import annotate_exit, condition, get_job, job_manifest, wait_job, wait_phase
 
 pytestmark = pytest.mark.cluster
 
@@ -48,8 +48,8 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
                                podTemplate={"metadata": {"annotations": {cluster.POD_IP_ANNOTATION: "127.0.0.1"}}}),
                   namespace=namespace)
     wait_phase(cluster, namespace, "watched", "Running")
-    job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "watched"))["status"].get("progress") and j,
-                           timeout=30, what="status.progress")
+    job = wait_job(cluster, namespace, "watched", lambda j: j.get("status", {}).get("progress"),
+                   what="status.progress")
     assert job["status"]["progress"] == {"step": 40, "totalSteps": 100, "percentComplete": "40%",
                                          "loss": 2.5, "samplesPerSecond": 64.0}
     assert job["status"]["checkpoint"] == {"step": 40, "time": stamp, "path": "/checkpoints/step-00000040"}
@@ -68,9 +68,8 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
     # hour-old checkpoint is far past 3 intervals + grace.
     sink.doc["checkpoint"] = {"step": 40, "time": "2026-01-01T00:00:00Z", "path": "/checkpoints/step-00000040"}
     sink.doc["step"] = 90
-    job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "watched")) and
-                           (condition(j, "CheckpointStale") or {}).get("status") == "True" and j,
-                           timeout=30, what="CheckpointStale")
+    job = wait_job(cluster, namespace, "watched", lambda j: (condition(j, "CheckpointStale") or {}).get("status") == "True",
+                   what="CheckpointStale True")
     assert condition(job, "CheckpointStale")["reason"] == "CheckpointTooOld"
     assert "checkpoint of step 40" in condition(job, "CheckpointStale")["message"]
     assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") > 3600
@@ -116,8 +115,8 @@ def test_a_hostile_trainer_status_is_neither_followed_nor_able_to_freeze_the_job
                                        json.dumps({"step": 2**63, "totalSteps": 10, "loss": 1.5}).encode()))
         seen = HostileTrainer.hits["/status"]
         cluster.wait_for(lambda: HostileTrainer.hits["/status"] >= seen + 2, timeout=30, what="the huge report read")
-        job = cluster.wait_for(lambda: (j := get_job(cluster, namespace, "hostile"))["status"].get("progress") and j,
-                               timeout=30, what="the report's loss in status")
+        job = wait_job(cluster, namespace, "hostile", lambda j: j.get("status", {}).get("progress"),
+                       what="the report's loss in status")
         assert job["status"]["progress"] == {"totalSteps": 10, "loss": 1.5}  # the step is dropped, not sent
         cluster.kubectl("annotate", "pod", "hostile-worker-1", "-n", namespace, f"{cluster.EXIT_CODE_ANNOTATION}=1")
         cluster.wait_for(lambda: get_job(cluster, namespace, "hostile")["status"].get("restarts") == 1,

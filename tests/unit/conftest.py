@@ -29,7 +29,7 @@ def pytest_terminal_summary(terminalreporter):
 
 # Under mutation testing a mutant's run stops at its first failing test: the quick table
 # tests go first, the property tests last.
-SLOW_NAMES = ("test_properties.py", "test_node_ranges_", "tests/trainer/test_checkpoint.py",
+SLOW_NAMES = ("test_spec_acceptance.py", "test_node_ranges_", "tests/trainer/test_checkpoint.py",
               "test_adversarial_", "test_cli.py")
 
 

@@ -1,4 +1,5 @@
-"""A worker pod compared whole against the pod contract (docs/pod-contract.md).
+"""The children compared whole against the pod contract (docs/pod-contract.md): the worker
+pod, the headless Service, torchrun's environment.
 
 The field-by-field tests in test_render.py say why each setting is there; this one says
 nothing else is there, and nothing is misspelt (the Kubernetes client's from_dict ignores
@@ -106,3 +107,38 @@ def test_the_template_hash_is_stable_across_operator_versions():
     operator replace every running worker of every job. Change it only on purpose."""
     j, r, _ = load_job(DOC)
     assert template_hash(j, r) == "962a99ffbfc40e7b"
+
+
+def test_the_service_whole():
+    from disttrain_operator.api import load_job
+    from disttrain_operator.render import render_service
+
+    from .helpers import CHILD_METADATA, job
+
+    doc = job(rendezvous={"port": 29500}, metrics={"port": 9500})
+    doc["metadata"]["uid"] = "u-1"
+    j, _, _ = load_job(doc)
+    assert render_service(j) == {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": CHILD_METADATA,
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": {"disttrain.dev/job": "demo", "disttrain.dev/role": "worker"},
+                 "ports": [{"name": "rendezvous", "port": 29500, "targetPort": 29500},
+                           {"name": "metrics", "port": 9500, "targetPort": 9500}]},
+    }
+
+
+def test_the_torchrun_env_whole():
+    from disttrain_operator.api import load_job
+    from disttrain_operator.render.context import RenderContext, SHUTDOWN_TIMEOUT_SECONDS
+    from disttrain_operator.render.env import torchrun_env
+
+    from .helpers import job
+
+    j, r, _ = load_job(job(nodes=2, minNodes=1, maxNodes=3, maxRestarts=4))
+    assert {e["name"]: e["value"] for e in torchrun_env(RenderContext(job=j, resolved=r, index=1))} == {
+        "PET_NNODES": "1:3", "PET_NPROC_PER_NODE": "1", "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": "demo-worker-0.demo.team-a.svc:29400", "PET_RDZV_ID": "demo", "PET_MAX_RESTARTS": "4",
+        "PET_RDZV_CONF": "join_timeout=600,last_call_timeout=30,is_host=false", "PET_MONITOR_INTERVAL": "1",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PET_SHUTDOWN_TIMEOUT": str(SHUTDOWN_TIMEOUT_SECONDS),
+    }

@@ -111,9 +111,6 @@ def ended(index, code, message=None, terminating=False, nodes=2, reason=None):
     return summarize_pod(body)
 
 
-NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
-
-
 def terminated(**state) -> dict:
     return {"containerStatuses": [{"name": CONTAINER_NAME, "state": {"terminated": state}}]}
 

@@ -141,12 +141,13 @@ def _job_argument(p: argparse.ArgumentParser, nargs: str | None = None) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     checked = list(validated_jobs(args.files))
-    reports = [report(doc, result) for doc, result in checked if doc is not None]
-    if args.output == "text":
-        for entry in reports:
-            print_report(entry, sys.stdout)
+    if args.output == "text":  # a file it could not use was named on stderr already
+        for doc, result in checked:
+            if doc is not None:
+                print_report(report(doc, result), sys.stdout)
     else:
-        dump(reports, args.output, sys.stdout)
+        dump([report(doc, result) if doc is not None else unusable(result.errors[0]) for doc, result in checked],
+             args.output, sys.stdout)
     return 0 if all(result.ok for _, result in checked) else 1
 
 
@@ -165,6 +166,13 @@ def validated_jobs(paths: list[str], namespace: str | None = None):
             if namespace:
                 data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": namespace}}
             yield doc, validate_document(data)
+
+
+def unusable(error: FieldError) -> dict[str, Any]:
+    """The -o json/yaml entry of a file that could not be read or holds no job: programs
+    reading the output see the file and why, as they would see an invalid job."""
+    return {"file": error.path, "line": None, "name": None, "valid": False, "warnings": [],
+            "errors": [{"field": None, "message": error.problem, "line": None}]}
 
 
 def report(doc: Document, result: Validation) -> dict[str, Any]:

@@ -74,6 +74,19 @@ def test_missing_file_and_binary_file(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
 
 
+def test_validate_json_reports_a_file_it_cannot_use(tmp_path):
+    """-o json is read by programs: a file that cannot be read, or holds no job, is an
+    entry of its own with the error, not an empty list beside a line on stderr."""
+    other = write(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    missing = str(tmp_path / "nope.yaml")
+    result = disttrain("validate", "-o", "json", missing, other)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    reports = json.loads(result.stdout)
+    assert [(r["file"], r["valid"], r["name"]) for r in reports] == [(missing, False, None), (other, False, None)]
+    assert reports[0]["errors"][0]["message"].startswith(f"{missing}: cannot read")
+    assert "no DistributedTraining in this file" in reports[1]["errors"][0]["message"]
+
+
 def test_multi_document_file_validates_each_job(tmp_path):
     second = GOOD.replace("name: demo", "name: other").replace("nodes: 2", "nodes: 0")
     path = write(tmp_path, GOOD + "---\n" + second)

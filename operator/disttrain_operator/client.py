@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from .api import types as t
 from .api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
 from .api.validate import validate_document
@@ -57,6 +59,10 @@ class Forbidden(DisttrainError):
 
 class Unreachable(DisttrainError):
     pass
+
+
+class KubeconfigError(DisttrainError):
+    """No kubeconfig, a context it does not have, or a file that is not a kubeconfig."""
 
 
 class InvalidJob(DisttrainError):
@@ -421,21 +427,62 @@ def _connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str | No
         namespace = open(namespace_file).read().strip() if os.path.exists(namespace_file) else None
     else:
         if not present:
-            raise Unreachable(f"error: no kubeconfig at {path}: set KUBECONFIG or pass --kubeconfig "
-                              "(make cluster-up prints the path of a local cluster's)")
+            raise KubeconfigError(f"error: no kubeconfig at {path}: set KUBECONFIG or pass --kubeconfig "
+                                  "(make cluster-up prints the path of a local cluster's)")
         try:
+            for part in (os.path.expanduser(p) for p in path.split(os.pathsep) if p):
+                problem = kubeconfig_problem(_read_yaml(part)) if os.path.exists(part) else None
+                if problem:
+                    raise KubeconfigError(f"error: {part}: not a kubeconfig: {problem}")
             contexts, current = config.list_kube_config_contexts(config_file=path)
             chosen = next((c for c in contexts if c["name"] == context), None) if context else current
             if context and chosen is None:
-                raise Unreachable(f'error: context "{context}" does not exist in {path}; '
-                                  f"known: {', '.join(c['name'] for c in contexts) or 'none'}")
+                raise KubeconfigError(f'error: context "{context}" does not exist in {path}; '
+                                      f"known: {', '.join(c['name'] for c in contexts) or 'none'}")
             config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
                                     persist_config=False)
         except ConfigException as exc:
-            raise Unreachable(f"error: {path}: {' '.join(str(exc).split())}") from None
+            raise KubeconfigError(f"error: {path}: {' '.join(str(exc).split())}") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise KubeconfigError(f"error: {path}: not YAML{where}: {getattr(exc, 'problem', None) or exc}; "
+                                  "check the file, or point --kubeconfig at another") from None
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            # What kubeconfig_problem does not look at: the client library walks the file
+            # without checking the kinds of its values.
+            raise KubeconfigError(f"error: {path}: not a kubeconfig: {type(exc).__name__}: {exc}") from None
         namespace = ((chosen or {}).get("context") or {}).get("namespace")
     configuration.retries = 0  # fail at once like kubectl, not after urllib3's three retries
     return k8s.ApiClient(configuration), namespace
+
+
+def _read_yaml(path: str) -> Any:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return yaml.safe_load(f)
+
+
+def kubeconfig_problem(data: Any) -> str | None:
+    """What makes a parsed kubeconfig file unusable before the client library reads it
+    (it would fail with a TypeError deep inside), in words; None when its shape is right."""
+    if data is None:
+        return None  # an empty file: kubectl treats it as no entries
+    if not isinstance(data, dict):
+        return f"the file must be a map with clusters, contexts and users (got {type(data).__name__})"
+    for key, inner in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+        entries = data.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            return f"{key} must be a list of {{name, {inner}}} (got {type(entries).__name__})"
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                return f"{key}[{i}] must be a map with a name and a {inner}"
+            if not isinstance(entry.get(inner) or {}, dict):
+                return f"{key}[{i}].{inner} must be a map"
+    if not isinstance(data.get("current-context") or "", str):
+        return "current-context must be a string"
+    return None
 
 
 def _index(pod: Any) -> int | None:

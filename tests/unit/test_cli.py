@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from .conftest import EXAMPLES, ROOT
@@ -164,3 +165,39 @@ def test_an_unreachable_api_server_is_tried_once_not_retried(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith(f"Unable to connect to the server https://127.0.0.1:{port}"), result.stderr
     assert len(accepted) == 1
+
+
+@pytest.mark.parametrize("text,says", [
+    ("apiVersion: v1\nclusters: [\n  - {name: x\n", "not YAML"),
+    ("just a string\n", "not a kubeconfig: the file must be a map with clusters, contexts and users (got str)"),
+    ("apiVersion: v1\ncontexts: 5\ncurrent-context: c\n", "not a kubeconfig: contexts must be a list of {name, context} (got int)"),
+    ("apiVersion: v1\nclusters: [{cluster: {server: x}}]\n", "not a kubeconfig: clusters[0] must be a map with a name"),
+    ("apiVersion: v1\nusers: [{name: u, user: [1]}]\n", "not a kubeconfig: users[0].user must be a map"),
+])
+def test_a_broken_kubeconfig_is_one_line_naming_the_file(tmp_path, text, says):
+    """docs/cli.md: never a traceback. A kubeconfig that is not YAML, or not shaped like one,
+    is named with what is wrong, exit code 1; and from Python it is a KubeconfigError."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(text)
+    result = disttrain("get", "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith(f"error: {kubeconfig}: ") and says in line, line
+    check = ("from disttrain import Client, KubeconfigError\n"
+             f"try:\n    Client(kubeconfig={str(kubeconfig)!r})\nexcept KubeconfigError as exc:\n    print('caught', exc)\n")
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=CLI_ENV, timeout=60)
+    assert out.stdout.startswith("caught error: "), out.stderr[-2000:]
+
+
+def test_an_unknown_context_and_a_missing_kubeconfig_are_kubeconfig_errors(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\ncontexts: [{name: c, context: {cluster: k, user: u}}]\ncurrent-context: c\n"
+                          "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\n")
+    result = disttrain("get", "--kubeconfig", str(kubeconfig), "--context", "nope")
+    assert result.returncode == 1
+    assert result.stderr.strip() == f'error: context "nope" does not exist in {kubeconfig}; known: c'
+    check = ("from disttrain import Client, KubeconfigError\n"
+             f"for kw in ({{'kubeconfig': {str(kubeconfig)!r}, 'context': 'nope'}}, {{'kubeconfig': {str(tmp_path / 'none')!r}}}):\n"
+             "    try:\n        Client(**kw)\n    except KubeconfigError as exc:\n        print('caught')\n")
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=CLI_ENV, timeout=60)
+    assert out.stdout.split() == ["caught", "caught"], out.stderr[-2000:]

@@ -13,6 +13,7 @@ interrupted. Commands are rows of COMMANDS: add one with `register(Command(...))
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -43,6 +44,22 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     cluster: bool = False  # takes -n, --context, --kubeconfig
     aliases: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # optional packages (EXTRAS) it cannot start without
+
+    def missing(self) -> str | None:
+        """The first package this command needs that is not installed."""
+        wanted = ("kubernetes",) * self.cluster + self.needs
+        return next((m for m in wanted if importlib.util.find_spec(m) is None), None)
+
+
+# The optional packages and the pyproject extra that installs each.
+EXTRAS = {"kubernetes": "cli", "optuna": "sweep", "torch": "local", "numpy": "local",
+          "prometheus_client": "local", "tqdm": "local"}
+
+
+def needs_package(command: str, module: str) -> str:
+    return (f"error: disttrain {command} needs the Python package {module!r}, which this installation "
+            f"lacks: pip install 'disttrain[{EXTRAS[module]}]'")
 
 
 COMMANDS: list[Command] = []
@@ -57,8 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     _autocomplete(parser)
     args = parser.parse_args(argv)
+    command = next(c for c in COMMANDS if c.run is args.func and args.command in (c.name, *c.aliases))
+    absent = command.missing()
+    if absent:  # before anything starts: never a ModuleNotFoundError half-way through
+        print(needs_package(command.name, absent), file=sys.stderr)
+        return 1
     try:
         return args.func(args)
+    except ModuleNotFoundError as exc:  # an optional package a branch of the command needs
+        if (exc.name or "").split(".")[0] not in EXTRAS:
+            raise
+        print(needs_package(command.name, exc.name.split(".")[0]), file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `disttrain render x.yaml | head`
         return 0
     except KeyboardInterrupt:
@@ -551,7 +578,7 @@ for _command in (
     Command("crd", "print the CustomResourceDefinition", "crd | kubectl apply -f -", _setup_crd, cmd_crd),
     Command("docs", "print generated documentation (api: the API reference)", "docs api", _setup_docs, cmd_docs),
     Command("run", "run a job on this machine (--local), no cluster needed", "run --local job.yaml",
-            _setup_run, cmd_run),
+            _setup_run, cmd_run, needs=("torch", "numpy", "prometheus_client")),
     Command("submit", "validate offline, create the job, then follow it until it ends",
             "submit job.yaml", _setup_submit, cmd_submit, cluster=True),
     Command("get", "list jobs, or show one (phase, progress, conditions, events)", "get -A",
@@ -569,7 +596,8 @@ for _command in (
     Command("delete", "delete the job and its pods", "delete my-job", _setup_delete, cmd_delete, cluster=True),
     Command("top", "every job of a namespace (or all), one live line each, redrawn on every change",
             "top -A", _setup_top, cmd_top, cluster=True),
-    Command("sweep", sweep_command.HELP, "sweep sweep.yaml", sweep_command.setup_parser, sweep_command.cmd_sweep),
+    Command("sweep", sweep_command.HELP, "sweep sweep.yaml", sweep_command.setup_parser, sweep_command.cmd_sweep,
+            needs=("optuna",)),
 ):
     register(_command)
 

@@ -28,6 +28,7 @@ No torch import here: the trainer runs in the subprocesses.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import re
@@ -182,6 +183,10 @@ class _Progress:
     def __init__(self, enabled: bool, out: TextIO) -> None:
         self.out = out
         self.bar = None
+        if enabled and importlib.util.find_spec("tqdm") is None:
+            print("no progress bar: the tqdm package is not installed (pip install 'disttrain[local]'); "
+                  "a line every 5 s instead", file=out, flush=True)
+            enabled = False
         self.enabled = enabled
         self._last_line = 0.0
 

@@ -201,3 +201,42 @@ def test_an_unknown_context_and_a_missing_kubeconfig_are_kubeconfig_errors(tmp_p
              "    try:\n        Client(**kw)\n    except KubeconfigError as exc:\n        print('caught')\n")
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=CLI_ENV, timeout=60)
     assert out.stdout.split() == ["caught", "caught"], out.stderr[-2000:]
+
+
+def without(package: str, *argv: str) -> subprocess.CompletedProcess:
+    """`disttrain ARGV` in an installation that lacks `package` (an extra not installed)."""
+    code = (f"import sys; sys.modules[{package!r}] = None\n"
+            f"from disttrain_operator.cli import main\nsys.exit(main({list(argv)!r}))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=CLI_ENV, timeout=60)
+
+
+@pytest.mark.parametrize("package,argv,extra", [
+    ("kubernetes", ["get"], "cli"),
+    ("kubernetes", ["logs", "x"], "cli"),
+    ("torch", ["run", "--local", str(EXAMPLES[0])], "local"),
+    ("optuna", ["sweep", "x.yaml"], "sweep"),
+])
+def test_a_command_without_its_extra_names_the_package_and_the_extra(package, argv, extra):
+    """docs/cli.md's install table: the base package validates and renders; each other
+    command says which extra it needs before it starts, instead of a ModuleNotFoundError."""
+    result = without(package, *argv)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == (f"error: disttrain {argv[0]} needs the Python package {package!r}, which this "
+                                     f"installation lacks: pip install 'disttrain[{extra}]'")
+
+
+def test_offline_commands_need_no_extra(tmp_path):
+    for package in ("kubernetes", "torch", "optuna", "kopf"):
+        result = without(package, "validate", str(EXAMPLES[0]))
+        assert result.returncode == 0, (package, result.stderr[-2000:])
+
+
+def test_without_tqdm_the_local_run_prints_lines_and_says_why(monkeypatch):
+    import io
+
+    from disttrain_operator.local_run import _Progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    out = io.StringIO()
+    assert _Progress(True, out).enabled is False
+    assert out.getvalue().startswith("no progress bar: the tqdm package is not installed (pip install 'disttrain[local]')")

@@ -31,7 +31,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_ROOTS = {"operator": "disttrain_operator", "trainer": "disttrain_trainer"}
+# (folder of the checkout, package in it): every package the tests import, `disttrain` (the
+# public client) included.
+SOURCE_PACKAGES = [("operator", "disttrain_operator"), ("operator", "disttrain"), ("trainer", "disttrain_trainer")]
+SOURCE_ROOTS = {root for root, _ in SOURCE_PACKAGES}
 CACHE = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
 EQUIVALENT_FILE = ROOT / "hack" / "mutation-equivalent.txt"
 
@@ -105,7 +108,7 @@ markers = ["cluster: real control plane", "dist: torch.distributed", "slow: slow
 [tool.mutmut]
 source_paths = {json.dumps(sources)}
 pytest_add_cli_args_test_selection = {json.dumps(TESTS)}
-also_copy = {json.dumps(sorted(set(SOURCE_ROOTS.values()) | set(DATA)))}
+also_copy = {json.dumps(sorted({package for _, package in SOURCE_PACKAGES} | set(DATA)))}
 do_not_mutate_patterns = {json.dumps(NOT_MUTATED)}
 """
 
@@ -261,7 +264,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"mutation: work tree {work}", flush=True)
     if not args.report_only:
-        for root, package in SOURCE_ROOTS.items():
+        for root, package in SOURCE_PACKAGES:
             sync(ROOT / root / package, work / package)
         for name in DATA:
             sync(ROOT / name, work / name)

@@ -102,6 +102,11 @@ def test_replicas_without_leader_election_fail_saying_why(cluster):
     assert "replicaCount > 1 needs leaderElection.enabled=true" in err, err
 
 
+def test_one_port_for_metrics_and_health_fails_saying_why(cluster):
+    err = helm_fails(cluster, "template", "x", CHART, "--set", "metrics.port=9000", "--set", "healthPort=9000")
+    assert "metrics.port and healthPort are both 9000" in err, err
+
+
 def test_notes_print_the_next_commands(cluster):
     out = helm(cluster, "install", "--dry-run=client", "dt", CHART, "-n", "ops")
     notes = out[out.index("NOTES:"):]

@@ -70,7 +70,19 @@ def written(plan_or_status: Any) -> dict:
 # ---- the CLI as users run it -------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT / "trainer")])}
+
+
+def package_paths() -> str:
+    """PYTHONPATH for a child process that imports the packages this test process imports
+    (the checkout's, or make mutation's mutated copies, wherever they are laid out)."""
+    import importlib.util
+
+    folders = {str(Path(importlib.util.find_spec(name).origin).parents[1])
+               for name in ("disttrain_operator", "disttrain_trainer", "disttrain")}
+    return os.pathsep.join(sorted(folders))
+
+
+CLI_ENV = {**os.environ, "PYTHONPATH": package_paths()}
 
 
 def disttrain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -13,9 +13,7 @@ from disttrain_operator.api.validate import validate_document
 from disttrain_operator.local_run import finished_note, localize
 from disttrain_operator.render import render_children
 
-from .conftest import ROOT as _ROOT
-
-ROOT = Path(_ROOT)
+from .helpers import package_paths
 
 
 def job(steps: int, trainer: dict | None = None) -> dict:
@@ -52,7 +50,7 @@ def test_cli_rerun_on_a_finished_job_says_so_and_starts_nothing(tmp_path):
     step = tmp_path / "work" / "done" / "checkpoints" / "step-00000005"
     step.mkdir(parents=True)
     (step / ".metadata").write_text("")  # a complete checkpoint, as DCP commits it
-    env = {"PYTHONPATH": f"{ROOT / 'operator'}:{ROOT / 'trainer'}", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": package_paths(), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", "job.yaml",
                            "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -112,6 +112,8 @@ def test_notes_print_the_next_commands(cluster):
     notes = out[out.index("NOTES:"):]
     assert "kubectl -n ops rollout status deployment/dt-operator" in notes
     assert "kubectl -n default apply -f manifests/examples/cpu-ddp-2x1.yaml" in notes
+    # The example's claim is not shipped: the notes say to create it first.
+    assert "PersistentVolumeClaim, cpu-ddp-checkpoints" in notes and "create that claim in\n   default first" in notes
     assert "Monitoring" not in notes
     out = helm(cluster, "install", "--dry-run=client", "dt", CHART, "-n", "ops", "--set", "watchNamespaces={ml}",
                "--set", "prometheusRule.enabled=true")

@@ -69,3 +69,20 @@ def test_cpu_example_and_operator_fit_a_two_cpu_node():
     kustomize = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
     for operator in (chart["resources"], kustomize):
         assert workers + parse_quantity(operator["requests"]["cpu"]) <= 2
+
+
+def test_the_readme_job_is_the_example_it_applies():
+    """README.md shows a job, then applies manifests/examples/gpt-ddp-2x4.yaml: what it shows
+    is in that file (its checkpoint claim included, which the file ships)."""
+    import re
+
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    shown = yaml.safe_load(re.search(r"```yaml\n(.*?)```", readme, re.S).group(1))
+    assert "kubectl apply -f manifests/examples/gpt-ddp-2x4.yaml" in readme
+    with open(os.path.join(ROOT, "manifests", "examples", "gpt-ddp-2x4.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    job = next(d for d in docs if d["kind"] == "DistributedTraining")
+    assert shown["metadata"]["name"] == job["metadata"]["name"]
+    assert {k: job["spec"][k] for k in shown["spec"]} == shown["spec"]
+    claims = {d["metadata"]["name"] for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    assert shown["spec"]["checkpoint"]["claimName"] in claims

@@ -270,7 +270,17 @@ def _read_jobs(path: str) -> list[Document] | None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from .render.network_policy import network_policy_from_env, render_network_policy
+
     objects, failed = [], False
+    environ = {**os.environ, "DISTTRAIN_OPERATOR_NAMESPACE": args.operator_namespace}
+    if args.no_network_policy:
+        environ["DISTTRAIN_NETWORK_POLICY"] = "false"
+    try:  # the operator's own settings, read from the same variables (docs/operations.md)
+        network_policy = network_policy_from_env(environ)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     for doc, result in validated_jobs(args.files, args.namespace):
         if not result.ok:
             failed = True
@@ -280,7 +290,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         for w in report(doc, result)["warnings"]:
             print(f"{doc.path}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}",
                   file=sys.stderr)
-        objects.extend(render_children(result.job, result.resolved))
+        service, *pods = render_children(result.job, result.resolved)
+        policy = [render_network_policy(result.job, network_policy)] if network_policy is not None else []
+        objects.extend([service, *policy, *pods])  # in the order the operator creates them
     if failed:
         return 1
     dump(objects, args.output, sys.stdout, multi=True)
@@ -508,6 +520,11 @@ def _setup_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--namespace", help="namespace to render into (default: the "
                    "object's own, else default)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    p.add_argument("--operator-namespace", default=os.environ.get("DISTTRAIN_OPERATOR_NAMESPACE") or "disttrain-system",
+                   help="where the operator runs: its NetworkPolicy admits the operator from there to read "
+                        "/status (default: $DISTTRAIN_OPERATOR_NAMESPACE, else disttrain-system)")
+    p.add_argument("--no-network-policy", action="store_true",
+                   help="leave out the NetworkPolicy, as an operator with DISTTRAIN_NETWORK_POLICY=false does")
 
 
 def _setup_crd(p: argparse.ArgumentParser) -> None:
@@ -573,7 +590,7 @@ def _setup_top(p: argparse.ArgumentParser) -> None:
 for _command in (
     Command("validate", "check files offline with the operator's rules", "validate job.yaml",
             _setup_validate, cmd_validate),
-    Command("render", "print the Service and Pods the operator would create", "render job.yaml",
+    Command("render", "print the Service, NetworkPolicy and Pods the operator would create", "render job.yaml",
             _setup_render, cmd_render),
     Command("crd", "print the CustomResourceDefinition", "crd | kubectl apply -f -", _setup_crd, cmd_crd),
     Command("docs", "print generated documentation (api: the API reference)", "docs api", _setup_docs, cmd_docs),

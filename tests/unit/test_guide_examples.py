@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from disttrain_operator.api.validate import validate_document
+
+from .helpers import package_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "distributed-training.md"
@@ -84,6 +85,6 @@ def test_disttrain_validate_accepts_every_job(tmp_path):
     path.write_text(yaml.safe_dump_all(jobs(), sort_keys=False))
     proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "validate", str(path)],
                           capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": f"{ROOT / 'operator'}", "PATH": "/usr/bin:/bin"})
+                          env={"PYTHONPATH": package_paths(), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count(": valid") == len(jobs()) and "warning" not in proc.stdout + proc.stderr

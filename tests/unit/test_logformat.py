@@ -7,13 +7,11 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import kopf
-
+import pytest
 from disttrain_operator.logformat import log_format
 
-from .conftest import ROOT
+from .helpers import package_paths
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -43,7 +41,7 @@ def test_operator_started_with_json_logs_json_lines(tmp_path):
     """
     env = {**os.environ, "DISTTRAIN_LOG_FORMAT": "json", "DISTTRAIN_OPERATOR_METRICS_PORT": "0",
            "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "operator"), os.path.join(ROOT, "trainer")])}
+           "PYTHONPATH": package_paths()}
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
     proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", "nowhere", "--liveness="],

@@ -12,6 +12,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from .helpers import package_paths
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Runs the entry point with kopf.operator replaced by a recorder, in a process where the
@@ -37,7 +39,7 @@ print(json.dumps({"code": code, "seen": seen, "kubernetes": "kubernetes" in sys.
 
 
 def start(*flags: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
+    env = {**os.environ, "PYTHONPATH": package_paths()}
     env.pop("DISTTRAIN_WATCH_NAMESPACES", None)
     out = subprocess.run([sys.executable, "-c", PROBE, *flags], capture_output=True, text=True, env=env,
                          timeout=120)

@@ -45,7 +45,7 @@ def test_operator_started_with_json_logs_json_lines(tmp_path):
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
     proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", "nowhere", "--liveness="],
-                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
         while not lines or json.loads(lines[-1])["severity"] != "error":  # every line must be JSON

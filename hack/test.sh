@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every stage in order (virtualenv, tools, images, the whole suite), then
 # how long each took, the suite per test directory; printed even when a stage fails.
+# pytest also lists the 30 slowest tests: where the CI budget (docs/contributing.md) goes.
 #
 #   hack/test.sh [pytest args...]
 set -euo pipefail
@@ -30,4 +31,4 @@ stage tools bash -c 'bash hack/build-tools.sh && bash hack/ensure-promtool.sh &&
 stage images bash hack/images.sh build
 bin=$(bash hack/build-tools.sh --print-bin)
 stage tests env DISTTRAIN_STAGE_TIMES="$times" PYTHONPATH="$root/operator:$root/trainer" \
-  PATH="$venv/bin:$bin:$PATH" python -m pytest "$@" tests
+  PATH="$venv/bin:$bin:$PATH" python -m pytest --durations=30 "$@" tests

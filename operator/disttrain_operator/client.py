@@ -109,7 +109,7 @@ class Client:
                  kubeconfig: str | None = None):
         from kubernetes import client as k8s
 
-        self._api, context_namespace = _connect(kubeconfig, context)
+        self._api, context_namespace = connect(kubeconfig, context)
         self.namespace = namespace or context_namespace or "default"
         self._custom = k8s.CustomObjectsApi(self._api)
         self._core = k8s.CoreV1Api(self._api)
@@ -411,9 +411,10 @@ def _reason(exc: Exception) -> str:
     return " ".join(text.split()) or type(inner).__name__
 
 
-def _connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str | None]:
+def connect(kubeconfig: str | None, context: str | None, *, fail_fast: bool = True) -> tuple[Any, str | None]:
     """(ApiClient, the context's namespace) from a kubeconfig, like kubectl; in a pod
-    with no kubeconfig, its service account."""
+    with no kubeconfig, its service account. fail_fast: no retry of a failed connection
+    (a command fails at once, like kubectl); a sweep that runs for hours keeps urllib3's."""
     from kubernetes import client as k8s
     from kubernetes import config
     from kubernetes.config.config_exception import ConfigException
@@ -453,7 +454,8 @@ def _connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str | No
             # without checking the kinds of its values.
             raise KubeconfigError(f"error: {path}: not a kubeconfig: {type(exc).__name__}: {exc}") from None
         namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    configuration.retries = 0  # fail at once like kubectl, not after urllib3's three retries
+    if fail_fast:
+        configuration.retries = 0  # fail at once like kubectl, not after urllib3's three retries
     return k8s.ApiClient(configuration), namespace
 
 

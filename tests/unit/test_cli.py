@@ -249,3 +249,18 @@ def test_without_tqdm_the_local_run_prints_lines_and_says_why(monkeypatch):
     out = io.StringIO()
     assert _Progress(True, out).enabled is False
     assert out.getvalue().startswith("no progress bar: the tqdm package is not installed (pip install 'disttrain[local]')")
+
+
+def test_a_cluster_sweep_reads_the_cluster_like_every_cluster_command(tmp_path):
+    """docs/cli.md: every cluster command takes --context and --kubeconfig; a sweep in
+    cluster mode says what is wrong with them before it starts, in the same words."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(open(os.path.join(ROOT, "manifests", "examples", "sweeps", "mlp-lr.yaml")).read())
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\ncontexts: [{name: c, context: {cluster: k, user: u}}]\ncurrent-context: c\n"
+                          "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\n")
+    result = disttrain("sweep", str(sweep), "--mode", "cluster", "--workdir", str(tmp_path / "w"),
+                       "--kubeconfig", str(kubeconfig), "--context", "nope")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == f'error: context "nope" does not exist in {kubeconfig}; known: c'
+    assert not (tmp_path / "w").exists()  # nothing started

@@ -37,7 +37,10 @@ def setup_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", help="an Optuna storage URL instead of sqlite:///WORKDIR/<sweep>/study.db")
     p.add_argument("--mode", choices=("local", "cluster"), help="override the file's mode")
     p.add_argument("-n", "--namespace", help="cluster mode: namespace of the trial jobs (default: the "
-                   "file's namespace, the template's, else default)")
+                   "file's namespace, the template's, the kubeconfig context's, else default)")
+    p.add_argument("--context", help="cluster mode: the kubeconfig context to use (default: the current one)")
+    p.add_argument("--kubeconfig", help="cluster mode: path of the kubeconfig (default: $KUBECONFIG, else "
+                   "~/.kube/config; in a pod, its service account)")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -46,9 +49,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 1
     if args.mode:
         spec = dataclasses.replace(spec, mode=args.mode)
+    api = None
     if spec.mode == "cluster":
+        from ..client import DisttrainError, connect
+
+        try:  # the cluster the way kubectl and the other commands read it, before anything starts
+            api, context_ns = connect(args.kubeconfig, args.context, fail_fast=False)
+        except DisttrainError as exc:
+            print(exc, file=sys.stderr)
+            return 1
         template_ns = (spec.template.get("metadata") or {}).get("namespace")
-        spec = dataclasses.replace(spec, namespace=args.namespace or spec.namespace or template_ns or "default")
+        spec = dataclasses.replace(spec, namespace=args.namespace or spec.namespace or template_ns or context_ns
+                                   or "default")
     root = Path(args.workdir) / spec.name
     root.mkdir(parents=True, exist_ok=True)
     lock = (root / "sweep.lock").open("w")
@@ -59,10 +71,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               "or stop it first", file=sys.stderr)
         return 1
     with lock:
-        return _run(spec, args, root)
+        return _run(spec, args, root, api)
 
 
-def _run(spec: SweepSpec, args: argparse.Namespace, root: Path) -> int:
+def _run(spec: SweepSpec, args: argparse.Namespace, root: Path, api: Any) -> int:
     from .runner import open_study, run_sweep, space_changes
 
     storage = args.storage or f"sqlite:///{(root / 'study.db').resolve()}"
@@ -76,7 +88,7 @@ def _run(spec: SweepSpec, args: argparse.Namespace, root: Path) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        backend = _backend(spec, args, root, stopping)
+        backend = _backend(spec, root, stopping, api)
         study = open_study(spec, storage)
         changed = space_changes(spec, study)
         if changed:
@@ -102,20 +114,16 @@ def _run(spec: SweepSpec, args: argparse.Namespace, root: Path) -> int:
     return 130 if stopping.is_set() else 0
 
 
-def _backend(spec: SweepSpec, args: argparse.Namespace, root: Path, stopping: threading.Event) -> Any:
+def _backend(spec: SweepSpec, root: Path, stopping: threading.Event, api: Any) -> Any:
     if spec.mode == "local":
         from .local import LocalBackend  # the trainer runs in subprocesses; no torch import here
 
         return LocalBackend(root / "trials", stopping=stopping, parallelism=spec.parallelism)
-    from kubernetes import client, config
+    from kubernetes import client
 
     from .cluster import ClusterBackend
 
-    try:
-        config.load_kube_config()
-    except config.ConfigException:
-        config.load_incluster_config()
-    return ClusterBackend(client.CustomObjectsApi(), spec.namespace or "default", stopping=stopping)
+    return ClusterBackend(client.CustomObjectsApi(api), spec.namespace or "default", stopping=stopping)
 
 
 def load_sweep(path: str) -> SweepSpec | None:

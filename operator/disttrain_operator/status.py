@@ -17,6 +17,7 @@ from .times import parse_time
 # A checkpoint is stale when it is this many intervals old (plus a grace for slow saves).
 STALE_INTERVALS = 3
 STALE_GRACE_SECONDS = 120
+STATUS_PATH = "status"  # where a status field's error says it is
 
 
 def read_status(raw: Mapping[str, Any] | None) -> tuple[DistributedTrainingStatus, list[FieldError]]:
@@ -26,16 +27,16 @@ def read_status(raw: Mapping[str, Any] | None) -> tuple[DistributedTrainingStatu
     client through /status, or by an older operator) is left out, with its error, so
     the next write replaces it instead of the job being stuck on it."""
     raw = dict(raw or {})
-    typed, errors = parse_object(DistributedTrainingStatus, raw, "status")
+    typed, errors = parse_object(DistributedTrainingStatus, raw, STATUS_PATH)
     if not errors:
         return typed, []
     known = {k: v for k, v in raw.items() if not _field_errors(k, v)}
-    typed, _ = parse_object(DistributedTrainingStatus, known, "status")
+    typed, _ = parse_object(DistributedTrainingStatus, known, STATUS_PATH)
     return typed, errors
 
 
 def _field_errors(key: str, value: Any) -> list[FieldError]:
-    return parse_object(DistributedTrainingStatus, {key: value}, "status")[1]
+    return parse_object(DistributedTrainingStatus, {key: value}, STATUS_PATH)[1]
 
 
 def status_json(status: DistributedTrainingStatus) -> dict[str, Any]:

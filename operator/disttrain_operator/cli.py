@@ -136,6 +136,18 @@ def _cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--namespace", help="the namespace (default: the kubeconfig context's, else default)")
     p.add_argument("--context", help="the kubeconfig context to use (default: the current one)")
     p.add_argument("--kubeconfig", help="path of the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--request-timeout", type=_duration, metavar="DURATION",
+                   help="how long one request may take, like kubectl's (30s, 1m, or seconds; 0: no limit; "
+                        "default 10 s to connect, 60 s to answer); watches and -f are not bounded by it")
+
+
+def _duration(text: str) -> float:
+    from .jobview import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _autocomplete(parser: argparse.ArgumentParser) -> None:
@@ -146,13 +158,17 @@ def _autocomplete(parser: argparse.ArgumentParser) -> None:
         argcomplete.autocomplete(parser)
 
 
+COMPLETION_TIMEOUT = 2.0  # seconds a completion of job names may ask the cluster for
+
+
 def _job_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
     """Completer: the names of the jobs in the namespace, or none when the cluster is away."""
     from .client import Client, DisttrainError
 
     try:
+        # A shell waits on this: a cluster that is away must not hold the prompt for long.
         client = Client(getattr(parsed_args, "namespace", None), context=getattr(parsed_args, "context", None),
-                        kubeconfig=getattr(parsed_args, "kubeconfig", None))
+                        kubeconfig=getattr(parsed_args, "kubeconfig", None), request_timeout=COMPLETION_TIMEOUT)
         return [o["metadata"]["name"] for o in client.list() if o["metadata"]["name"].startswith(prefix)]
     except DisttrainError:
         return []
@@ -350,7 +366,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> Any:
     from .client import Client  # the kubernetes client: imported only for cluster commands
 
-    return Client(args.namespace, context=args.context, kubeconfig=args.kubeconfig)
+    return Client(args.namespace, context=args.context, kubeconfig=args.kubeconfig,
+                  request_timeout=args.request_timeout)
 
 
 def _now() -> datetime:

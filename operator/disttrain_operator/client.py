@@ -103,12 +103,19 @@ class Client:
     context: a kubeconfig context name (like kubectl --context); else the current one.
     kubeconfig: a path, or several joined with ':' (like $KUBECONFIG); else $KUBECONFIG,
     else ~/.kube/config; in a pod without either, the pod's service account.
+    request_timeout: seconds one request may take, connecting included (like kubectl
+    --request-timeout); 0 waits forever; default 10 s to connect and 60 s to answer.
+    Watches and followed logs are not bounded by it.
     """
 
     def __init__(self, namespace: str | None = None, *, context: str | None = None,
-                 kubeconfig: str | None = None):
+                 kubeconfig: str | None = None, request_timeout: float | None = None):
         from kubernetes import client as k8s
 
+        if request_timeout is not None and request_timeout < 0:
+            raise ValueError(f"request_timeout {request_timeout}: give seconds >= 0 (0: no limit)")
+        self._timeout: Any = (REQUEST_TIMEOUT if request_timeout is None
+                              else None if request_timeout == 0 else request_timeout)
         self._api, context_namespace = connect(kubeconfig, context)
         self.namespace = namespace or context_namespace or "default"
         self._custom = k8s.CustomObjectsApi(self._api)
@@ -130,13 +137,13 @@ class Client:
             label = (obj.get("metadata") or {}).get("name") or "(unnamed)"
             raise InvalidJob(f"error: {label} is invalid: {'; '.join(errors)}", errors)
         return self._call(lambda: self._custom.create_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, obj, _request_timeout=REQUEST_TIMEOUT),
+            t.GROUP, t.VERSION, ns, t.PLURAL, obj, _request_timeout=self._timeout),
             name=obj["metadata"].get("name", ""))
 
     def get(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The job's object as the API returns it."""
         return self._call(lambda: self._custom.get_namespaced_custom_object(
-            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name, _request_timeout=REQUEST_TIMEOUT),
+            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name, _request_timeout=self._timeout),
             name=name)
 
     def status(self, name: str, namespace: str | None = None) -> JobView:
@@ -150,7 +157,7 @@ class Client:
         ns = namespace or self.namespace
         found = self._call(lambda: self._core.list_namespaced_event(
             ns, field_selector=f"involvedObject.name={name},involvedObject.kind={t.KIND}",
-            _request_timeout=REQUEST_TIMEOUT))
+            _request_timeout=self._timeout))
         return [self._api.sanitize_for_serialization(e) for e in found.items]
 
     def suspend(self, name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -166,7 +173,7 @@ class Client:
         """Delete the job (its pods go with it); with wait, until the object is gone."""
         ns = namespace or self.namespace
         self._call(lambda: self._custom.delete_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, name, _request_timeout=REQUEST_TIMEOUT), name=name)
+            t.GROUP, t.VERSION, ns, t.PLURAL, name, _request_timeout=self._timeout), name=name)
         if wait:
             deadline = None if timeout is None else time.monotonic() + timeout
             for _ in self._watch_one(name, ns, deadline, until_deleted=True):
@@ -255,7 +262,7 @@ class Client:
         while True:
             job = self.get(name, ns)  # NotFound before anything else
             pods = self._call(lambda: self._core.list_namespaced_pod(
-                ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=REQUEST_TIMEOUT)).items
+                ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=self._timeout)).items
             workers = sorted(((_index(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
             if worker is not None:
                 workers = [w for w in workers if w[0] == worker]
@@ -269,7 +276,7 @@ class Client:
         ns = namespace or self.namespace
         return self._call(lambda: self._custom.patch_namespaced_custom_object(
             t.GROUP, t.VERSION, ns, t.PLURAL, name, {"spec": {"suspend": value}},
-            _request_timeout=REQUEST_TIMEOUT), name=name)
+            _request_timeout=self._timeout), name=name)
 
     def _list_call(self, namespace: str | None, all_namespaces: bool) -> tuple[Any, ...]:
         if all_namespaces:
@@ -279,7 +286,7 @@ class Client:
 
     def _list(self, namespace: str | None, all_namespaces: bool) -> dict[str, Any]:
         call, *args = self._list_call(namespace, all_namespaces)
-        return self._call(lambda: call(*args, _request_timeout=REQUEST_TIMEOUT))
+        return self._call(lambda: call(*args, _request_timeout=self._timeout))
 
     def _watch_one(self, name: str, ns: str, deadline: float | None,
                    until_deleted: bool = False) -> Iterator[dict[str, Any]]:

@@ -264,3 +264,56 @@ def test_a_cluster_sweep_reads_the_cluster_like_every_cluster_command(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip() == f'error: context "nope" does not exist in {kubeconfig}; known: c'
     assert not (tmp_path / "w").exists()  # nothing started
+
+
+def silent_server(tmp_path):
+    """A kubeconfig for a server that accepts connections and never answers; the listener."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.listen(16)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{listener.getsockname()[1]}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return kubeconfig, listener
+
+
+def test_request_timeout_bounds_a_request_to_a_server_that_never_answers(tmp_path):
+    """kubectl's --request-timeout: without it this command would wait the default 60 s
+    for an answer and the helper's 60 s ceiling would fail the test."""
+    kubeconfig, listener = silent_server(tmp_path)
+    try:
+        result = disttrain("get", "x", "--kubeconfig", str(kubeconfig), "--request-timeout", "1s")
+    finally:
+        listener.close()
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("Unable to connect to the server http://127.0.0.1:")
+    assert "timed out" in line, line
+
+
+def test_a_bad_request_timeout_is_a_usage_error_naming_the_flag(tmp_path):
+    result = disttrain("get", "--request-timeout", "soon")
+    assert result.returncode == 2
+    assert "--request-timeout: invalid duration 'soon'" in result.stderr
+
+
+def test_name_completion_asks_the_cluster_with_a_short_timeout(monkeypatch):
+    import argparse
+
+    from disttrain_operator import cli, client
+
+    made = []
+
+    class Recording:
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs)
+            raise client.Unreachable("away")
+
+    monkeypatch.setattr(client, "Client", Recording)
+    args = argparse.Namespace(namespace=None, context=None, kubeconfig=None)
+    assert cli._job_names("", args) == []
+    assert made[0]["request_timeout"] == cli.COMPLETION_TIMEOUT <= 2

@@ -22,7 +22,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,10 @@ class Forbidden(DisttrainError):
 
 class Unreachable(DisttrainError):
     pass
+
+
+class InvalidArgument(DisttrainError, ValueError):
+    """A method was given a value it does not take (also a ValueError)."""
 
 
 class KubeconfigError(DisttrainError):
@@ -113,7 +117,7 @@ class Client:
         from kubernetes import client as k8s
 
         if request_timeout is not None and request_timeout < 0:
-            raise ValueError(f"request_timeout {request_timeout}: give seconds >= 0 (0: no limit)")
+            raise InvalidArgument(f"request_timeout {request_timeout}: give seconds >= 0 (0: no limit)")
         self._timeout: Any = (REQUEST_TIMEOUT if request_timeout is None
                               else None if request_timeout == 0 else request_timeout)
         self._api, context_namespace = connect(kubeconfig, context)
@@ -193,19 +197,26 @@ class Client:
             if stop_when_finished and view.finished:
                 return
 
-    def wait(self, name: str, phase: str = "Succeeded", namespace: str | None = None, *,
-             timeout: float | None = None) -> JobView:
-        """Block until the job's phase is `phase` (Running, Succeeded or Suspended).
-        Raises JobFailed when it can no longer get there (it Failed, or ended) and
-        WaitTimeout after `timeout` seconds."""
-        if phase not in WAITABLE:
-            raise ValueError(f"phase {phase!r} cannot be waited for; allowed: {', '.join(WAITABLE)}")
+    def wait(self, name: str, phase: str | Iterable[str] = "Succeeded", namespace: str | None = None, *,
+             timeout: float | None = None, on_change: Callable[[JobView], None] | None = None) -> JobView:
+        """Block until the job's phase is `phase`, or one of several (Running, Succeeded,
+        Suspended); returns the job as it was then. `on_change` is called with every
+        version of the job seen on the way (the watch's, not a poll's). Raises JobFailed
+        when it can no longer get to any of them (it Failed, or ended), WaitTimeout after
+        `timeout` seconds, InvalidArgument for a phase that cannot be waited for."""
+        phases = (phase,) if isinstance(phase, str) else tuple(phase)
+        wrong = [p for p in phases if p not in WAITABLE]
+        if wrong or not phases:
+            raise InvalidArgument(f"phase {', '.join(map(repr, wrong)) or '(none)'} cannot be waited for; "
+                                  f"allowed: {', '.join(WAITABLE)}")
         for view in self.watch(name, namespace, timeout=timeout, stop_when_finished=False):
-            decision = wait_decision(view, phase)
-            if decision == MET:
+            if on_change is not None:
+                on_change(view)
+            decisions = {wait_decision(view, p) for p in phases}
+            if MET in decisions:
                 return view
-            if decision == NEVER:
-                raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be {phase}"
+            if decisions == {NEVER}:
+                raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be {' or '.join(phases)}"
                                 + _failure_reason(view), view)
         raise AssertionError("unreachable: the watch ends only by a return or an error")
 

@@ -217,3 +217,36 @@ def test_shell_completion_offers_commands_and_options_and_no_names_without_a_clu
     assert complete("disttrain s") == ["status", "submit", "suspend", "sweep"]
     assert complete("disttrain wait x --f") == ["--for"]
     assert complete("disttrain status g") == []  # job names come from the cluster; none is reachable
+
+
+def waiting_client(*phases: str):
+    """A Client whose watch yields the job in these phases, one version each (no cluster:
+    Client.wait's decisions are what is tested here; the watch runs in tests/cluster)."""
+    from disttrain_operator.client import Client
+
+    client = Client.__new__(Client)
+    client.watch = lambda name, namespace=None, **kw: iter(JobView(name=name, phase=p) for p in phases)
+    return client
+
+
+def test_wait_for_one_of_several_phases_and_see_each_change():
+    from disttrain_operator.client import JobFailed
+
+    seen = []
+    view = waiting_client("Pending", "Running", "Succeeded").wait("j", ("Succeeded", "Suspended"),
+                                                                  on_change=lambda v: seen.append(v.phase))
+    assert view.phase == "Succeeded" and seen == ["Pending", "Running", "Succeeded"]
+    assert waiting_client("Pending", "Suspended").wait("j", ["Succeeded", "Suspended"]).phase == "Suspended"
+    # Failed can reach neither: the wait ends at once, naming both.
+    with pytest.raises(JobFailed, match="it will never be Succeeded or Suspended"):
+        waiting_client("Running", "Failed", "Succeeded").wait("j", ("Succeeded", "Suspended"))
+
+
+@pytest.mark.parametrize("phase", ["Done", ("Running", "Done"), ()])
+def test_a_phase_that_cannot_be_waited_for_is_a_disttrain_error(phase):
+    from disttrain_operator.client import DisttrainError, InvalidArgument
+
+    with pytest.raises(InvalidArgument) as err:
+        waiting_client("Running").wait("j", phase)
+    assert isinstance(err.value, DisttrainError) and isinstance(err.value, ValueError)
+    assert "cannot be waited for; allowed: Running, Succeeded, Suspended" in str(err.value)

@@ -20,10 +20,11 @@ summary() {
 }
 trap summary EXIT
 stage() {
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS from
+  from=$(date -u +%T)
   shift
   "$@"
-  stages+=("$name $((SECONDS - start))s")
+  stages+=("$name $((SECONDS - start))s ($from to $(date -u +%T))")
 }
 stage venv bash hack/venv.sh >/dev/null
 venv=$(bash hack/venv.sh)

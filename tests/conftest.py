@@ -350,6 +350,7 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
 # them at its end.
 
 _STAGE_SECONDS: dict[str, float] = {}
+_STAGE_SPAN: dict[str, tuple[float, float]] = {}  # first start, last end (wall clock) per directory
 # Taken out of the environment at once: pytest runs started by tests (planted bugs,
 # mutation) must not add their own lines to make test's summary.
 _STAGE_TIMES_FILE = os.environ.pop("DISTTRAIN_STAGE_TIMES", None)
@@ -363,6 +364,8 @@ def _stage(nodeid: str) -> str:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     stage = _stage(report.nodeid)
     _STAGE_SECONDS[stage] = _STAGE_SECONDS.get(stage, 0.0) + report.duration
+    first, last = _STAGE_SPAN.get(stage, (report.start, report.stop))
+    _STAGE_SPAN[stage] = (min(first, report.start), max(last, report.stop))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001  (pytest's hook)
@@ -370,6 +373,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
         return
     lines = [f"{stage} {seconds:.0f}s" for stage, seconds in sorted(_STAGE_SECONDS.items())]
     terminalreporter.write_line("time per test directory: " + ", ".join(lines))
-    if _STAGE_TIMES_FILE:
+    if _STAGE_TIMES_FILE:  # with when each ran (UTC), to line up with what else the machine did
+        spans = {stage: " ".join(time.strftime("%H:%M:%S", time.gmtime(t)) for t in _STAGE_SPAN[stage])
+                 for stage in _STAGE_SECONDS}
         with open(_STAGE_TIMES_FILE, "a", encoding="utf-8") as out:
-            out.writelines(f"{line}\n" for line in lines)
+            out.writelines(f"{line} ({spans[line.split()[0]].replace(' ', ' to ')})\n" for line in lines)

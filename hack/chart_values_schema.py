@@ -22,14 +22,17 @@ ROOT = os.path.dirname(HACK)
 sys.path[:0] = [HACK, os.path.join(ROOT, "operator")]
 
 from disttrain_operator.api import k8s  # noqa: E402
+from chart_values_table import API_TYPE_MARK  # noqa: E402
 from kubeconform_schemas import strict  # noqa: E402
 
 PATH = os.path.join(ROOT, "charts", "disttrain", "values.schema.json")
 
 
 def api_type(name: str, description: str) -> dict[str, Any]:
-    """A Kubernetes type as the API server defines it, unknown fields refused."""
-    return {**strict(k8s.schema(name, description_depth=0)), "description": description}
+    """A Kubernetes type as the API server defines it, unknown fields refused. The mark
+    names the type: the values table lists it as one value, not field by field."""
+    return {**strict(k8s.schema(name, description_depth=0)), "description": description, API_TYPE_MARK: name}
+
 
 
 def obj(desc: str, props: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -74,6 +77,16 @@ def values_schema() -> dict[str, Any]:
             "repository": {"type": "string", "minLength": 1, "description": "image.repository: the operator image without its tag."},
             "tag": {"type": "string", "description": "image.tag: the image tag; empty means the chart's appVersion. Use --set-string for numeric tags."},
             "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"], "description": "image.pullPolicy: the container's imagePullPolicy."}}),
+        "imagePullSecrets": {"type": "array", "description": "imagePullSecrets: Secrets to pull the operator image with (core/v1 LocalObjectReference: {name}).",
+                             "items": api_type("io.k8s.api.core.v1.LocalObjectReference", "A Secret in the release namespace.")},
+        "nameOverride": {"type": "string", "maxLength": 40, "description": "nameOverride: resource names become <release>-<nameOverride> instead of <release>-operator; labels and selectors stay."},
+        "fullnameOverride": {"type": "string", "maxLength": 52, "description": "fullnameOverride: the whole resource name prefix instead of <release>-operator; labels and selectors stay."},
+        "serviceAccount": obj("serviceAccount: the operator's ServiceAccount.", {
+            "create": boolean("serviceAccount.create: create it; false: run as an existing one, named by serviceAccount.name."),
+            "name": {"type": "string", "description": "serviceAccount.name: its name; empty: the release's resource name (required when create is false)."},
+            "annotations": string_map("serviceAccount.annotations: e.g. eks.amazonaws.com/role-arn or iam.gke.io/gcp-service-account, to bind it to a cloud identity.")}),
+        "rbac": obj("rbac: the operator's ClusterRole or Roles and their bindings.", {
+            "create": boolean("rbac.create: create them; false: grant the same rules yourself (charts/disttrain/rbac-rules*.yaml).")}),
         "watchNamespaces": {"type": "array", "uniqueItems": True, "items": {**DNS_LABEL, "description": "A namespace name."},
             "description": "watchNamespaces: the namespaces the operator watches. Empty: all namespaces (cluster-wide mode, a ClusterRole). A list: the namespaced mode, a Role and RoleBinding in each (docs/security.md)."},
         "replicaCount": {"type": "integer", "minimum": 0, "description": "replicaCount: operator replicas; more than one needs leaderElection.enabled (one works, the others stand by)."},
@@ -85,6 +98,12 @@ def values_schema() -> dict[str, Any]:
         "restartBackoffSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffSeconds: first back-off before recreating a crashed worker."},
         "restartBackoffMaxSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffMaxSeconds: cap of that exponential back-off."},
         "logFormat": {"type": "string", "enum": ["json", "plain"], "description": "logFormat: the operator's log lines: one JSON object each, or kopf's plain text."},
+        "apiQPS": {"type": "number", "exclusiveMinimum": 0, "description": "apiQPS: writes per second to the API server for the whole operator (DISTTRAIN_API_QPS)."},
+        "apiBurst": {"type": "integer", "minimum": 1, "description": "apiBurst: writes allowed at once before the QPS pacing applies (DISTTRAIN_API_BURST)."},
+        "workers": {"type": "integer", "minimum": 1, "description": "workers: jobs reconciled at once (DISTTRAIN_WORKERS)."},
+        "extraEnv": {"type": "array", "description": "extraEnv: more environment variables for the operator container (core/v1 EnvVar), after the chart's own.",
+                     "items": api_type("io.k8s.api.core.v1.EnvVar", "An environment variable.")},
+        "extraArgs": {"type": "array", "items": {"type": "string"}, "description": "extraArgs: more arguments for disttrain-operator (e.g. -v), after the chart's own."},
         "podPolicy": obj("podPolicy: which namespaces' jobs may set podTemplate settings that leave the sandbox (docs/security.md).", {
             "allowAll": boolean("podPolicy.allowAll: allow podTemplate settings that leave the sandbox in every namespace."),
             "allowNamespaces": {"type": "array", "uniqueItems": True, "items": DNS_LABEL, "description": "podPolicy.allowNamespaces: allow podTemplate settings that leave the sandbox in these namespaces only."}}),
@@ -103,10 +122,21 @@ def values_schema() -> dict[str, Any]:
         "resources": obj("resources: the operator container's requests and limits.", {
             "requests": resources_map("resources.requests: the operator container's requests (Kubernetes quantities)."),
             "limits": resources_map("resources.limits: the operator container's limits (Kubernetes quantities).")}),
+        "podAnnotations": string_map("podAnnotations: annotations on the operator pod."),
+        "podLabels": string_map("podLabels: labels added to the operator pod (its selector labels stay)."),
+        "priorityClassName": {"type": "string", "description": "priorityClassName: the operator pod's PriorityClass; empty: none."},
         "nodeSelector": string_map("nodeSelector: node labels the operator pod needs."),
         "tolerations": {"type": "array", "description": "tolerations: taints the operator pod tolerates (core/v1 Toleration).",
                         "items": api_type(k8s.TOLERATION, "A toleration.")},
         "affinity": api_type(k8s.AFFINITY, "affinity: the operator pod's affinity (core/v1 Affinity)."),
+        "topologySpreadConstraints": {"type": "array", "description": "topologySpreadConstraints: how replicas spread over zones or nodes (core/v1 TopologySpreadConstraint).",
+                                      "items": api_type("io.k8s.api.core.v1.TopologySpreadConstraint", "A constraint.")},
+        "podSecurityContext": api_type("io.k8s.api.core.v1.PodSecurityContext", "podSecurityContext: the operator pod's securityContext; the defaults meet PSA restricted, keys you set are merged over them."),
+        "securityContext": api_type("io.k8s.api.core.v1.SecurityContext", "securityContext: the operator container's securityContext; the defaults meet PSA restricted, keys you set are merged over them."),
+        "podDisruptionBudget": obj("podDisruptionBudget: a PodDisruptionBudget for the operator pods.", {
+            "enabled": boolean("podDisruptionBudget.enabled: create it (useful with replicaCount > 1 and leader election)."),
+            "maxUnavailable": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+%$"}],
+                               "description": "podDisruptionBudget.maxUnavailable: operator pods a voluntary disruption may take at once (a number or a percentage)."}}),
         "serviceMonitor": obj("serviceMonitor: a Prometheus Operator ServiceMonitor for the operator (needs the monitoring.coreos.com CRDs).", {
             "enabled": boolean("serviceMonitor.enabled: create a ServiceMonitor for the operator (needs the Prometheus Operator's CRDs)."),
             "interval": {**DURATION, "description": "serviceMonitor.interval: the operator's scrape interval (a Prometheus duration, e.g. 30s)."},

@@ -36,6 +36,23 @@ VALUE_SETS = {
                      "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
                               ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
                      "--set", "resources.requests.cpu=50m", "--set", "resources.limits.cpu=1"],
+    # What a platform team sets: its own account and RBAC, a private registry, priority,
+    # spreading, a disruption budget, the write pace, extra settings.
+    "platform-team": ["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-disttrain",
+                      "--set", "rbac.create=false", "--set", "nameOverride=dt",
+                      "--set", "imagePullSecrets[0].name=regcred", "--set", "priorityClassName=system-cluster-critical",
+                      "--set", "podAnnotations.team=ml-platform", "--set", "podLabels.cost-center=ml",
+                      "--set", "topologySpreadConstraints[0].maxSkew=1",
+                      "--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+                      "--set", "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+                      "--set", "topologySpreadConstraints[0].labelSelector.matchLabels.app\\.kubernetes\\.io/name=disttrain",
+                      "--set", "podSecurityContext.runAsUser=2000", "--set", "securityContext.privileged=false",
+                      "--set", "podDisruptionBudget.enabled=true", "--set", "replicaCount=2",
+                      "--set", "apiQPS=200", "--set", "apiBurst=400", "--set", "workers=32",
+                      "--set", "extraEnv[0].name=DISTTRAIN_LEASE_NAME", "--set", "extraEnv[0].value=dt-leader",
+                      "--set", "extraArgs={-v}"],
+    "cloud-identity": ["--set", "fullnameOverride=ml-operator",
+                       "--set", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/dt"],
 }
 
 
@@ -95,6 +112,45 @@ def test_helm_install_refuses_an_unknown_key_naming_it(cluster, namespace):
     err = helm_fails(cluster, "install", "typo", CHART, "-n", namespace, "--set", "imagee.tag=x")
     assert "'imagee' not allowed" in err, err
     assert helm(cluster, "list", "-n", namespace, "-q").strip() == ""
+
+
+def rendered(cluster, *values: str) -> dict[tuple[str, str], dict]:
+    docs = yaml.safe_load_all(helm(cluster, "template", "rel", CHART, "-n", "ops", *values))
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs if d}
+
+
+def test_platform_values_land_where_kubernetes_reads_them(cluster):
+    objects = rendered(cluster, *VALUE_SETS["platform-team"])
+    assert not {kind for kind, _ in objects} & {"ServiceAccount", "Role", "RoleBinding", "ClusterRole",
+                                               "ClusterRoleBinding"}  # both are the platform's own
+    deployment = objects[("Deployment", "rel-dt")]
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"team": "ml-platform"}
+    assert pod["metadata"]["labels"]["cost-center"] == "ml"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "disttrain"  # the per-job NetworkPolicy admits it by this
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == "ops-disttrain" and spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 2000, "seccompProfile": {"type": "RuntimeDefault"}}
+    container = spec["containers"][0]
+    assert container["securityContext"]["privileged"] is False and container["securityContext"]["readOnlyRootFilesystem"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["DISTTRAIN_API_QPS"], env["DISTTRAIN_API_BURST"], env["DISTTRAIN_WORKERS"]) == ("200", "400", "32")
+    assert env["DISTTRAIN_LEASE_NAME"] == "dt-leader" and container["args"][-1] == "-v"
+    pdb = objects[("PodDisruptionBudget", "rel-dt")]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()  # it covers the operator pods
+    identity = rendered(cluster, *VALUE_SETS["cloud-identity"])
+    account = identity[("ServiceAccount", "ml-operator")]
+    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/dt"}
+    assert identity[("ClusterRoleBinding", "ml-operator")]["subjects"][0]["name"] == "ml-operator"
+    assert identity[("Deployment", "ml-operator")]["spec"]["template"]["spec"]["serviceAccountName"] == "ml-operator"
+
+
+def test_an_existing_account_must_be_named(cluster):
+    err = helm_fails(cluster, "template", "x", CHART, "--set", "serviceAccount.create=false")
+    assert "serviceAccount.name: with serviceAccount.create=false, name the ServiceAccount" in err, err
 
 
 def test_replicas_without_leader_election_fail_saying_why(cluster):

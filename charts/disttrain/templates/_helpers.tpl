@@ -13,5 +13,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{- define "disttrain.fullname" -}}
-{{- printf "%s-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (default "operator" .Values.nameOverride) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end }}
+
+{{- define "disttrain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "disttrain.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: with serviceAccount.create=false, name the ServiceAccount the operator runs as" .Values.serviceAccount.name -}}
+{{- end -}}
 {{- end }}

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 import yaml
 
 from .api import schema
+from .api import types as t
 from .api.errors import FieldError
 from .api.validate import Validation, validate_document
 from .documents import Document, DocumentError, describe, is_distributed_training, load_documents
@@ -325,6 +326,36 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
     sys.stdout.write(api_reference())
     return 0
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    from . import __version__
+
+    info = {"disttrain": __version__, "api": f"{t.GROUP}/{t.VERSION}",
+            "python": ".".join(map(str, sys.version_info[:3]))}
+    if args.output == "text":
+        print(f"disttrain {info['disttrain']} (API {info['api']}, Python {info['python']})")
+    else:
+        dump(info, args.output, sys.stdout)
+    return 0
+
+
+def _setup_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+
+
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    import argcomplete
+
+    sys.stdout.write(argcomplete.shellcode(["disttrain", "kubectl-disttrain"], shell=args.shell))
+    return 0
+
+
+def _setup_completion(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to print the completion script for")
 
 
 def dump(data: Any, fmt: str, out: TextIO, multi: bool = False) -> None:
@@ -630,6 +661,10 @@ for _command in (
     Command("delete", "delete the job and its pods", "delete my-job", _setup_delete, cmd_delete, cluster=True),
     Command("top", "every job of a namespace (or all), one live line each, redrawn on every change",
             "top -A", _setup_top, cmd_top, cluster=True),
+    Command("version", "print disttrain's version and the API version it speaks", "version", _setup_version,
+            cmd_version),
+    Command("completion", "print the shell completion script (bash, zsh or fish)",
+            'completion bash > ~/.local/share/bash-completion/completions/disttrain', _setup_completion, cmd_completion),
     Command("sweep", sweep_command.HELP, "sweep sweep.yaml", sweep_command.setup_parser, sweep_command.cmd_sweep,
             needs=("optuna",)),
 ):

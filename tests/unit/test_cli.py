@@ -317,3 +317,30 @@ def test_name_completion_asks_the_cluster_with_a_short_timeout(monkeypatch):
     args = argparse.Namespace(namespace=None, context=None, kubeconfig=None)
     assert cli._job_names("", args) == []
     assert made[0]["request_timeout"] == cli.COMPLETION_TIMEOUT <= 2
+
+
+def test_version_is_the_package_the_chart_and_the_api():
+    import tomllib
+
+    from disttrain_operator import __version__
+
+    project = tomllib.loads(open(os.path.join(ROOT, "pyproject.toml")).read())["project"]["version"]
+    chart = yaml.safe_load(open(os.path.join(ROOT, "charts", "disttrain", "Chart.yaml")))["appVersion"]
+    assert __version__ == project == chart
+    result = disttrain("version", "-o", "json")
+    assert json.loads(result.stdout)["disttrain"] == __version__
+    assert json.loads(result.stdout)["api"] == "disttrain.dev/v1alpha1"
+    assert disttrain("version").stdout.startswith(f"disttrain {__version__} (API disttrain.dev/v1alpha1, ")
+
+
+def test_completion_prints_a_script_the_shell_takes(tmp_path):
+    """`disttrain completion bash`: sourced, bash completes both names of the program."""
+    script = disttrain("completion", "bash").stdout
+    (tmp_path / "c.bash").write_text(script)
+    probe = subprocess.run(["bash", "-c", f"source {tmp_path / 'c.bash'} && complete -p disttrain kubectl-disttrain"],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+    assert [line.split()[-1] for line in probe.stdout.splitlines()] == ["disttrain", "kubectl-disttrain"]
+    assert disttrain("completion", "zsh").stdout.startswith("#compdef disttrain kubectl-disttrain")
+    assert "function __fish_disttrain_complete" in disttrain("completion", "fish").stdout
+    assert disttrain("completion", "tcsh").returncode == 2  # a usage error naming the choices

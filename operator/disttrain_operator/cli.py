@@ -459,11 +459,16 @@ def cmd_get(args: argparse.Namespace) -> int:
 
     client = _client(args)
     if args.name is None:
-        objs = client.list(all_namespaces=args.all_namespaces)
-        if args.output != "text":
+        objs = client.list(all_namespaces=args.all_namespaces, selector=args.selector)
+        if args.output in ("json", "yaml"):
             dump({"apiVersion": "v1", "kind": "List", "items": objs}, args.output, sys.stdout)
             return 0
-        lines = top_table([view_of(o) for o in objs], _now(), args.all_namespaces)
+        if args.output == "name":
+            for o in objs:
+                print(_ref(o['metadata']['name']))
+            return 0
+        lines = top_table([view_of(o) for o in objs], _now(), args.all_namespaces, headers=not args.no_headers,
+                          wide=args.output == "wide")
         if lines:
             print("\n".join(lines))
         else:  # kubectl's words
@@ -474,8 +479,11 @@ def cmd_get(args: argparse.Namespace) -> int:
         print("error: a NAME takes one namespace: drop -A and pass -n NAMESPACE", file=sys.stderr)
         return 2
     obj = client.get(args.name)
-    if args.output != "text":
+    if args.output in ("json", "yaml"):
         dump(obj, args.output, sys.stdout)
+        return 0
+    if args.output == "name":
+        print(_ref(obj['metadata']['name']))
         return 0
     print("\n".join(status_lines(view_of(obj), client.events(args.name), _now())))
     return 0
@@ -600,13 +608,16 @@ def _setup_submit(p: argparse.ArgumentParser) -> None:
 def _setup_get(p: argparse.ArgumentParser) -> None:
     _job_argument(p, nargs="?")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="list jobs of every namespace")
-    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.add_argument("-o", "--output", choices=("text", "wide", "name", "json", "yaml"), default="text",
+                   help="wide: also workers, loss and ETA; name: kind/name, one a line")
+    p.add_argument("-l", "--selector", help="only jobs with these labels, like kubectl -l (e.g. disttrain.dev/sweep=lr)")
+    p.add_argument("--no-headers", action="store_true", help="the list without its header line")
 
 
 def _setup_status(p: argparse.ArgumentParser) -> None:
     _job_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
-    p.set_defaults(all_namespaces=False)
+    p.set_defaults(all_namespaces=False, selector=None, no_headers=False)
 
 
 def _setup_logs(p: argparse.ArgumentParser) -> None:

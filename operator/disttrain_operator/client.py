@@ -153,8 +153,11 @@ class Client:
     def status(self, name: str, namespace: str | None = None) -> JobView:
         return view_of(self.get(name, namespace))
 
-    def list(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
-        return self._list(namespace, all_namespaces)["items"]
+    def list(self, namespace: str | None = None, *, all_namespaces: bool = False,
+             selector: str | None = None) -> list[dict[str, Any]]:
+        """The jobs of the namespace (or all); `selector` is a label selector like kubectl
+        -l: "disttrain.dev/sweep=lr" (the API server filters)."""
+        return self._list(namespace, all_namespaces, selector)["items"]
 
     def events(self, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """core/v1 Events about the job (they expire after about an hour)."""
@@ -295,9 +298,10 @@ class Client:
         return (self._custom.list_namespaced_custom_object, t.GROUP, t.VERSION, namespace or self.namespace,
                 t.PLURAL)
 
-    def _list(self, namespace: str | None, all_namespaces: bool) -> dict[str, Any]:
+    def _list(self, namespace: str | None, all_namespaces: bool, selector: str | None = None) -> dict[str, Any]:
         call, *args = self._list_call(namespace, all_namespaces)
-        return self._call(lambda: call(*args, _request_timeout=self._timeout))
+        labels = {"label_selector": selector} if selector else {}
+        return self._call(lambda: call(*args, _request_timeout=self._timeout, **labels))
 
     def _watch_one(self, name: str, ns: str, deadline: float | None,
                    until_deleted: bool = False) -> Iterator[dict[str, Any]]:

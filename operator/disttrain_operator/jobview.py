@@ -224,22 +224,29 @@ def event_line(event: dict[str, Any], now: datetime) -> str:
 
 
 TOP_COLUMNS = ("NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S", "CHECKPOINT", "RESTARTS", "AGE")
+WIDE_COLUMNS = ("WORKERS", "LOSS", "ETA")  # `get -o wide` adds these
 
 
-def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False) -> list[str]:
-    """`disttrain top` and `disttrain get`: one line per job, columns aligned."""
-    header = (("NAMESPACE",) if all_namespaces else ()) + TOP_COLUMNS
+def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False, *, headers: bool = True,
+              wide: bool = False) -> list[str]:
+    """`disttrain top` and `disttrain get`: one line per job, columns aligned (like
+    kubectl: --no-headers drops the first line, -o wide adds columns)."""
+    header = (("NAMESPACE",) if all_namespaces else ()) + TOP_COLUMNS + (WIDE_COLUMNS if wide else ())
     rows = [header]
     for v in sorted(views, key=lambda v: (v.namespace or "", v.name)):
         row = (v.name, v.phase or "Pending", str(v.world_size) if v.world_size is not None else "-",
                bar(v.step, v.total_steps, width=10), _steps(v), _rate(v.samples_per_second),
                _checkpoint(v, now).removeprefix("step "), str(v.restarts),
                duration((now - v.created).total_seconds()) if v.created else "-")
+        if wide:
+            workers = f"{v.nodes if v.nodes is not None else '-'}/{v.desired if v.desired is not None else '-'}"
+            row += (workers, f"{v.loss:.4g}" if v.loss is not None else "-", duration(v.eta_seconds))
         rows.append(((v.namespace or "-",) if all_namespaces else ()) + row)
     if len(rows) == 1:
         return []
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    return lines if headers else lines[1:]
 
 
 # ---- wait -------------------------------------------------------------------------

@@ -289,3 +289,21 @@ def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, ope
     with pytest.raises(NotFound, match='Error from server \\(NotFound\\): distributedtrainings.disttrain.dev '
                                        '"typed" not found'):
         client.get("typed")
+
+
+def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespace, operator_kubeconfig):  # noqa: F811
+    """kubectl's list conventions on `get`: -o name, -l, --no-headers, -o wide (no operator
+    needed: the jobs are listed as they are stored)."""
+    for name, team in (("alpha", "a"), ("beta", "b")):
+        doc = job_manifest(name, nodes=1)
+        doc["metadata"]["labels"] = {"team": team}
+        cluster.apply(doc, namespace=namespace)
+    names = cli(cluster, "get", "-n", namespace, "-o", "name")
+    assert names.returncode == 0, names.stderr
+    assert names.stdout.splitlines() == [f"{REF}/alpha", f"{REF}/beta"]
+    selected = cli(cluster, "get", "-n", namespace, "-l", "team=b", "--no-headers")
+    assert [line.split()[0] for line in selected.stdout.splitlines()] == ["beta"]
+    wide = cli(cluster, "get", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"] and len(wide) == 3
+    one = cli(cluster, "get", "alpha", "-n", namespace, "-o", "name")
+    assert one.stdout.strip() == f"{REF}/alpha"

@@ -250,3 +250,15 @@ def test_a_phase_that_cannot_be_waited_for_is_a_disttrain_error(phase):
         waiting_client("Running").wait("j", phase)
     assert isinstance(err.value, DisttrainError) and isinstance(err.value, ValueError)
     assert "cannot be waited for; allowed: Running, Succeeded, Suspended" in str(err.value)
+
+
+def test_the_list_without_headers_and_wide():
+    now = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+    views = [JobView(name="a", phase="Running", world_size=8, nodes=2, desired=2, step=10, total_steps=100,
+                     loss=2.5, samples_per_second=100.0, global_batch=10)]
+    plain = top_table(views, now)
+    assert top_table(views, now, headers=False) == plain[1:]
+    wide = top_table(views, now, wide=True)
+    assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"]
+    assert wide[1].split()[-3:] == ["2/2", "2.5", "9s"]  # 90 steps x 10 samples at 100/s
+    assert top_table([], now, wide=True) == []

@@ -37,7 +37,9 @@ ROOT=$(cd "$HACK/.." && pwd)
 CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
 DIR=$CACHE/images
 SUITE=bookworm
-MIRROR=${DISTTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# shellcheck source=lib/apt-mirror.sh
+source "$HACK/lib/apt-mirror.sh"
+MIRROR=$(debian_mirror "$SUITE")  # this machine's own, or DISTTRAIN_DEBIAN_MIRROR
 BASE_IMAGE=localhost/disttrain/python:3.11-bookworm
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml")
 # image name -> Dockerfile target

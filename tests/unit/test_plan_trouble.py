@@ -111,3 +111,10 @@ def test_unschedulable_pods_say_why_on_the_job():
     assert written(plan)["phase"] == "Pending"
     assert running["reason"] == c.UNSCHEDULABLE and "Insufficient nvidia.com/gpu" in running["message"]
     assert [e.reason for e in plan.events].count(c.UNSCHEDULABLE) == 1
+
+
+def test_a_refused_creation_is_tried_again_later_each_time_up_to_half_a_minute():
+    from disttrain_operator.plan import refusal_retry_seconds
+
+    assert [refusal_retry_seconds(n) for n in (1, 2, 3, 4, 5, 6, 40)] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert refusal_retry_seconds(0) == 0.0  # nothing refused yet: no wait

@@ -52,10 +52,14 @@ WORKER_INTERRUPTED = "WorkerInterrupted"  # ended on a signal before finishing: 
 MESSAGE_LIMIT = 1024
 
 
+CONDITION_STATUS = {True: "True", False: "False"}
+
+
 def set_condition(conditions: list[Condition], type_: str, status: bool, reason: str,
                   message: str, generation: int | None, now: str) -> list[Condition]:
-    """A new list with `type_` set; the transition time is kept unless status flips."""
-    value = "True" if status else "False"
+    """A new list with `type_` set; the transition time is kept unless status flips.
+    `status` is a bool: anything else (None for "unknown") is a bug, refused here."""
+    value = CONDITION_STATUS[status]
     out, found = [], False
     for cond in conditions:
         if cond.type != type_:

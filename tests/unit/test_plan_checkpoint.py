@@ -29,6 +29,8 @@ def test_step_time_from_samples_per_second_and_the_global_batch():
     stale = cond(plan, c.CHECKPOINT_STALE)
     assert (stale["status"], stale["reason"]) == ("True", c.CHECKPOINT_TOO_OLD)
     assert stale["message"].startswith("checkpoint of step 10, 3600s old; expected one every ~5s (intervalSteps 10)")
+    assert plan.checkpoint_age == 3600.0  # the disttrain_operator_checkpoint_age_seconds gauge's value
+    assert decide(state(st, **CKPT), [pod(0, **CKPT)], NOW, POLICY).checkpoint_age is None  # no checkpoint yet
 
 
 def test_no_checkpoint_since_the_start_is_stale_and_a_fresh_one_clears_it():

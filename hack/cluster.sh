@@ -23,10 +23,15 @@
 # DISTTRAIN_REAL_NODE (1: add the real node; 0 fake nodes of a kind skip them),
 # DISTTRAIN_AUDIT_POLICY (an audit policy file: the API server writes its audit
 # log to STATE/audit.log; bench/operator_scale.py counts writes by user with it).
-# `down` returns only when every process it started has exited. A node is
-# marked NotReady only after 5 minutes without a heartbeat (the default 50 s
-# lapses for KWOK's fake nodes on a loaded 2-core machine, and then nothing
-# marks their pods Ready again).
+# `down` returns only when every process it started has exited. KWOK renews
+# each fake node's Lease (--node-lease-duration-seconds): the node lifecycle
+# controller reads node health from those Leases, and KWOK writes node status
+# only every 10-20 minutes. Without the Leases every fake node turned Unknown 5
+# minutes into a session and the controller marked its pods NotReady, which
+# nothing undoes (KWOK's pod-ready stage acts on Pending pods only), so a test
+# that needs a Ready pod (the operator asks only Ready workers for /status)
+# failed at random. A node is marked NotReady only after 5 minutes without a
+# renewal (the default 50 s lapses on a loaded 2-core machine).
 #
 # Pod behaviour on the fake nodes (hack/cluster/kwok-stages.yaml): pods become
 # Running; annotation disttrain.dev/test-exit-code: "N" terminates them with
@@ -314,7 +319,8 @@ cmd_up() {
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 127.244.0.1/16 --node-ip 127.240.0.1
+    --cidr 127.244.0.1/16 --node-ip 127.240.0.1 \
+    --node-lease-duration-seconds 40
 
   if [[ -n "${DISTTRAIN_CLUSTER_OWNER_PID:-}" ]]; then
     setsid bash "$HACK/cluster.sh" _reap "$NAME" "$DISTTRAIN_CLUSTER_OWNER_PID" </dev/null \

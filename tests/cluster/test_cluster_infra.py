@@ -85,6 +85,22 @@ def test_fake_nodes_advertise_gpus(cluster: Cluster) -> None:
 
 
 @pytest.mark.cluster
+def test_fake_nodes_renew_their_leases_so_they_stay_ready_all_session(cluster: Cluster) -> None:
+    """The node lifecycle controller judges a node by its Lease: KWOK must renew one per
+    fake node, or 5 minutes into the session every node turns Unknown and its pods
+    NotReady for good. Two reads of each Lease: its renewTime moves."""
+    def renewals() -> dict[str, str]:
+        leases = json.loads(cluster.kubectl("get", "leases", "-n", "kube-node-lease", "-o", "json").stdout)["items"]
+        return {lease["metadata"]["name"]: lease["spec"]["renewTime"] for lease in leases}
+
+    nodes = set(cluster.kubectl("get", "nodes", "-l", "type=kwok", "-o", "name").stdout.split())
+    first = renewals()
+    assert {f"node/{name}" for name in first} >= nodes
+    cluster.wait_for(lambda: all(renewals()[n.removeprefix("node/")] != first[n.removeprefix("node/")] for n in nodes),
+                     timeout=120, what="every fake node's Lease renewed")
+
+
+@pytest.mark.cluster
 def test_gpu_pod_is_scheduled_to_gpu_node_and_runs(cluster: Cluster, namespace: str) -> None:
     cluster.apply(pod("gpu8", gpus=8), namespace=namespace)
     p = wait_phase(cluster, "gpu8", namespace, "Running")

@@ -179,7 +179,10 @@ def check_valid_job(doc, expected) -> None:
 def test_valid_specs_by_construction_resolve_and_render_as_expected():
     seen = Counter()
 
-    @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    # Derandomized: the shares asserted below describe the generator, so they are counted
+    # on one fixed draw; a random one put elastic specs at 18 % once, under the 20 % floor.
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow],
+              derandomize=True, database=None)
     @given(specs.valid_jobs())
     def run(drawn):
         doc, expected = drawn

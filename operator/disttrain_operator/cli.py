@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     _autocomplete(parser)
     args = parser.parse_args(argv)
-    command = next(c for c in COMMANDS if c.run is args.func and args.command in (c.name, *c.aliases))
+    command = args.command_spec
     absent = command.missing()
     if absent:  # before anything starts: never a ModuleNotFoundError half-way through
         print(needs_package(command.name, absent), file=sys.stderr)
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         if command.cluster:
             _cluster_options(p)
         command.setup(p)
-        p.set_defaults(func=command.run)
+        p.set_defaults(func=command.run, command_spec=command)
     return parser
 
 

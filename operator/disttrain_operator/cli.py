@@ -162,6 +162,45 @@ def _autocomplete(parser: argparse.ArgumentParser) -> None:
 COMPLETION_TIMEOUT = 2.0  # seconds a completion of job names may ask the cluster for
 
 
+# Cobra's shell-completion directives, which kubectl reads from a plugin's completer.
+NO_SPACE, NO_FILE_COMPLETION = 2, 4
+
+
+def kubectl_complete(argv: list[str] | None = None) -> int:
+    """`kubectl_complete-disttrain ARG... WORD`: kubectl (1.26+) runs it on `kubectl
+    disttrain ARG... WORD<TAB>` and offers what it prints: one candidate a line, then
+    `:DIRECTIVE` (Cobra's). The candidates are argcomplete's, from the same parser the
+    shell completion of `disttrain` uses, driven through argcomplete's documented
+    environment (COMP_LINE, COMP_POINT, _ARGCOMPLETE)."""
+    import io
+    import shlex
+
+    import argcomplete
+
+    words = list(sys.argv[1:] if argv is None else argv) or [""]
+    *before, word = words
+    line = " ".join(["disttrain", *map(shlex.quote, before), shlex.quote(word) if word.strip() != word or
+                     any(c in word for c in "'\"\\$`") else word])
+    out = io.StringIO()
+    saved = {k: os.environ.get(k) for k in ("_ARGCOMPLETE", "COMP_LINE", "COMP_POINT", "_ARGCOMPLETE_IFS")}
+    os.environ.update(_ARGCOMPLETE="1", COMP_LINE=line, COMP_POINT=str(len(line)), _ARGCOMPLETE_IFS="\n")
+    try:
+        argcomplete.autocomplete(build_parser(), output_stream=out, exit_method=lambda code: None)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    candidates = [c.rstrip(" ") for c in out.getvalue().split("\n") if c.strip()]
+    # `-o jsonpath=`, a directory: the word goes on, so the shell must not add a space.
+    directive = NO_FILE_COMPLETION | (NO_SPACE if any(c.endswith(("=", "/")) for c in candidates) else 0)
+    for candidate in candidates:
+        print(candidate)
+    print(f":{directive}")
+    return 0
+
+
 def _job_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
     """Completer: the names of the jobs in the namespace, or none when the cluster is away."""
     from .client import Client, DisttrainError
@@ -411,31 +450,89 @@ def _ref(name: str) -> str:
     return f"{OBJECT}/{name}"
 
 
-def cmd_submit(args: argparse.Namespace) -> int:
-    documents = _read_jobs(args.file)
-    if documents is None:
-        return 1
-    checked = [(doc, validate_document(doc.data)) for doc in documents]
-    for doc, result in checked:
+def _files(args: argparse.Namespace) -> list[str] | str:
+    """FILE and -f FILE (kubectl's -f; `-` reads stdin), in the order given; or what is wrong."""
+    files = ([args.file] if args.file else []) + (args.filename or [])
+    if not files:
+        return "give the file of jobs: FILE or -f FILE (- reads stdin)"
+    if files.count("-") > 1:
+        return "stdin (-) can be read once"
+    return files
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _checked_documents(args: argparse.Namespace) -> list[Document] | int:
+    """Every job of the files, validated offline; else the exit code, after printing why
+    (2: no file given; 1: a file cannot be read or a job is invalid): nothing is sent."""
+    files = _files(args)
+    if isinstance(files, str):
+        return _usage_error(args, files)
+    documents: list[Document] = []
+    for path in files:
+        found = _read_jobs(path)
+        if found is None:
+            return 1
+        documents.extend(found)
+    ok = True
+    for doc in documents:
+        result = validate_document(doc.data)
         entry = report(doc, result)
         if not result.ok or entry["warnings"]:
             print_report(entry, sys.stderr)
-    if not all(result.ok for _, result in checked):
-        return 1  # nothing was sent: the operator would refuse it too
-    client = _client(args)
-    names = []
-    for doc, _ in checked:
+        ok = ok and result.ok
+    for doc in documents if ok else ():
         ns = (doc.data.get("metadata") or {}).get("namespace")
         if ns and args.namespace and ns != args.namespace:
             print(f"error: {doc.label}: the object's namespace {ns!r} does not match -n {args.namespace!r}; "
                   "drop one of them", file=sys.stderr)
-            return 1
-        created = client.create(doc.data)
+            ok = False
+    return documents if ok else 1  # nothing was sent: the operator would refuse it too
+
+
+DRY_RUN = {"none": "", "client": " (dry run)", "server": " (server dry run)"}  # kubectl's suffixes
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    documents = _checked_documents(args)
+    if isinstance(documents, int):
+        return documents
+    if args.dry_run == "client":  # checked offline, as the operator would; nothing sent
+        for doc in documents:
+            print(f"{_ref((doc.data.get('metadata') or {}).get('name') or '(generated)')} created (dry run)")
+        return 0
+    client = _client(args)
+    names = []
+    for doc in documents:
+        try:
+            created = client.create(doc.data, dry_run=args.dry_run == "server")
+        except _client_error() as exc:
+            if "(AlreadyExists)" in str(exc):
+                exc.args = (f"{exc}; `{program_name()} apply -f FILE` updates it",)
+            raise
         names.append((created["metadata"]["name"], created["metadata"]["namespace"]))
-        print(f"{_ref(names[-1][0])} created")
-    if args.detach or len(names) != 1:
+        print(f"{_ref(names[-1][0])} created{DRY_RUN[args.dry_run]}")
+    if args.detach or args.dry_run != "none" or len(names) != 1:
         return 0
     return _follow(client, *names[0])
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    documents = _checked_documents(args)
+    if isinstance(documents, int):
+        return documents
+    if args.dry_run == "client":
+        for doc in documents:
+            print(f"{_ref((doc.data.get('metadata') or {}).get('name') or '(unnamed)')} configured (dry run)")
+        return 0
+    client = _client(args)
+    for doc in documents:
+        obj, action = client.apply(doc.data, dry_run=args.dry_run == "server", force=args.force_conflicts)
+        print(f"{_ref(obj['metadata']['name'])} {action}{DRY_RUN[args.dry_run]}")
+    return 0
 
 
 def _follow(client: Any, name: str, namespace: str) -> int:
@@ -454,46 +551,126 @@ def _follow(client: Any, name: str, namespace: str) -> int:
     return 0 if last and last.phase == "Succeeded" else 1
 
 
-def cmd_get(args: argparse.Namespace) -> int:
-    from .jobview import status_lines, top_table, view_of
+GET_FORMATS = ("text", "wide", "name", "json", "yaml")
+TEMPLATE_FORMATS = ("jsonpath", "custom-columns")
 
+
+def output_format(text: str) -> str:
+    """-o: one of GET_FORMATS, or jsonpath=TEMPLATE / custom-columns=SPEC (checked now,
+    so a bad template is a usage error before anything is asked of the cluster)."""
+    from .jsonpath import JSONPathError, parse_columns, parse_template
+
+    kind, sep, template = text.partition("=")
+    if text in GET_FORMATS:
+        return text
+    if sep and kind in TEMPLATE_FORMATS:
+        try:
+            parse_template(template) if kind == "jsonpath" else parse_columns(template)
+        except JSONPathError as exc:
+            raise argparse.ArgumentTypeError(f"{kind}: {exc}") from None
+        return text
+    raise argparse.ArgumentTypeError(
+        f"unable to match a printer suitable for the output format {text!r}, allowed formats are: "
+        f"{', '.join(GET_FORMATS)}, jsonpath=TEMPLATE, custom-columns=HEADER:PATH,...")
+
+
+def print_objects(objs: list[dict[str, Any]], args: argparse.Namespace, *, listing: bool, headers: bool = True,
+                  events: list[dict[str, Any]] | None = None) -> None:
+    """Jobs as `get -o FORMAT` prints them: a list (listing) or one job; in a watch each
+    change is one call with headers=False."""
+    from .jobview import status_lines, top_table, view_of
+    from .jsonpath import column_rows, parse_columns, render
+
+    kind, _, template = args.output.partition("=")
+    if kind in ("json", "yaml"):
+        if listing and headers:
+            dump({"apiVersion": "v1", "kind": "List", "items": objs}, kind, sys.stdout)
+        else:
+            for obj in objs:
+                dump(obj, kind, sys.stdout) if kind == "json" else dump([obj], kind, sys.stdout, multi=True)
+    elif kind == "name":
+        for obj in objs:
+            print(_ref(obj["metadata"]["name"]))
+    elif kind == "jsonpath":
+        for target in ([{"apiVersion": "v1", "kind": "List", "items": objs}] if listing and headers else objs):
+            sys.stdout.write(render(template, target))
+        sys.stdout.flush()
+    elif kind == "custom-columns":
+        lines = column_rows(parse_columns(template), objs, headers=headers and not args.no_headers)
+        print("\n".join(lines))
+    elif not listing:
+        print("\n".join(status_lines(view_of(objs[0]), events or [], _now())))
+    else:
+        lines = top_table([view_of(o) for o in objs], _now(), args.all_namespaces,
+                          headers=headers and not args.no_headers, wide=kind == "wide")
+        print("\n".join(lines))
+    sys.stdout.flush()
+
+
+def cmd_get(args: argparse.Namespace) -> int:
     client = _client(args)
-    if args.name is None:
-        objs = client.list(all_namespaces=args.all_namespaces, selector=args.selector)
-        if args.output in ("json", "yaml"):
-            dump({"apiVersion": "v1", "kind": "List", "items": objs}, args.output, sys.stdout)
-            return 0
-        if args.output == "name":
-            for o in objs:
-                print(_ref(o['metadata']['name']))
-            return 0
-        lines = top_table([view_of(o) for o in objs], _now(), args.all_namespaces, headers=not args.no_headers,
-                          wide=args.output == "wide")
-        if lines:
-            print("\n".join(lines))
-        else:  # kubectl's words
-            where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
-            print(f"No resources found in {where}.", file=sys.stderr)
-        return 0
-    if args.all_namespaces:
+    if args.name is not None and args.all_namespaces:
         print("error: a NAME takes one namespace: drop -A and pass -n NAMESPACE", file=sys.stderr)
         return 2
+    if args.watch:
+        return _watch_get(client, args)
+    if args.name is None:
+        objs = client.list(all_namespaces=args.all_namespaces, selector=args.selector)
+        if objs or args.output in ("json", "yaml"):
+            print_objects(objs, args, listing=True)
+        else:  # kubectl's words
+            print(f"No resources found in {_where(client, args)}.", file=sys.stderr)
+        return 0
     obj = client.get(args.name)
-    if args.output in ("json", "yaml"):
-        dump(obj, args.output, sys.stdout)
-        return 0
-    if args.output == "name":
-        print(_ref(obj['metadata']['name']))
-        return 0
-    print("\n".join(status_lines(view_of(obj), client.events(args.name), _now())))
+    events = client.events(args.name) if args.output == "text" else None
+    print_objects([obj], args, listing=False, events=events)
+    return 0
+
+
+def _where(client: Any, args: argparse.Namespace) -> str:
+    return "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+
+
+def _watch_get(client: Any, args: argparse.Namespace) -> int:
+    """`get -w`: what get prints now, then one line (or document) per change, until
+    Ctrl-C. A NAME that does not exist is NotFound, as in kubectl."""
+    if args.name is not None:
+        client.get(args.name)
+    # One job is a row too (get NAME's text is several lines: a row per change reads better).
+    rows = argparse.Namespace(**{**vars(args), "output": "wide" if args.name and args.output == "text"
+                                 else args.output})
+    table = rows.output.partition("=")[0] in ("text", "wide", "custom-columns")
+    first: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], str] = {}
+    synced = False
+    for kind, obj in client.watch_all(all_namespaces=args.all_namespaces, selector=args.selector, name=args.name):
+        if kind in ("RELIST", "SYNCED"):
+            if kind == "SYNCED" and not synced:
+                synced = True
+                if first:
+                    print_objects(first, rows, listing=True, headers=table)
+                elif args.name is None:
+                    print(f"No resources found in {_where(client, args)}.", file=sys.stderr)
+            continue
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        version = obj["metadata"].get("resourceVersion", "")
+        if kind != "DELETED" and seen.get(key) == version:
+            continue  # a relist after an expired watch: already shown
+        seen[key] = version
+        if not synced:
+            first.append(obj)
+        else:
+            print_objects([obj], rows, listing=True, headers=False)
     return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     client = _client(args)
-    for line in client.logs(args.name, worker=args.worker, follow=args.follow, tail=args.tail):
+    for line in client.logs(args.name, worker=args.worker, follow=args.follow, tail=args.tail, since=args.since,
+                            previous=args.previous):
         prefix = f"[worker-{line.worker}]" if line.worker is not None else "[worker-?]"
-        print(f"{prefix} {line.text}", flush=args.follow)
+        stamp = f" {line.time}" if args.timestamps else ""
+        print(f"{prefix}{stamp} {line.text}", flush=args.follow)
     return 0
 
 
@@ -505,29 +682,71 @@ def cmd_wait(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: --timeout: {exc}", file=sys.stderr)
         return 2
-    view = _client(args).wait(args.name, args.phase, timeout=timeout)
-    print(f"{_ref(args.name)} is {view.phase}")
+    want = args.target
+    view = _client(args).wait_for(args.name, want, timeout=timeout)
+    if want.delete:
+        print(f"{_ref(args.name)} deleted")
+    elif want.phases:
+        print(f"{_ref(args.name)} is {view.phase}")
+    else:
+        print(f"{_ref(args.name)} condition met")  # kubectl's words
     return 0
+
+
+def _wait_target(text: str) -> Any:
+    from .jobview import parse_wait_for
+
+    try:
+        return parse_wait_for(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done: Callable[[str], str]) -> int:
+    """suspend, resume and delete: on each NAME, or every job (--all) or those -l
+    selects; every job is tried, one line per failure, exit 1 if any failed.
+    --ignore-not-found skips names that do not exist, like kubectl's."""
+    from .client import NotFound
+
+    if args.names and (args.all or args.selector):
+        return _usage_error(args, "give NAMEs or --all/-l, not both")
+    if not (args.names or args.all or args.selector):
+        return _usage_error(args, f"name a job, or pass --all or -l SELECTOR (see {program_name()} {args.command} -h)")
+    client = _client(args)
+    names = args.names or [o["metadata"]["name"] for o in client.list(selector=args.selector)]
+    if not names:
+        print(f"No resources found in {client.namespace} namespace.", file=sys.stderr)
+    failed = False
+    for name in dict.fromkeys(names):
+        try:
+            act(client, name)
+        except NotFound as exc:
+            if not args.ignore_not_found:
+                print(exc, file=sys.stderr)
+                failed = True
+            continue
+        except _client_error() as exc:
+            print(exc, file=sys.stderr)
+            failed = True
+            continue
+        print(done(name), flush=True)
+    return 1 if failed else 0
 
 
 def cmd_suspend(args: argparse.Namespace) -> int:
-    _client(args).suspend(args.name)
-    print(f"{_ref(args.name)} suspended (its pods are deleted; resume continues from the newest checkpoint)")
-    return 0
+    return for_each_job(args, lambda c, name: c.suspend(name),
+                        lambda name: f"{_ref(name)} suspended (its pods are deleted; resume continues from the "
+                                     "newest checkpoint)")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    _client(args).resume(args.name)
-    print(f"{_ref(args.name)} resumed")
-    return 0
+    return for_each_job(args, lambda c, name: c.resume(name), lambda name: f"{_ref(name)} resumed")
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
     from .client import OBJECT
 
-    _client(args).delete(args.name, wait=args.wait)
-    print(f'{OBJECT} "{args.name}" deleted')
-    return 0
+    return for_each_job(args, lambda c, name: c.delete(name, wait=args.wait), lambda name: f'{OBJECT} "{name}" deleted')
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -600,24 +819,43 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
 
 
+def _file_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", nargs="?", help="the file of jobs (YAML or JSON; - reads stdin)")
+    p.add_argument("-f", "--filename", action="append", metavar="FILE",
+                   help="a file of jobs, like kubectl -f (repeat for more; - reads stdin)")
+    p.add_argument("--dry-run", choices=tuple(DRY_RUN), default="none",
+                   help="client: validate offline and print what would be sent; server: the API server checks "
+                        "it too and stores nothing")
+
+
 def _setup_submit(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE")
+    _file_options(p)
     p.add_argument("-d", "--detach", action="store_true", help="return once created; do not follow")
+
+
+def _setup_apply(p: argparse.ArgumentParser) -> None:
+    _file_options(p)
+    p.add_argument("--force-conflicts", action="store_true",
+                   help="take over fields another manager (kubectl apply, a controller) set")
 
 
 def _setup_get(p: argparse.ArgumentParser) -> None:
     _job_argument(p, nargs="?")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="list jobs of every namespace")
-    p.add_argument("-o", "--output", choices=("text", "wide", "name", "json", "yaml"), default="text",
-                   help="wide: also workers, loss and ETA; name: kind/name, one a line")
+    p.add_argument("-o", "--output", type=output_format, default="text", metavar="FORMAT",
+                   help="wide: also workers, loss and ETA; name: kind/name, one a line; json; yaml; "
+                        "jsonpath=TEMPLATE and custom-columns=HEADER:PATH,... as kubectl takes them"
+                   ).completer = lambda **_: [*GET_FORMATS, "jsonpath=", "custom-columns="]  # type: ignore[attr-defined]
     p.add_argument("-l", "--selector", help="only jobs with these labels, like kubectl -l (e.g. disttrain.dev/sweep=lr)")
     p.add_argument("--no-headers", action="store_true", help="the list without its header line")
+    p.add_argument("-w", "--watch", action="store_true",
+                   help="after the list (or the job), print a line on every change until Ctrl-C")
 
 
 def _setup_status(p: argparse.ArgumentParser) -> None:
     _job_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
-    p.set_defaults(all_namespaces=False, selector=None, no_headers=False)
+    p.set_defaults(all_namespaces=False, selector=None, no_headers=False, watch=False)
 
 
 def _setup_logs(p: argparse.ArgumentParser) -> None:
@@ -625,20 +863,35 @@ def _setup_logs(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="stream new lines until every worker's log ends")
     p.add_argument("--worker", type=int, metavar="I", help="only worker I (pod NAME-worker-I)")
     p.add_argument("--tail", type=int, metavar="N", help="the last N lines of each worker")
+    p.add_argument("--since", type=_duration, metavar="DURATION",
+                   help="only lines newer than this (30s, 5m, 1h), like kubectl logs --since")
+    p.add_argument("--timestamps", action="store_true", help="each line's time (RFC 3339, from the kubelet) "
+                   "after the worker prefix")
+    p.add_argument("-p", "--previous", action="store_true",
+                   help="the log of each worker's previous container (before it restarted)")
 
 
 def _setup_wait(p: argparse.ArgumentParser) -> None:
-    from .jobview import WAITABLE
+    from .jobview import WAIT_FORMS, WAITABLE
 
     _job_argument(p)
-    p.add_argument("--for", dest="phase", choices=WAITABLE, default="Succeeded",
-                   help="the phase to wait for (default: Succeeded)")
+    p.add_argument("--for", dest="target", type=_wait_target, default="Succeeded", metavar="WHAT",
+                   help=f"what to wait for: {'; '.join(WAIT_FORMS)} (default: Succeeded)"
+                   ).completer = lambda **_: [*WAITABLE, "condition=", "delete", "jsonpath="]  # type: ignore[attr-defined]
     p.add_argument("--timeout", metavar="DURATION", help="give up after this long: 90s, 5m, 1h (default: never); "
                    "exit code 124")
 
 
+def _setup_targets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="*", metavar="NAME", help="the DistributedTrainings' names"
+                   ).completer = _job_names  # type: ignore[attr-defined]
+    p.add_argument("--all", action="store_true", help="every job in the namespace")
+    p.add_argument("-l", "--selector", help="the jobs with these labels, like kubectl -l")
+    p.add_argument("--ignore-not-found", action="store_true", help="a NAME that does not exist is not an error")
+
+
 def _setup_delete(p: argparse.ArgumentParser) -> None:
-    _job_argument(p)
+    _setup_targets(p)
     p.add_argument("--wait", action="store_true", help="return once the job and its pods are gone")
 
 
@@ -657,18 +910,21 @@ for _command in (
             _setup_run, cmd_run, needs=("torch", "numpy", "prometheus_client")),
     Command("submit", "validate offline, create the job, then follow it until it ends",
             "submit job.yaml", _setup_submit, cmd_submit, cluster=True),
+    Command("apply", "validate offline, then create the job or update it (server-side apply)",
+            "apply -f job.yaml", _setup_apply, cmd_apply, cluster=True),
     Command("get", "list jobs, or show one (phase, progress, conditions, events)", "get -A",
             _setup_get, cmd_get, cluster=True),
     Command("status", "one job: phase, progress bar, loss, samples/s, ETA, checkpoint age, conditions, "
             "recent events", "status my-job", _setup_status, cmd_get, cluster=True),
     Command("logs", "the trainer logs of every worker, interleaved, each line prefixed [worker-i]",
             "logs my-job -f", _setup_logs, cmd_logs, cluster=True),
-    Command("wait", "block until the job is Running, Succeeded or Suspended",
+    Command("wait", "block until the job is Running, Succeeded or Suspended, has a condition, is deleted, "
+            "or a JSONPath has a value",
             "wait my-job --for Succeeded --timeout 1h", _setup_wait, cmd_wait, cluster=True),
     Command("suspend", "suspend the job: delete its pods, keep the job and its checkpoints",
-            "suspend my-job", _job_argument, cmd_suspend, cluster=True),
+            "suspend my-job", _setup_targets, cmd_suspend, cluster=True),
     Command("resume", "resume a suspended job from its newest checkpoint", "resume my-job",
-            _job_argument, cmd_resume, cluster=True),
+            _setup_targets, cmd_resume, cluster=True),
     Command("delete", "delete the job and its pods", "delete my-job", _setup_delete, cmd_delete, cluster=True),
     Command("top", "every job of a namespace (or all), one live line each, redrawn on every change",
             "top -A", _setup_top, cmd_top, cluster=True),

@@ -18,6 +18,7 @@ one-line message kubectl would print; the CLI (cli.py) is this client plus forma
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import threading
@@ -31,7 +32,7 @@ import yaml
 from .api import types as t
 from .api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
 from .api.validate import validate_document
-from .jobview import MET, NEVER, WAITABLE, JobView, view_of, wait_decision
+from .jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
 from .manifest import manifest_of
 
 RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
@@ -41,12 +42,18 @@ WATCH_SECONDS = 300
 CONNECT_TIMEOUT = 10
 # (connect, read) seconds for one request that is not a watch or a followed log.
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
+# Who writes what the CLI and client create or apply (metadata.managedFields): the same
+# name for both, so `apply` after `submit` changes the fields it set without a conflict.
+FIELD_MANAGER = "disttrain"
+APPLY = "application/apply-patch+yaml"  # server-side apply
 
 
 class DisttrainError(Exception):
-    """A failed operation; str() is one line, exit_code what the CLI exits with."""
+    """A failed operation; str() is one line, exit_code what the CLI exits with.
+    `causes`: the API server's details.causes ({reason, message, field}), if it gave any."""
 
     exit_code = 1
+    causes: tuple[dict[str, Any], ...] = ()
 
 
 class NotFound(DisttrainError):
@@ -83,6 +90,10 @@ class JobFailed(DisttrainError):
     def __init__(self, message: str, view: JobView):
         super().__init__(message)
         self.view = view
+
+
+class ApplyConflict(DisttrainError):
+    """Server-side apply would change fields another manager (kubectl, a controller) set."""
 
 
 class WaitTimeout(DisttrainError):
@@ -128,10 +139,55 @@ class Client:
     # ---- jobs -------------------------------------------------------------------
 
     def create(self, job: dict[str, Any] | t.DistributedTrainingSpec, *, name: str | None = None,
-               namespace: str | None = None) -> dict[str, Any]:
+               namespace: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         """Validate offline with the operator's rules, then create. `job` is a whole
         object (dict) or a typed spec (api.types.DistributedTrainingSpec) with `name`.
-        Raises InvalidJob naming every bad field before anything reaches the cluster."""
+        Raises InvalidJob naming every bad field before anything reaches the cluster, and
+        AlreadyExists' API error for a name in use (apply() updates one). dry_run: the API
+        server checks and answers as if it created the job, and stores nothing."""
+        obj, ns = self._checked(job, name, namespace)
+        return self._call(lambda: self._custom.create_namespaced_custom_object(
+            t.GROUP, t.VERSION, ns, t.PLURAL, obj, field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None,
+            _request_timeout=self._timeout), name=obj["metadata"].get("name", ""))
+
+    def apply(self, job: dict[str, Any] | t.DistributedTrainingSpec, *, name: str | None = None,
+              namespace: str | None = None, dry_run: bool = False, force: bool = False) -> tuple[dict[str, Any], str]:
+        """Create the job or update the fields this file sets, like `kubectl apply
+        --server-side`: (the object, "created" | "configured" | "unchanged"). Validated
+        offline first, as create() is. Fields another manager set (kubectl apply, a
+        controller) raise ApplyConflict unless force takes them over. What the operator
+        lets change on a running job is in docs/api.md (most fields only while suspended:
+        the API server refuses the rest, and nothing is changed)."""
+        obj, ns = self._checked(job, name, namespace)
+        job_name = obj["metadata"].get("name")
+        if not job_name:
+            raise InvalidJob("error: apply needs metadata.name (generateName creates a new job each time)",
+                             ["metadata.name: required by apply"])
+        try:
+            before: dict[str, Any] | None = self.get(job_name, ns)
+        except NotFound:
+            before = None
+        def patch(force: bool) -> dict[str, Any]:
+            return self._call(lambda: self._custom.patch_namespaced_custom_object(
+                t.GROUP, t.VERSION, ns, t.PLURAL, job_name, obj, field_manager=FIELD_MANAGER, force=force or None,
+                dry_run="All" if dry_run else None, _content_type=APPLY, _request_timeout=self._timeout),
+                name=job_name)
+
+        try:
+            after = patch(force)
+        except DisttrainError as exc:
+            if "(Conflict)" not in str(exc):
+                raise
+            if not own_fields_only(exc.causes):
+                raise ApplyConflict(f"{exc}; --force-conflicts (force=True) takes these fields over") from None
+            # Only fields this client's create() set (an update, to the API server, not an
+            # apply): the user is applying over their own submit, so take them.
+            after = patch(True)
+        return after, ("created" if before is None else "unchanged" if _same_content(before, after) else "configured")
+
+    def _checked(self, job: dict[str, Any] | t.DistributedTrainingSpec, name: str | None,
+                 namespace: str | None) -> tuple[dict[str, Any], str]:
+        """The whole object with its namespace, validated offline (InvalidJob if not)."""
         obj = manifest_of(job, name=name)
         ns = namespace or (obj.get("metadata") or {}).get("namespace") or self.namespace
         obj["metadata"]["namespace"] = ns
@@ -140,9 +196,7 @@ class Client:
             errors = [str(e) for e in result.errors]
             label = (obj.get("metadata") or {}).get("name") or "(unnamed)"
             raise InvalidJob(f"error: {label} is invalid: {'; '.join(errors)}", errors)
-        return self._call(lambda: self._custom.create_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, obj, _request_timeout=self._timeout),
-            name=obj["metadata"].get("name", ""))
+        return obj, ns
 
     def get(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The job's object as the API returns it."""
@@ -158,6 +212,11 @@ class Client:
         """The jobs of the namespace (or all); `selector` is a label selector like kubectl
         -l: "disttrain.dev/sweep=lr" (the API server filters)."""
         return self._list(namespace, all_namespaces, selector)["items"]
+
+    def jobs(self, namespace: str | None = None, *, all_namespaces: bool = False,
+             selector: str | None = None) -> list[JobView]:
+        """list(), typed: a JobView per job (Kubeflow's list_jobs)."""
+        return [view_of(o) for o in self.list(namespace, all_namespaces=all_namespaces, selector=selector)]
 
     def events(self, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """core/v1 Events about the job (they expire after about an hour)."""
@@ -212,26 +271,55 @@ class Client:
         if wrong or not phases:
             raise InvalidArgument(f"phase {', '.join(map(repr, wrong)) or '(none)'} cannot be waited for; "
                                   f"allowed: {', '.join(WAITABLE)}")
-        for view in self.watch(name, namespace, timeout=timeout, stop_when_finished=False):
+        view = self.wait_for(name, WaitFor(",".join(phases), phases=phases), namespace, timeout=timeout,
+                             on_change=on_change)
+        assert view is not None  # only a wait for deletion ends without the job
+        return view
+
+    def wait_for(self, name: str, target: str | WaitFor, namespace: str | None = None, *,
+                 timeout: float | None = None, on_change: Callable[[JobView], None] | None = None
+                 ) -> JobView | None:
+        """Block until `target`, written as kubectl's `wait --for` takes it: a phase (or
+        several, comma-separated), "condition=TYPE[=STATUS]" (STATUS defaults to True,
+        case does not matter), "delete", or "jsonpath={PATH}[=VALUE]" (without VALUE:
+        until PATH exists). Returns the JobView once met (None after "delete"). A phase
+        the job can no longer reach raises JobFailed; conditions and JSONPath wait until
+        met or `timeout` (WaitTimeout), as kubectl's do. InvalidArgument for a bad target."""
+        if isinstance(target, WaitFor):
+            want = target
+        else:
+            try:
+                want = parse_wait_for(target)
+            except ValueError as exc:
+                raise InvalidArgument(f"error: {exc}") from None
+        ns = namespace or self.namespace
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for obj in self._watch_one(name, ns, deadline, until_deleted=want.delete):
+            view = view_of(obj)
             if on_change is not None:
                 on_change(view)
-            decisions = {wait_decision(view, p) for p in phases}
-            if MET in decisions:
+            decision = wait_for_decision(want, obj)
+            if decision == MET:
                 return view
-            if decisions == {NEVER}:
-                raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be {' or '.join(phases)}"
-                                + _failure_reason(view), view)
+            if decision == NEVER:
+                raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be "
+                                f"{' or '.join(want.phases)}" + _failure_reason(view), view)
+        if want.delete:
+            return None
         raise AssertionError("unreachable: the watch ends only by a return or an error")
 
-    def watch_all(self, namespace: str | None = None, *, all_namespaces: bool = False
-                  ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """("ADDED"|"MODIFIED"|"DELETED", object) for every job in the namespace (or all):
-        the current ones first, then ("SYNCED", {}), then changes as the API server sends
-        them. ("RELIST", {}) when the watch expired: forget all, the list follows. Endless."""
+    def watch_all(self, namespace: str | None = None, *, all_namespaces: bool = False, selector: str | None = None,
+                  name: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """("ADDED"|"MODIFIED"|"DELETED", object) for every job in the namespace (or all;
+        only those `selector` matches, or only the one called `name`): the current ones
+        first, then ("SYNCED", {}), then changes as the API server sends them. ("RELIST",
+        {}) when the watch expired: forget all, the list follows. Endless."""
         from kubernetes import watch
 
+        field = f"metadata.name={name}" if name else None
+        filters = {k: v for k, v in (("label_selector", selector), ("field_selector", field)) if v}
         while True:
-            listing = self._list(namespace, all_namespaces)
+            listing = self._list(namespace, all_namespaces, selector, field)
             for obj in listing["items"]:
                 yield "ADDED", obj
             yield "SYNCED", {}
@@ -239,7 +327,7 @@ class Client:
             while True:
                 stream = watch.Watch().stream(*self._list_call(namespace, all_namespaces),
                                               resource_version=version, timeout_seconds=WATCH_SECONDS,
-                                              allow_watch_bookmarks=True,
+                                              allow_watch_bookmarks=True, **filters,
                                               _request_timeout=(CONNECT_TIMEOUT, WATCH_SECONDS + 30))
                 try:
                     for event in self._guard(stream):
@@ -252,21 +340,28 @@ class Client:
                     break
 
     def logs(self, name: str, namespace: str | None = None, *, worker: int | None = None,
-             follow: bool = False, tail: int | None = None) -> Iterator[LogLine]:
+             follow: bool = False, tail: int | None = None, since: float | None = None,
+             previous: bool = False) -> Iterator[LogLine]:
         """The trainer container's log lines of every worker (or one), with the worker
-        index. Without follow, lines are ordered by the kubelet's timestamps across
-        workers; with follow, as they arrive, until every worker's log ends."""
+        index and the kubelet's timestamp. Without follow, lines are ordered by those
+        timestamps across workers; with follow, as they arrive, until every worker's log
+        ends. since: only lines of the last so many seconds; previous: the log of the
+        container that ran before the current one restarted (kubectl logs --previous)."""
+        if since is not None and since <= 0:
+            raise InvalidArgument(f"since {since}: give seconds > 0")
         ns = namespace or self.namespace
+        options = {"tail_lines": tail, "since_seconds": None if since is None else max(1, math.ceil(since)),
+                   "previous": previous or None}
         workers = self._workers(ns, name, worker, follow)
         if not workers:
             which = f"worker {worker}" if worker is not None else "worker pods"
             raise NotFound(f"error: {OBJECT}/{name} has no {which} now (pods appear while it runs; "
                            "cleanPodPolicy may have removed finished ones)")
         if not follow:
-            lines = [line for index, pod in workers for line in self._pod_log(ns, pod, index, False, tail)]
+            lines = [line for index, pod in workers for line in self._pod_log(ns, pod, index, False, options)]
             yield from sorted(lines, key=lambda line: line.time)
             return
-        yield from _merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, tail) for i, p in workers])
+        yield from _merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, options) for i, p in workers])
 
     # ---- internals --------------------------------------------------------------
 
@@ -298,10 +393,11 @@ class Client:
         return (self._custom.list_namespaced_custom_object, t.GROUP, t.VERSION, namespace or self.namespace,
                 t.PLURAL)
 
-    def _list(self, namespace: str | None, all_namespaces: bool, selector: str | None = None) -> dict[str, Any]:
+    def _list(self, namespace: str | None, all_namespaces: bool, selector: str | None = None,
+              field: str | None = None) -> dict[str, Any]:
         call, *args = self._list_call(namespace, all_namespaces)
-        labels = {"label_selector": selector} if selector else {}
-        return self._call(lambda: call(*args, _request_timeout=self._timeout, **labels))
+        filters = {k: v for k, v in (("label_selector", selector), ("field_selector", field)) if v}
+        return self._call(lambda: call(*args, _request_timeout=self._timeout, **filters))
 
     def _watch_one(self, name: str, ns: str, deadline: float | None,
                    until_deleted: bool = False) -> Iterator[dict[str, Any]]:
@@ -363,13 +459,15 @@ class Client:
                     DisttrainError(f"Error from server: {event['object'].get('message')}")
             yield event
 
-    def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, tail: int | None) -> Iterator[LogLine]:
+    def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, options: dict[str, Any]
+                 ) -> Iterator[LogLine]:
         def start() -> Any:
             # A followed log may stay quiet for long: no read timeout then.
             limit = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, 120)}
+            given = {k: v for k, v in options.items() if v is not None}
             return self._core.read_namespaced_pod_log(
-                pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, tail_lines=tail,
-                _preload_content=False, **limit)
+                pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, _preload_content=False,
+                **given, **limit)
 
         while True:
             try:
@@ -410,16 +508,25 @@ class _Expired(Exception):
 def api_error(status: int | None, reason: str | None, body: Any, name: str, resource: str = RESOURCE
               ) -> DisttrainError:
     """An API error as kubectl prints it: `Error from server (Reason): message`."""
-    message, why = "", reason or ""
+    message, why, causes = "", reason or "", []
     try:
         parsed = json.loads(body) if body else {}
         message, why = parsed.get("message", ""), parsed.get("reason", why)
-    except (TypeError, ValueError):
+        causes = [c for c in (parsed.get("details") or {}).get("causes") or () if isinstance(c, dict)]
+    except (TypeError, ValueError, AttributeError):
         message = str(body or "")
     if status == 404:
         return NotFound(f'Error from server (NotFound): {resource} "{name}" not found')
     text = f"Error from server ({why or status}): {' '.join(message.split()) or reason}"
-    return Forbidden(text) if status == 403 else DisttrainError(text)
+    error = Forbidden(text) if status == 403 else DisttrainError(text)
+    error.causes = tuple(causes)
+    return error
+
+
+def own_fields_only(causes: Iterable[dict[str, Any]]) -> bool:
+    """Are all of a server-side apply's conflicts with fields FIELD_MANAGER itself set?"""
+    conflicts = [c for c in causes if c.get("reason") == "FieldManagerConflict"]
+    return bool(conflicts) and all(f'"{FIELD_MANAGER}"' in str(c.get("message", "")) for c in conflicts)
 
 
 def _reason(exc: Exception) -> str:
@@ -507,6 +614,15 @@ def kubeconfig_problem(data: Any) -> str | None:
     if not isinstance(data.get("current-context") or "", str):
         return "current-context must be a string"
     return None
+
+
+def _same_content(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Did an apply leave what a user writes as it was (spec, labels, annotations)?"""
+    def content(obj: dict[str, Any]) -> tuple[Any, ...]:
+        meta = obj.get("metadata") or {}
+        return obj.get("spec"), meta.get("labels"), meta.get("annotations")
+
+    return content(before) == content(after)
 
 
 def _index(pod: Any) -> int | None:

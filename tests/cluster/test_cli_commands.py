@@ -10,6 +10,7 @@ tests/e2e/test_cli_logs.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -308,3 +309,199 @@ def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespa
     assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"] and len(wide) == 3
     one = cli(cluster, "get", "alpha", "-n", namespace, "-o", "name")
     assert one.stdout.strip() == f"{REF}/alpha"
+
+
+def test_get_prints_jsonpath_and_custom_columns_and_watches_changes(cluster, namespace,
+                                                                     operator_kubeconfig):  # noqa: F811
+    """kubectl's -o jsonpath=, -o custom-columns= and -w on `get` (no operator: the jobs as stored)."""
+    ns = ["-n", namespace]
+    for name, nodes in (("alpha", 1), ("beta", 2)):
+        cluster.apply(job_manifest(name, nodes=nodes), namespace=namespace)
+    path, columns, one, bad = cli_at_once(
+        cluster, ["get", *ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.spec.nodes}{'\\n'}{end}"],
+        ["get", *ns, "-o", "custom-columns=NAME:.metadata.name,NODES:.spec.nodes,PHASE:.status.phase"],
+        ["get", "beta", *ns, "-o", "jsonpath={.spec.nodes}"], ["get", *ns, "-o", "jsonpath={.items[0"])
+    assert (path.returncode, path.stdout) == (0, "alpha=1\nbeta=2\n"), path.stderr
+    assert columns.stdout.splitlines() == ["NAME    NODES   PHASE", "alpha   1       <none>", "beta    2       <none>"]
+    assert one.stdout == "2"  # kubectl adds no newline either
+    assert bad.returncode == 2 and "jsonpath:" in bad.stderr and "is not closed" in bad.stderr, bad.stderr
+
+    names = Streaming(cluster, "get", *ns, "-w", "-o", "name")
+    rows = Streaming(cluster, "get", "alpha", *ns, "-w")
+    try:
+        names.wait_line(lambda line: line == f"{REF}/beta\n")
+        assert names.lines[:2] == [f"{REF}/alpha\n", f"{REF}/beta\n"]  # the list first
+        header = rows.wait_line(lambda line: line.startswith("NAME"))
+        assert header.split()[:2] == ["NAME", "PHASE"] and rows.wait_line(lambda line: line.startswith("alpha "))
+        seen = len(rows.lines)
+        cluster.apply(job_manifest("gamma", nodes=1), namespace=namespace)
+        names.wait_line(lambda line: line == f"{REF}/gamma\n", start=2)
+        cluster.kubectl("label", "dt", "alpha", "team=a", *ns)
+        names.wait_line(lambda line: line == f"{REF}/alpha\n", start=3)  # a change is a line
+        rows.wait_line(lambda line: line.startswith("alpha "), start=seen)
+        assert not any(line.startswith("gamma") for line in rows.lines)  # only the named job
+        assert names.proc.poll() is None and rows.proc.poll() is None  # watching until stopped
+    finally:
+        names.stop()
+        rows.stop()
+
+
+def test_submit_reads_stdin_and_dry_runs_and_apply_updates_in_place(cluster, namespace,
+                                                                   operator_kubeconfig, tmp_path: Path):  # noqa: F811
+    """submit -f FILE / -f -, --dry-run=client|server (nothing stored), and `apply`: server-side
+    apply that creates, reports unchanged, updates what the file changes, and names the
+    fields another manager owns."""
+    ns = ["-n", namespace]
+    doc = job_manifest("applied", nodes=1)
+    text = yaml.safe_dump(doc)
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True, text=True,
+                              input=stdin, env=cli_env(cluster.kubeconfig), timeout=60)
+
+    client_dry = run("submit", "-f", "-", "--dry-run=client", *ns, stdin=text)
+    server_dry = run("submit", "-f", "-", "--dry-run=server", *ns, stdin=text)
+    assert (client_dry.returncode, client_dry.stdout) == (0, f"{REF}/applied created (dry run)\n"), client_dry.stderr
+    assert (server_dry.returncode, server_dry.stdout) == (0, f"{REF}/applied created (server dry run)\n"), \
+        server_dry.stderr
+    assert cluster.try_get("dt", "applied", namespace) is None  # neither stored anything
+    # The API server's own checks run in a server dry run: a name it refuses is its error.
+    refused = run("submit", "-f", "-", "--dry-run=server", *ns,
+                  stdin=yaml.safe_dump({**doc, "metadata": {"name": "applied", "labels": {"bad key!": "x"}}}))
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.splitlines()[-1].startswith("Error from server (Invalid)"), refused.stderr  # after warnings
+
+    path = tmp_path / "applied.yaml"
+    path.write_text(text)
+    created = run("submit", "-d", "-f", str(path), *ns)
+    assert created.stdout == f"{REF}/applied created\n", created.stderr
+    again = run("submit", "-d", str(path), *ns)
+    assert again.returncode == 1 and again.stderr.splitlines()[-1].startswith("Error from server (AlreadyExists)")
+    assert again.stderr.rstrip().endswith("`disttrain apply -f FILE` updates it"), again.stderr
+
+    assert run("apply", "-f", str(path), *ns).stdout == f"{REF}/applied unchanged\n"
+    doc["metadata"]["labels"] = {"team": "a"}
+    doc["spec"]["suspend"] = True
+    doc["spec"]["trainer"]["builtin"]["steps"] = 20  # a field submit set: owned by the same manager
+    path.write_text(yaml.safe_dump(doc))
+    dry = run("apply", "-f", str(path), "--dry-run=server", *ns)
+    assert dry.stdout == f"{REF}/applied configured (server dry run)\n", dry.stderr
+    assert cluster.get("dt", "applied", namespace)["spec"].get("suspend") is not True
+    configured = run("apply", "-f", str(path), *ns)
+    assert configured.stdout == f"{REF}/applied configured\n", configured.stderr
+    stored = cluster.get("dt", "applied", namespace)
+    assert stored["spec"]["suspend"] is True and stored["metadata"]["labels"] == {"team": "a"}
+    assert stored["spec"]["trainer"]["builtin"]["steps"] == 20
+    fresh = run("apply", "-f", "-", *ns, stdin=yaml.safe_dump(job_manifest("fresh", nodes=1)))
+    assert fresh.stdout == f"{REF}/fresh created\n", fresh.stderr
+
+    # kubectl apply --server-side now owns spec.nodes: changing it is a conflict, named.
+    owned = job_manifest("fresh", nodes=1)
+    cluster.apply(owned, "--server-side", namespace=namespace)
+    changed = yaml.safe_dump(job_manifest("fresh", nodes=2))
+    conflict = run("apply", "-f", "-", *ns, stdin=changed)
+    assert conflict.returncode == 1, conflict.stderr
+    assert conflict.stderr.splitlines()[-1].startswith("Error from server (Conflict)"), conflict.stderr
+    assert ".spec.nodes" in conflict.stderr and "--force-conflicts" in conflict.stderr
+    forced = run("apply", "-f", "-", "--force-conflicts", *ns, stdin=changed)
+    assert forced.stdout == f"{REF}/fresh configured\n", forced.stderr
+    assert cluster.get("dt", "fresh", namespace)["spec"]["nodes"] == 2
+
+    neither = run("submit", *ns)
+    assert neither.returncode == 2 and "FILE or -f FILE" in neither.stderr
+
+
+def test_suspend_resume_delete_take_several_all_selectors_and_ignore_not_found(cluster, namespace,
+                                                                              operator_kubeconfig):  # noqa: F811
+    ns = ["-n", namespace]
+    for name, team in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        doc = job_manifest(name, nodes=1)
+        doc["metadata"]["labels"] = {"team": team}
+        cluster.apply(doc, namespace=namespace)
+
+    def suspended() -> dict[str, bool]:
+        return {o["metadata"]["name"]: bool(o["spec"].get("suspend"))
+                for o in yaml.safe_load(cluster.kubectl("get", "dt", *ns, "-o", "yaml").stdout)["items"]}
+
+    by_label = cli(cluster, "suspend", "-l", "team=a", *ns)
+    assert by_label.returncode == 0 and [line.split()[0] for line in by_label.stdout.splitlines()] == [
+        f"{REF}/a1", f"{REF}/a2"], by_label.stderr
+    assert suspended() == {"a1": True, "a2": True, "b1": False}
+    assert cli(cluster, "resume", "a1", "a2", *ns).stdout == f"{REF}/a1 resumed\n{REF}/a2 resumed\n"
+    assert suspended() == {"a1": False, "a2": False, "b1": False}
+
+    ignored, missing, some, usage, both = cli_at_once(
+        cluster, ["delete", "ghost", "--ignore-not-found", *ns], ["suspend", "ghost", *ns],
+        ["delete", "ghost", "b1", *ns], ["delete", *ns], ["delete", "a1", "--all", *ns])
+    assert (ignored.returncode, ignored.stdout, ignored.stderr) == (0, "", "")
+    assert (missing.returncode, missing.stderr) == (
+        1, 'Error from server (NotFound): distributedtrainings.disttrain.dev "ghost" not found\n')
+    # Each name is tried: b1 is deleted although ghost was not there; the exit code says one failed.
+    assert (some.returncode, some.stdout) == (1, f'{REF} "b1" deleted\n') and "ghost" in some.stderr
+    assert usage.returncode == 2 and "--all or -l" in usage.stderr
+    assert both.returncode == 2 and "not both" in both.stderr
+    everything = cli(cluster, "delete", "--all", "--wait", *ns)
+    assert everything.stdout == f'{REF} "a1" deleted\n{REF} "a2" deleted\n', everything.stderr
+    assert suspended() == {}
+    nothing = cli(cluster, "delete", "--all", *ns)
+    assert (nothing.returncode, nothing.stderr) == (0, f"No resources found in {namespace} namespace.\n")
+
+
+def test_wait_for_condition_jsonpath_and_delete(cluster, namespace, operator_kubeconfig):  # noqa: F811
+    """kubectl's `wait --for` forms on a job whose status the test writes (as the operator would)."""
+    ns = ["-n", namespace]
+    cluster.apply(job_manifest("waited", nodes=1), namespace=namespace)
+
+    def write_status(**status) -> None:
+        cluster.kubectl("patch", "dt", "waited", *ns, "--subresource=status", "--type=merge", "-p",
+                        json.dumps({"status": status}))
+
+    condition = Streaming(cluster, "wait", "waited", "--for=condition=checkpointstale", "--timeout", "60s", *ns)
+    step = Streaming(cluster, "wait", "waited", "--for=jsonpath={.status.progress.step}=40", "--timeout", "60s", *ns)
+    gone = Streaming(cluster, "wait", "waited", "--for", "delete", "--timeout", "60s", *ns)
+    try:
+        write_status(progress={"step": 10})
+        write_status(conditions=[{"type": "CheckpointStale", "status": "True", "reason": "NoRecentCheckpoint",
+                                  "message": "m", "lastTransitionTime": "2026-11-25T00:00:00Z"}])
+        assert condition.finish(timeout=60) == 0, condition.stderr()
+        assert condition.lines == [f"{REF}/waited condition met\n"]
+        assert step.proc.poll() is None  # step 10 is not 40
+        write_status(progress={"step": 40})
+        assert step.finish(timeout=60) == 0 and step.lines == [f"{REF}/waited condition met\n"], step.stderr()
+        assert gone.proc.poll() is None
+        cluster.kubectl("delete", "dt", "waited", *ns)
+        assert gone.finish(timeout=60) == 0 and gone.lines == [f"{REF}/waited deleted\n"], gone.stderr()
+    finally:
+        for streaming in (condition, step, gone):
+            streaming.stop()
+    late = cli(cluster, "wait", "ghost", "--for=delete", *ns)  # already gone: nothing to wait for
+    assert (late.returncode, late.stdout) == (0, f"{REF}/ghost deleted\n"), late.stderr
+    bad = cli(cluster, "wait", "ghost", "--for=ready", *ns)
+    assert bad.returncode == 2 and "condition=TYPE[=STATUS]" in bad.stderr
+
+
+def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster, namespace, operator_kubeconfig,
+                                                                        tmp_path: Path):  # noqa: F811
+    """kubectl (1.26+) asks `kubectl_complete-disttrain` on PATH for `kubectl disttrain ...<TAB>`:
+    the real kubectl's `__complete` (what its shell scripts call) offers our commands, flags,
+    and the job names the cluster has."""
+    cluster.apply(job_manifest("completed-one", nodes=1), namespace=namespace)
+    plugins = tmp_path / "bin"
+    plugins.mkdir()
+    for name, entry in (("kubectl-disttrain", "main"), ("kubectl_complete-disttrain", "kubectl_complete")):
+        script = plugins / name  # what the console scripts of pyproject.toml are, for this checkout
+        script.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO / 'operator')!r}]\n"
+                          f"from disttrain_operator.cli import {entry}\nsys.exit({entry}())\n")
+        script.chmod(0o755)
+    env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}
+
+    def complete(*words: str) -> list[str]:
+        out = subprocess.run(["kubectl", "__complete", "disttrain", *words], capture_output=True, text=True, env=env,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    assert complete("su")[:-1] == ["submit", "suspend"] and complete("su")[-1] == ":4"
+    assert "--watch" in complete("get", "--w")
+    assert complete("wait", "x", "--for", "con")[0] == "condition="
+    assert complete("status", "-n", namespace, "completed-")[:-1] == ["completed-one"]  # from the cluster

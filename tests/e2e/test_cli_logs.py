@@ -1,10 +1,11 @@
 """`disttrain logs` on the real node, where worker pods really log: every worker's lines
 interleaved with a [worker-i] prefix, one worker with --worker, and -f following pods
-that had not started yet. The job is the shipped CPU example, submitted with the CLI."""
+that had not started yet, and --timestamps, --since and --previous. The job is the shipped CPU example, submitted with the CLI."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -64,6 +65,22 @@ def test_logs_interleave_workers_with_a_prefix_and_follow(node_cluster, chart_op
                              text=True, env=env, timeout=120)
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr.startswith("error: distributedtraining.disttrain.dev/cpu-ddp has no worker 7 now")
+    # kubectl's --timestamps, --since and --previous, on the same pods.
+    stamped = subprocess.run(cli_command("logs", "cpu-ddp", "--worker", "0", "--tail", "3", "--timestamps", "-n", ns),
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert stamped.returncode == 0 and stamped.stdout, stamped.stderr
+    assert all(re.fullmatch(r"\[worker-0\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z .*", line)
+               for line in stamped.stdout.splitlines()), stamped.stdout
+    recent = subprocess.run(cli_command("logs", "cpu-ddp", "--since", "1h", "-n", ns), capture_output=True,
+                            text=True, env=env, timeout=120)
+    # Every line so far is less than an hour old, and logs only grow: nothing may be missing.
+    assert recent.returncode == 0, recent.stderr
+    assert len(recent.stdout.splitlines()) >= len(logs.stdout.splitlines()), (recent.stdout[-500:], logs.stdout[-500:])
+    previous = subprocess.run(cli_command("logs", "cpu-ddp", "--worker", "0", "--previous", "-n", ns),
+                              capture_output=True, text=True, env=env, timeout=120)
+    # No container of this pod restarted: the API server says so, in one line.
+    assert (previous.returncode, previous.stdout) == (1, ""), previous.stdout
+    assert previous.stderr.startswith("Error from server (BadRequest): previous terminated container"), previous.stderr
     deleted = subprocess.run(cli_command("delete", "cpu-ddp", "-n", ns), capture_output=True, text=True, env=env,
                              timeout=120)
     assert deleted.stdout == 'distributedtraining.disttrain.dev "cpu-ddp" deleted\n', deleted.stderr

@@ -219,13 +219,19 @@ def test_shell_completion_offers_commands_and_options_and_no_names_without_a_clu
     assert complete("disttrain status g") == []  # job names come from the cluster; none is reachable
 
 
-def waiting_client(*phases: str):
-    """A Client whose watch yields the job in these phases, one version each (no cluster:
-    Client.wait's decisions are what is tested here; the watch runs in tests/cluster)."""
+def waiting_client(*versions: str | dict):
+    """A Client whose watch yields the job in these versions (a phase, or a whole object),
+    one each, then ends as if deleted (no cluster: Client.wait's decisions are what is
+    tested here; the watch runs in tests/cluster)."""
     from disttrain_operator.client import Client
 
+    def objects(name, ns, deadline, until_deleted=False):
+        for v in versions:
+            yield v if isinstance(v, dict) else {"metadata": {"name": name}, "status": {"phase": v}}
+
     client = Client.__new__(Client)
-    client.watch = lambda name, namespace=None, **kw: iter(JobView(name=name, phase=p) for p in phases)
+    client.namespace = "default"
+    client._watch_one = objects
     return client
 
 
@@ -262,3 +268,40 @@ def test_the_list_without_headers_and_wide():
     assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"]
     assert wide[1].split()[-3:] == ["2/2", "2.5", "9s"]  # 90 steps x 10 samples at 100/s
     assert top_table([], now, wide=True) == []
+
+
+def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
+    from disttrain_operator.client import InvalidArgument
+
+    def job(phase, **status):
+        return {"metadata": {"name": "j"}, "status": {"phase": phase, **status}}
+
+    stale = job("Running", conditions=[{"type": "CheckpointStale", "status": "True"}])
+    fresh = job("Running", conditions=[{"type": "CheckpointStale", "status": "False"}])
+    assert waiting_client(fresh, stale).wait_for("j", "condition=checkpointstale").phase == "Running"
+    assert waiting_client(stale, fresh).wait_for("j", "condition=CheckpointStale=false") is not None
+    at_step = job("Running", progress={"step": 40})
+    assert waiting_client(job("Running"), at_step).wait_for("j", "jsonpath={.status.progress.step}=40").phase
+    assert waiting_client(job("Pending"), at_step).wait_for("j", "jsonpath={.status.progress}") is not None
+    assert waiting_client("Running", "Succeeded").wait_for("j", "delete") is None  # the watch ended: gone
+    # A phase it can no longer reach ends the wait; a condition waits on (until the timeout).
+    from disttrain_operator.client import JobFailed
+    with pytest.raises(JobFailed):
+        waiting_client("Failed").wait_for("j", "Running,Suspended")
+    with pytest.raises(AssertionError, match="unreachable"):  # the stub's watch ends; a real one would not
+        waiting_client("Failed").wait_for("j", "condition=Running")
+    with pytest.raises(InvalidArgument, match="condition=TYPE"):
+        waiting_client("Running").wait_for("j", "ready")
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("condition=", "name the condition"), ("Done", "'Done' is not a phase"),
+    ("jsonpath={.status", "not closed"), ("jsonpath={.a}x", "=VALUE or nothing"),
+    ("phase=Running", "'phase=Running' is not a phase"),
+])
+def test_a_wait_target_that_cannot_be_read_names_the_forms(text, complaint):
+    from disttrain_operator.jobview import parse_wait_for
+
+    with pytest.raises(ValueError) as err:
+        parse_wait_for(text)
+    assert complaint in str(err.value)

@@ -168,10 +168,13 @@ class Client:
         except NotFound:
             before = None
         def patch(force: bool) -> dict[str, Any]:
-            return self._call(lambda: self._custom.patch_namespaced_custom_object(
+            # The body is read here: the generated client decodes only a 200's, and an
+            # apply that creates the object answers 201.
+            response = self._call(lambda: self._custom.patch_namespaced_custom_object(
                 t.GROUP, t.VERSION, ns, t.PLURAL, job_name, obj, field_manager=FIELD_MANAGER, force=force or None,
-                dry_run="All" if dry_run else None, _content_type=APPLY, _request_timeout=self._timeout),
-                name=job_name)
+                dry_run="All" if dry_run else None, _content_type=APPLY, _request_timeout=self._timeout,
+                _preload_content=False), name=job_name)
+            return json.loads(response.data)
 
         try:
             after = patch(force)

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .columns import aligned
+
 
 class JSONPathError(ValueError):
     pass
@@ -125,20 +127,8 @@ def _actions(template: str) -> Iterator[tuple[str, str, int]]:
             return
         if start > i:
             yield "text", template[i:start], i
-        j, quote = start + 1, None
-        while j < len(template):
-            c = template[j]
-            if quote:
-                if c == "\\":
-                    j += 1
-                elif c == quote:
-                    quote = None
-            elif c in ("'", '"'):
-                quote = c
-            elif c == "}":
-                break
-            j += 1
-        if j >= len(template):
+        j = _closing(template, start, "{", "}")
+        if j < 0:
             raise JSONPathError(f"{template!r}: the {{ at {start} is not closed")
         yield "action", template[start + 1:j], start
         i = j + 1
@@ -231,6 +221,15 @@ def _bracket_step(s: str, i: int, steps: list[Any], where: str) -> int:
 
 
 def _closing_bracket(s: str, i: int, where: str) -> int:
+    j = _closing(s, i, "[", "]")
+    if j < 0:
+        raise JSONPathError(f"{where!r}: the [ at {s[i:]!r} is not closed")
+    return j
+
+
+def _closing(s: str, i: int, open_: str, close: str) -> int:
+    """The index of the `close` that matches the `open_` at s[i] (nested pairs counted,
+    quoted text and backslash escapes in it skipped), or -1."""
     depth, quote, j = 0, None, i
     while j < len(s):
         c = s[j]
@@ -241,14 +240,14 @@ def _closing_bracket(s: str, i: int, where: str) -> int:
                 quote = None
         elif c in ("'", '"'):
             quote = c
-        elif c == "[":
+        elif c == open_:
             depth += 1
-        elif c == "]":
+        elif c == close:
             depth -= 1
             if depth == 0:
                 return j
         j += 1
-    raise JSONPathError(f"{where!r}: the [ at {s[i:]!r} is not closed")
+    return -1
 
 
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
@@ -466,7 +465,4 @@ def column_rows(columns: list[tuple[str, Path]], objects: list[Any], *, headers:
     for obj in objects:
         rows.append(tuple(",".join(text_of(v) for v in found) if (found := evaluate(p, obj)) else NONE_CELL
                           for _, p in columns))
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    return ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    return aligned(rows)

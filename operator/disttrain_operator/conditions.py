@@ -43,6 +43,7 @@ CHECKPOINT_TOO_OLD = "CheckpointTooOld"
 CHECKPOINT_FRESH = "CheckpointFresh"
 TTL_EXPIRED = "TTLExpired"
 UNSCHEDULABLE = "Unschedulable"        # the scheduler cannot place a worker (its message follows)
+IMAGE_PULL_BACK_OFF = "ImagePullBackOff"  # a worker cannot pull its image (the kubelet's message follows)
 NAME_TAKEN = "ChildNameTaken"          # NameConflict: which object holds which name
 NAMES_FREE = "ChildNamesFree"
 CREATION_REFUSED = "CreationRefused"   # PodCreationForbidden, when the API gave no reason

@@ -427,6 +427,8 @@ class Controller:
             metrics.job_restarts.inc(plan.restarted)
         if plan.failed_reason:
             metrics.job_failures.labels(reason=plan.failed_reason).inc()
+        for failure in plan.new_failures:
+            metrics.worker_failures.labels(namespace=job.namespace, job=job.name, cause=failure.cause).inc()
         if plan.became_running:
             created = parse_time(view.created)
             if created is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from .api.meta import meta_of
 from .api.types import BuiltinTrainer
+from .columns import aligned
 from .times import parse_time
 
 TERMINAL = ("Succeeded", "Failed")
@@ -47,6 +48,7 @@ class JobView:
     start_time: datetime | None = None
     completion_time: datetime | None = None
     conditions: tuple[dict[str, Any], ...] = field(default=())
+    failures: tuple[dict[str, Any], ...] = field(default=())  # status.failures, oldest first
 
     @property
     def finished(self) -> bool:
@@ -82,7 +84,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         restarts=status.get("restarts") or 0, suspended=bool(spec.get("suspend")),
         created=parse_time(meta.get("creationTimestamp")), start_time=parse_time(status.get("startTime")),
         completion_time=parse_time(status.get("completionTime")),
-        conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)))
+        conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
+        failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)))
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -200,6 +203,9 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         reason = f" {c['reason']}" if c.get("reason") else ""
         message = f": {c['message']}" if c.get("message") else ""
         lines.append(f"  {c.get('type')}={c.get('status')}{reason}{message}")
+    if view.failures:
+        lines.append("Failures:")
+        lines.extend("  " + line for line in failure_table(view.failures))
     lines.append("Events:")
     recent = sorted(events, key=event_time_key)[-max_events:]
     if not recent:
@@ -244,9 +250,22 @@ def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False,
         rows.append(((v.namespace or "-",) if all_namespaces else ()) + row)
     if len(rows) == 1:
         return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines = aligned(rows)
     return lines if headers else lines[1:]
+
+
+FAILURE_COLUMNS = ("TIME", "CAUSE", "WORKER", "NODE", "EXIT", "RESUMED FROM", "LOST", "MESSAGE")
+
+
+def failure_table(failures: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[str]:
+    """status.failures as `status NAME` prints it: a header, then one line each, oldest first."""
+    def cell(value: Any) -> str:
+        return "-" if value is None or value == "" else " ".join(str(value).split())
+
+    rows = [FAILURE_COLUMNS] + [tuple(cell(f.get(k)) for k in ("time", "cause", "rank", "node", "exitCode",
+                                                                "resumedFromStep", "stepsLost", "message"))
+                                for f in failures]
+    return aligned(rows)
 
 
 # ---- wait -------------------------------------------------------------------------

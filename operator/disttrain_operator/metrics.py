@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from .failures import CAUSES
+
 PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
 
 
@@ -29,6 +31,9 @@ class OperatorMetrics:
         self.checkpoint_age = Gauge("disttrain_operator_checkpoint_age_seconds",
                                     "Age of the newest complete checkpoint of a running job.",
                                     ["namespace", "job"], registry=r)
+        self.worker_failures = Counter(
+            "disttrain_job_failures", "Worker failures of each job by cause (one per entry of status.failures).",
+            ["namespace", "job", "cause"], registry=r)
         self.reconcile_errors = Counter(
             "disttrain_operator_reconcile_errors", "Reconciles that failed and were retried with back-off.",
             ["reason"], registry=r)
@@ -55,6 +60,11 @@ class OperatorMetrics:
     def forget(self, namespace: str, name: str) -> None:
         self.observe_phase((namespace, name), None)
         self.forget_checkpoint(namespace, name)
+        for cause in CAUSES:  # a deleted job's series go with it
+            try:
+                self.worker_failures.remove(namespace, name, cause)
+            except KeyError:
+                pass
 
     def forget_checkpoint(self, namespace: str, name: str) -> None:
         try:

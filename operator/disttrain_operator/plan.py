@@ -22,9 +22,10 @@ from . import conditions as c
 from .api.errors import GuardrailWarning
 from .api.names import selector, service_name, worker_name
 from .api.types import DistributedTrainingStatus as Status
-from .api.types import Workers
+from .api.types import FailureRecord, Workers
 from .api.validate import Validation
 from .backoff import exponential
+from .failures import record_failures
 from .pods import PodInfo
 from .render import template_hash
 from .report import TrainerReport, newest
@@ -87,6 +88,7 @@ class Plan:
     failed_reason: str | None = None
     became_running: bool = False
     checkpoint_age: float | None = None  # seconds since the newest checkpoint was made
+    new_failures: list[FailureRecord] = field(default_factory=list)  # added to status.failures now
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 
@@ -160,6 +162,7 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     _with_report(plan, report, job)
     if spec.suspend:
         return _suspend(pods, plan, old_phase)
+    _record_failures(plan, pods)
     if old_phase == "Suspended":
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
@@ -327,6 +330,14 @@ def _with_report(plan: Plan, report: TrainerReport | None, job: JobState) -> Non
     plan.condition(c.CHECKPOINT_STALE, stale, c.CHECKPOINT_TOO_OLD if stale else c.CHECKPOINT_FRESH, message)
 
 
+def _record_failures(plan: Plan, pods: list[PodInfo]) -> None:
+    """status.failures gains an entry for each worker that ended early or cannot start,
+    priced with the newest progress and checkpoint (so run after _with_report)."""
+    st = plan.status
+    st.failures, plan.new_failures = record_failures(st.failures or (), pods, plan.stamp, st.progress, st.checkpoint)
+    st.failures = st.failures or None
+
+
 def _next_wake(status: Status, spec: Any, start: datetime | None) -> datetime | None:
     """The earliest moment a decision changes with no event: a back-off ends, the deadline."""
     moments = [parse_time(status.next_restart_time)]
@@ -358,14 +369,18 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     st.phase = phase
     st.workers = workers(pods, resolved.nodes)
     why = _restart_reason(st, crashed, disrupted)
-    stuck = [p for p in live if p.unschedulable]
+    stuck = [p for p in live if p.unschedulable or p.image_pull]
     if phase != "Running" and stuck:
-        # "Why is it Pending?" answered on the job itself, with the scheduler's words.
-        message = f"{stuck[0].name} cannot be scheduled: {stuck[0].unschedulable}"
+        # "Why is it Pending?" answered on the job itself, in the scheduler's or kubelet's words.
+        pod = stuck[0]
+        reason, message = ((c.UNSCHEDULABLE, f"{pod.name} cannot be scheduled: {pod.unschedulable}")
+                           if pod.unschedulable else
+                           (c.IMAGE_PULL_BACK_OFF, f"{pod.name} cannot pull its image: {pod.image_pull}; "
+                            "check spec.image and the pull secrets (podTemplate.spec.imagePullSecrets)"))
         before = c.get_condition(st.conditions, c.RUNNING)
-        if before is None or before.reason != c.UNSCHEDULABLE or before.message != c.cap(message):
-            plan.events.append(Event("Warning", c.UNSCHEDULABLE, message))
-        plan.condition(c.RUNNING, False, c.UNSCHEDULABLE, message)
+        if before is None or before.reason != reason or before.message != c.cap(message):
+            plan.events.append(Event("Warning", reason, message))
+        plan.condition(c.RUNNING, False, reason, message)
     else:
         # A False Running condition appears only once the job has run (only_if_present).
         plan.condition(c.RUNNING, phase == "Running",
@@ -562,7 +577,7 @@ def _carry_over(old: Status) -> Status:
     return Status(conditions=list(old.conditions) if old.conditions is not None else None,
                   restarts=old.restarts or 0, start_time=old.start_time, completion_time=old.completion_time,
                   next_restart_time=old.next_restart_time, progress=old.progress, checkpoint=old.checkpoint,
-                  phase=old.phase)
+                  phase=old.phase, failures=old.failures)
 
 
 # A name held by someone else's object is looked at again this often: a squatter sends no

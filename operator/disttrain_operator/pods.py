@@ -16,6 +16,9 @@ from .report import INTERRUPTED, TrainerReport, parse_report
 # Pod status reasons Kubernetes uses when the node, not the trainer, ended the pod.
 DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Shutdown", "Terminated", "NodeLost",
                                 "NodeAffinity", "OutOfcpu", "OutOfmemory", "UnexpectedAdmissionError"})
+# A container waiting for these cannot start until the image (or its name) is fixed.
+IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
+                                "RegistryUnavailable"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,13 @@ class PodInfo:
     report: TrainerReport | None = None  # the trainer's termination message, once ended
     unschedulable: str = ""  # the scheduler's message while it cannot place the pod
     last_words: str = ""  # the end of a failed container's termination message (its log tail)
+    node: str = ""  # spec.nodeName
+    ended_at: str | None = None  # the trainer container's finishedAt
+    # The DisruptionTarget condition's reason (EvictionByEvictionAPI, PreemptionByScheduler,
+    # DeletionByTaintManager, TerminationByKubelet, ...): who is ending the pod, and why.
+    disruption: str = ""
+    message: str = ""  # the cluster's words about the pod: status.message, else DisruptionTarget's
+    image_pull: str = ""  # "ErrImagePull: ..." while the trainer container waits for its image
 
     @property
     def active(self) -> bool:
@@ -87,6 +97,7 @@ def summarize_pod(pod: Mapping[str, Any]) -> PodInfo:
     unschedulable = (scheduled.get("message") or "Unschedulable") if (
         scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable") else ""
     ended = phase in ("Succeeded", "Failed")
+    disrupting = disruption.get("status") == "True"
     return PodInfo(
         name=meta.get("name", ""),
         index=int(index) if isinstance(index, str) and index.isdigit() else None,
@@ -106,7 +117,27 @@ def summarize_pod(pod: Mapping[str, Any]) -> PodInfo:
         report=report,
         unschedulable=unschedulable,
         last_words=_last_line(terminated.get("message")) if phase == "Failed" and report is None else "",
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        ended_at=terminated.get("finishedAt") if terminated else None,
+        disruption=(disruption.get("reason") or "") if disrupting else "",
+        message=_capped(status.get("message") or (disruption.get("message") if disrupting else "")),
+        image_pull=_image_pull(status),
     )
+
+
+def _capped(text: object, limit: int = 300) -> str:
+    return " ".join(text.split())[:limit] if isinstance(text, str) else ""
+
+
+def _image_pull(status: Mapping[str, Any]) -> str:
+    """"REASON: message" while the trainer container waits for an image it cannot pull."""
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") == CONTAINER_NAME:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason") or ""
+            if reason in IMAGE_PULL_REASONS:
+                return _capped(f"{reason}: {waiting.get('message') or 'the image cannot be pulled'}")
+    return ""
 
 
 def _last_line(message: object, limit: int = 300) -> str:

@@ -14,7 +14,7 @@ DESIGN_METRICS = {
     "disttrain_operator_checkpoint_age_seconds", "disttrain_train_step", "disttrain_train_loss",
     "disttrain_train_samples_per_second", "disttrain_train_step_seconds", "disttrain_train_world_size",
     "disttrain_train_restarts", "disttrain_checkpoint_save_seconds", "disttrain_checkpoint_last_step",
-    "disttrain_checkpoint_last_timestamp_seconds",
+    "disttrain_checkpoint_last_timestamp_seconds", "disttrain_job_failures_total",
 }
 # Series each metric type exposes (prometheus_client names a counter's family without _total).
 _SERIES = {"counter": ("_total",), "gauge": ("",), "histogram": ("", "_bucket", "_count", "_sum"),

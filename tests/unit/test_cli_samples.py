@@ -86,3 +86,17 @@ def test_the_submit_sample():
     running = cpu_ddp("Running", 20, 410.2, 2.91, timedelta(seconds=1))
     done = cpu_ddp("Succeeded", 60, 425.0, 2.43, timedelta(seconds=0))
     assert shown[-2:] == [progress_line(view_of(running), NOW), progress_line(view_of(done), NOW)]
+
+
+def test_the_failure_history_sample():
+    """docs/operations.md "When things fail": the table `status NAME` prints for an entry of
+    status.failures as the operator writes it for an OOM-killed worker."""
+    shown = block_with("docs/operations.md", "Failures:")
+    entry = {"time": "2026-11-25T10:02:11Z", "cause": "OOMKilled", "node": "gpu-a7", "pod": "gpt-ddp-2x4-worker-1",
+             "podUID": "2b1e", "rank": 1, "exitCode": 137, "resumedFromStep": 1000, "stepsLost": 250,
+             "message": "the trainer container used more memory than its limit (resources.limits.memory)"}
+    job = gpt_ddp_2x4()
+    job["status"]["failures"] = [entry]
+    lines = status_lines(view_of(job), [], NOW)
+    start = lines.index("Failures:")
+    assert shown == lines[start + 1:lines.index("Events:")]

@@ -473,3 +473,26 @@ def test_a_creation_that_fails_on_the_way_uncounts_the_pods_and_is_retried_with_
 
     expected, due, retries = run(scenario())
     assert expected == {} and due == 0.5 and retries == 1
+
+
+def test_each_new_failure_counts_once_by_cause_and_goes_with_the_job():
+    """disttrain_job_failures_total{namespace,job,cause}: one per entry of status.failures,
+    however many passes see the failed pod; the job's series are removed when it is deleted."""
+    async def scenario():
+        shell, kube, clock = with_job()
+        await reconciled(shell)
+        h = template_hash()
+        crashed = dataclasses.replace(info("demo-worker-1", template=h), phase="Failed", ready=False, exit_code=1,
+                                      reason="Error")
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h), crashed]}
+        for _ in range(3):
+            await reconciled(shell)
+            await clock.advance(0.2)
+        return shell
+
+    shell = run(scenario())
+    counter = shell.metrics.worker_failures
+    assert counter.labels(namespace="team-a", job="demo", cause="ExitCode")._value.get() == 1
+    assert [f.cause for f in shell.records["u1"].last_status.failures] == ["ExitCode"]
+    shell.job_event(KEY, body(), "DELETED")
+    assert not [s for m in counter.collect() for s in m.samples if s.labels.get("job") == "demo"]

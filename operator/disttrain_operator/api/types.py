@@ -310,7 +310,7 @@ class DistributedTrainingSpec:
         "checkpoint: sharded checkpoints and automatic resume.", default={},
         immutable_while_running=True)
     suspend: bool | None = spec_field(
-        "suspend: true deletes the worker pods and keeps the job (Kueue-compatible); "
+        "suspend: true deletes the worker pods and keeps the job; "
         "false resumes it from the newest checkpoint.", default=False)
     active_deadline_seconds: int | None = spec_field(
         "activeDeadlineSeconds: fail the job after this long running (suspended time "
@@ -392,6 +392,41 @@ class Progress:
     percent_complete: str | None = spec_field("percentComplete: step / totalSteps, e.g. 45%.")
 
 
+FailureCause = Literal["NodeLost", "Evicted", "Preempted", "OOMKilled", "ExitCode", "Hung",
+                       "ImagePullBackOff", "Unschedulable"]
+
+
+@dataclass(kw_only=True, slots=True)
+class FailureRecord:
+    """An entry of failures: one worker pod that ended before the job finished, or could
+    not start."""
+
+    time: str | None = spec_field("time: when it happened (the container's finish time, else "
+                                  "when the operator saw it; RFC 3339).")
+    cause: FailureCause | None = spec_field(
+        "cause: NodeLost (the node went away or was shut down), Evicted (node pressure, the "
+        "Eviction API, the kubelet), Preempted (a higher-priority pod took its place), "
+        "OOMKilled (the container exceeded its memory limit), ExitCode (the trainer exited "
+        "with an error), Hung (no step for failurePolicy.hangSeconds), ImagePullBackOff (the "
+        "image cannot be pulled), Unschedulable (no node fits the pod).")
+    node: str | None = spec_field("node: the node the pod ran on (empty if it never got one).",
+                                  max_length=253)
+    pod: str | None = spec_field("pod: the worker pod's name.", max_length=253)
+    pod_uid: str | None = spec_field("podUID: the pod's uid, so each ended pod is recorded once.",
+                                     max_length=64, json_name="podUID")
+    rank: int | None = spec_field("rank: the worker's index (the pod NAME-worker-RANK).")
+    exit_code: int | None = spec_field("exitCode: the trainer container's exit code, if it exited.")
+    message: str | None = spec_field(
+        "message: the last line of the container's termination message (its error), or the "
+        "cluster's words (eviction, scheduler, image pull).", max_length=1024)
+    resumed_from_step: int | None = spec_field(
+        "resumedFromStep: the step of the newest checkpoint when it happened: where training "
+        "starts again (0: from the beginning). Unset where the step is not known.")
+    steps_lost: int | None = spec_field(
+        "stepsLost: steps done since that checkpoint, which are done again. 0 when a "
+        "checkpoint was taken at the step it stopped on.")
+
+
 @dataclass(kw_only=True, slots=True)
 class CheckpointStatus:
     """checkpoint: the newest complete checkpoint."""
@@ -417,6 +452,9 @@ class DistributedTrainingStatus:
     restarts: int | None = spec_field("restarts: worker pods recreated after failures.")
     progress: Progress | None = spec_field("progress: training progress.")
     checkpoint: CheckpointStatus | None = spec_field("checkpoint: newest checkpoint.")
+    failures: list[FailureRecord] | None = spec_field(
+        "failures: the newest worker failures, oldest first (at most 16): what ended each pod, "
+        "where, and what it cost; kept after the Events about them expire.", max_items=16)
     next_restart_time: str | None = spec_field(
         "nextRestartTime: when failed workers will be recreated (exponential back-off).")
     start_time: str | None = spec_field("startTime: when the job first had pods.")

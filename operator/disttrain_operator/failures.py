@@ -1,0 +1,137 @@
+"""The failure history of a job (status.failures), as pure functions.
+
+Each worker pod that ended before the job finished, or cannot start, becomes one
+`FailureRecord`: its cause in a user's words (docs/operations.md, "When things fail"),
+the node, the worker, the exit code and the cluster's or trainer's last words, and what
+it cost: the checkpoint step training starts again from and the steps done again. The
+history keeps the newest HISTORY_LIMIT entries, oldest first; the Events about the same
+failures expire after an hour, the history stays with the job.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .api.types import CheckpointStatus, FailureRecord, Progress
+from .pods import PodInfo
+from .report import INTERRUPTED
+from .times import iso, parse_time
+
+NODE_LOST = "NodeLost"
+EVICTED = "Evicted"
+PREEMPTED = "Preempted"
+OOM_KILLED = "OOMKilled"
+EXIT_CODE = "ExitCode"
+HUNG = "Hung"
+IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+UNSCHEDULABLE = "Unschedulable"
+CAUSES = (NODE_LOST, EVICTED, PREEMPTED, OOM_KILLED, EXIT_CODE, HUNG, IMAGE_PULL_BACK_OFF, UNSCHEDULABLE)
+
+HISTORY_LIMIT = 16  # status.failures' maxItems
+
+# The pod's status.reason, or its DisruptionTarget condition's reason, -> the cause.
+_BY_REASON = {
+    # The scheduler made room for a pod of higher priority.
+    "PreemptionByScheduler": PREEMPTED, "Preempting": PREEMPTED,
+    # The node is gone: unreachable (the taint manager), deleted (pod GC), or shut down.
+    "DeletionByTaintManager": NODE_LOST, "DeletionByPodGC": NODE_LOST, "NodeLost": NODE_LOST,
+    "Shutdown": NODE_LOST, "Terminated": NODE_LOST,
+    # The kubelet (node pressure, admission) or the Eviction API (a drain) ended it.
+    "Evicted": EVICTED, "EvictionByEvictionAPI": EVICTED, "TerminationByKubelet": EVICTED,
+    "NodeAffinity": EVICTED, "OutOfcpu": EVICTED, "OutOfmemory": EVICTED, "UnexpectedAdmissionError": EVICTED,
+}
+# Causes of pods that never ran: one entry for a job stuck on them, not one per pod.
+WAITING = frozenset({IMAGE_PULL_BACK_OFF, UNSCHEDULABLE})
+_DEFAULT_MESSAGE = {
+    OOM_KILLED: "the trainer container used more memory than its limit (resources.limits.memory)",
+    NODE_LOST: "the node stopped reporting, or was removed or shut down",
+    EVICTED: "the pod was evicted",
+    PREEMPTED: "preempted to make room for a pod of higher priority",
+}
+
+
+def cause_of(pod: PodInfo) -> str | None:
+    """Why a worker pod ended before the job finished, or cannot start; None when there is
+    nothing to record: it runs, it finished, someone deleted it (the operator's own
+    deletions, a user's `kubectl delete pod`: no DisruptionTarget condition says why), or
+    its trainer stopped on a signal after a checkpoint with no word from the cluster (a
+    peer's failure or a deletion stopped it: that one is the failure).
+
+    A DisruptionTarget condition is read as soon as it appears, before the pod has ended:
+    the Eviction API, preemption and the taint manager set it and then delete the pod,
+    which may be gone before its end is ever seen."""
+    if pod.disruption and not pod.finished:
+        return _BY_REASON.get(pod.disruption, EVICTED)
+    if pod.ended_early:
+        if pod.terminating:
+            return None
+        by_reason = _BY_REASON.get(pod.reason)
+        if by_reason is not None:
+            return by_reason
+        if pod.report is not None and pod.report.outcome == INTERRUPTED:
+            return None
+        return OOM_KILLED if pod.reason == OOM_KILLED else EXIT_CODE
+    if pod.active and not pod.terminating:
+        if pod.image_pull:
+            return IMAGE_PULL_BACK_OFF
+        if pod.unschedulable:
+            return UNSCHEDULABLE
+    return None
+
+
+def failure_record(pod: PodInfo, cause: str, stamp: str, progress: Progress | None,
+                   checkpoint: CheckpointStatus | None) -> FailureRecord:
+    """One entry of the history. `stamp` is now, for pods with no finish time of their own;
+    progress and checkpoint are the job's newest (the pod's own final report included)."""
+    resumed, lost = (None, None) if cause in WAITING else steps_lost(progress, checkpoint)
+    ended = parse_time(pod.ended_at)
+    return FailureRecord(
+        time=iso(ended) if ended else stamp, cause=cause, node=pod.node or None, pod=pod.name, pod_uid=pod.uid,
+        rank=pod.index, exit_code=pod.exit_code, message=_message(pod, cause) or None,
+        resumed_from_step=resumed, steps_lost=lost)
+
+
+def steps_lost(progress: Progress | None, checkpoint: CheckpointStatus | None) -> tuple[int | None, int | None]:
+    """(the step training starts again from, the steps done since then): the newest
+    checkpoint's step (0 without one) and the newest reported step minus it. Unknown
+    (None, None) while the trainer has reported no step."""
+    step = progress.step if progress is not None else None
+    saved = checkpoint.step if checkpoint is not None else None
+    if step is None:
+        return saved, None
+    resumed = saved or 0
+    return resumed, max(0, step - resumed)
+
+
+def _message(pod: PodInfo, cause: str) -> str:
+    if cause == IMAGE_PULL_BACK_OFF:
+        return pod.image_pull
+    if cause == UNSCHEDULABLE:
+        return pod.unschedulable
+    if cause == EXIT_CODE:
+        code = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
+        return pod.last_words or pod.message or f"{pod.reason or 'Error'} ({code})"
+    return pod.message or pod.last_words or _DEFAULT_MESSAGE.get(cause, "")
+
+
+def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], stamp: str,
+                    progress: Progress | None, checkpoint: CheckpointStatus | None
+                    ) -> tuple[list[FailureRecord], list[FailureRecord]]:
+    """(the history with the new failures among `pods` added, bounded; the new entries).
+    A pod is recorded once per cause (by uid: every pass sees an ended pod until it is
+    replaced); a job waiting on an image or on the scheduler is one entry until
+    something else happens, however many of its pods wait."""
+    kept = list(history)
+    seen = {(f.pod_uid or f.pod, f.cause) for f in kept}
+    new: list[FailureRecord] = []
+    for pod in sorted(pods, key=lambda p: (p.index is None, p.index or 0, p.name)):
+        cause = cause_of(pod)
+        if cause is None or (pod.uid or pod.name, cause) in seen:
+            continue
+        last = (kept + new)[-1:]
+        if cause in WAITING and last and last[0].cause == cause:
+            continue
+        new.append(failure_record(pod, cause, stamp, progress, checkpoint))
+        seen.add((pod.uid or pod.name, cause))
+    new.sort(key=lambda f: (f.time or "", f.rank if f.rank is not None else -1))
+    return (kept + new)[-HISTORY_LIMIT:], new

@@ -5,7 +5,8 @@
 
 The namespaced install mode splits the same rules: what acts on namespaced resources goes
 into a Role bound in each watched namespace; of the cluster-scoped rules it keeps only the
-read-only ones kopf needs to start (CRDs, namespaces). The leader-election Lease is
+read-only ones kopf needs to start (CRDs, namespaces) and the node watch that sees a
+worker's node lost. The leader-election Lease is
 granted apart, in the operator's own namespace only (manifests/rbac/leader-election.yaml).
 """
 
@@ -16,7 +17,7 @@ import sys
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "nodes"}
 READ_ONLY = {"get", "list", "watch"}
 HEADER = "# Generated from manifests/rbac/cluster-role.yaml by `make crd`; do not edit.\n"
 LABELS = {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/component": "operator"}

@@ -42,6 +42,7 @@ SCALED = "Scaled"
 CHECKPOINT_TOO_OLD = "CheckpointTooOld"
 CHECKPOINT_FRESH = "CheckpointFresh"
 TTL_EXPIRED = "TTLExpired"
+NODE_LOST = "NodeLost"                  # a worker's node stopped being Ready: force-deleted, recreated elsewhere
 UNSCHEDULABLE = "Unschedulable"        # the scheduler cannot place a worker (its message follows)
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"  # a worker cannot pull its image (the kubelet's message follows)
 NAME_TAKEN = "ChildNameTaken"          # NameConflict: which object holds which name

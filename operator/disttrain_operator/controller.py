@@ -32,6 +32,7 @@ from .clock import Clock
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, status_write
+from .nodes import NodeHealth
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
 from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service, template_hash
@@ -106,6 +107,8 @@ class Controller:
         self.jobs: dict[Key, WatchedJob] = {}
         self.records: dict[str, JobRecord] = {}  # by job uid
         self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
+        self.nodes_index: Any = None  # kopf's index of node health by node name
+        self._node_lost: dict[str, Any] = {}  # node -> when it was lost, as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
         self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
 
@@ -126,6 +129,21 @@ class Controller:
 
     def pod_event(self, key: Key) -> None:
         self.queue.add_after(key, COALESCE_SECONDS)
+
+    def node_event(self, name: str, deleted: bool = False) -> None:
+        """A node was lost or came back: queue the jobs with workers on it (heartbeats
+        that change nothing cost one comparison)."""
+        health = None if deleted else self._node(name)
+        lost = health.lost_since() if health is not None else None
+        if self._node_lost.get(name) == lost:
+            return
+        if lost is None:
+            self._node_lost.pop(name, None)
+        else:
+            self._node_lost[name] = lost
+        for key, pods in list((self.pods_index or {}).items()):
+            if any(p.node == name for p in pods):
+                self.queue.add(key)
 
     def drop(self, key: Key, uid: str | None) -> None:
         """The job is gone: forget it and everything about it; a pass already queued for it
@@ -224,7 +242,9 @@ class Controller:
         await self._recheck_conflicts(namespace, rec)
         conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
         moment = clock.now()
-        plan = decide(job, pods, moment, self.policy, report=rec.report, conflicts=conflicts, refusal=rec.refusal)
+        nodes = {p.node: health for p in pods if p.node and (health := self._node(p.node)) is not None}
+        plan = decide(job, pods, moment, self.policy, report=rec.report, conflicts=conflicts, refusal=rec.refusal,
+                      nodes=nodes)
         if not await self.carry_out(plan, job, view, pods, rec):
             return None  # the job is gone
         deferred = await self._write_status(key, base, plan.status, rec)
@@ -270,7 +290,8 @@ class Controller:
                                         iso(clock.now())))
         uids = {p.name: p.uid for p in pods}
         for pod_name, why in plan.delete:
-            await kube.delete_pod(job.namespace, pod_name, uids.get(pod_name))
+            # A lost node's pods are deleted at once: no kubelet is left to confirm a graceful end.
+            await kube.delete_pod(job.namespace, pod_name, uids.get(pod_name), force=why == c.NODE_LOST)
             log.info("%s/%s: deleted pod %s (%s)", job.namespace, job.name, pod_name, why)
             if uids.get(pod_name):
                 rec.expect_delete(uids[pod_name], clock.monotonic())
@@ -473,6 +494,13 @@ class Controller:
         return silent_poll_seconds(self.settings.progress_seconds, rec.silent_polls)
 
     # ---- small glue ------------------------------------------------------------------
+
+    def _node(self, name: str) -> NodeHealth | None:
+        try:
+            found = list(self.nodes_index.get(name, [])) if self.nodes_index is not None else []
+        except (KeyError, TypeError):
+            return None
+        return found[-1] if found else None
 
     def _observed(self, key: Key) -> list[PodInfo]:
         try:

@@ -10,9 +10,10 @@ failures expire after an hour, the history stays with the job.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from .api.types import CheckpointStatus, FailureRecord, Progress
+from .nodes import EPOCH, NodeHealth
 from .pods import PodInfo
 from .report import INTERRUPTED
 from .times import iso, parse_time
@@ -115,23 +116,30 @@ def _message(pod: PodInfo, cause: str) -> str:
 
 
 def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], stamp: str,
-                    progress: Progress | None, checkpoint: CheckpointStatus | None
-                    ) -> tuple[list[FailureRecord], list[FailureRecord]]:
+                    progress: Progress | None, checkpoint: CheckpointStatus | None, *,
+                    lost: Mapping[str, NodeHealth] | None = None) -> tuple[list[FailureRecord], list[FailureRecord]]:
     """(the history with the new failures among `pods` added, bounded; the new entries).
+    `lost`: pod name -> its node, for workers whose node is lost (plan.lost_workers).
     A pod is recorded once per cause (by uid: every pass sees an ended pod until it is
     replaced); a job waiting on an image or on the scheduler is one entry until
     something else happens, however many of its pods wait."""
     kept = list(history)
+    lost = lost or {}
     seen = {(f.pod_uid or f.pod, f.cause) for f in kept}
     new: list[FailureRecord] = []
     for pod in sorted(pods, key=lambda p: (p.index is None, p.index or 0, p.name)):
-        cause = cause_of(pod)
+        node = lost.get(pod.name)
+        cause = NODE_LOST if node is not None else cause_of(pod)
         if cause is None or (pod.uid or pod.name, cause) in seen:
             continue
         last = (kept + new)[-1:]
         if cause in WAITING and last and last[0].cause == cause:
             continue
-        new.append(failure_record(pod, cause, stamp, progress, checkpoint))
+        entry = failure_record(pod, cause, stamp, progress, checkpoint)
+        if node is not None:  # the node's words, and the moment it was lost
+            since = node.lost_since()
+            entry.message, entry.time = node.describe()[:1024], iso(since) if since and since != EPOCH else stamp
+        new.append(entry)
         seen.add((pod.uid or pod.name, cause))
     new.sort(key=lambda f: (f.time or "", f.rank if f.rank is not None else -1))
     return (kept + new)[-HISTORY_LIMIT:], new

@@ -3,6 +3,9 @@
 - `worker_pods` indexes our pods (server-side label filter) by (namespace, job); kopf
   fills every index before any other handler runs, so the first pass of a restarted
   operator already sees every pod.
+- `node_health` indexes every node's health (Ready, unreachable taints) by name, a few
+  fields each; `node_changed` queues the jobs with workers on a node that was lost or
+  came back (failures.py, plan.lost_workers).
 - `pod_changed` / `job_changed` put the job's key on the work queue: reactions take
   milliseconds, not a timer.
 - `start` builds the Controller in kopf's startup phase and runs its workers in the
@@ -30,13 +33,14 @@ from .kube import Kube, login
 from .leader import LeaderElector
 from .metrics import OperatorMetrics
 from .plan import Policy
+from .nodes import summarize_node
 from .pods import summarize_pod
 from .settings import Settings, configure_kopf, lease_settings, platform_policies
 
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger,
-                worker_pods: kopf.Index, **_: Any) -> None:
+                worker_pods: kopf.Index, node_health: kopf.Index, **_: Any) -> None:
     ours = Settings.from_env()
     pod_policy, network_policy = platform_policies()
     configure_kopf(settings, ours)
@@ -50,6 +54,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
                       backoff_max_seconds=ours.restart_backoff_max_seconds),
         pod_policy=pod_policy, network_policy=network_policy)
     controller.pods_index = worker_pods  # kopf's live index, filled before any event handler runs
+    controller.nodes_index = node_health
     memo.controller = controller
     memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
     if ours.metrics_port:
@@ -112,6 +117,16 @@ async def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_:
 @kopf.on.event("pods", labels={JOB_LABEL: kopf.PRESENT})
 async def pod_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
     memo.controller.pod_event((namespace, labels[JOB_LABEL]))
+
+
+@kopf.index("nodes")
+async def node_health(name: str, body: kopf.Body, **_: Any) -> dict:
+    return {name: summarize_node(body)}
+
+
+@kopf.on.event("nodes")
+async def node_changed(name: str, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.node_event(name, deleted=type == "DELETED")
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -229,11 +229,14 @@ class Kube:
                                              doing=f"reading {namespace}/{name}", ok_missing=True)
         return None if status == 404 else (payload.get("metadata") or {}).get("uid")
 
-    async def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:
-        """Delete exactly the pod we saw (a uid precondition): never a successor or a squatter."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    async def delete_pod(self, namespace: str, name: str, uid: str | None, *, force: bool = False) -> None:
+        """Delete exactly the pod we saw (a uid precondition): never a successor or a squatter.
+        force: at once (grace period 0), for a pod whose kubelet is gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if force:
+            body["gracePeriodSeconds"] = 0
         try:
             await self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body,
                                doing=f"deleting pod {namespace}/{name}", ok_missing=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from . import conditions as c
 from .api.errors import GuardrailWarning
@@ -26,6 +26,7 @@ from .api.types import FailureRecord, Workers
 from .api.validate import Validation
 from .backoff import exponential
 from .failures import record_failures
+from .nodes import NodeHealth
 from .pods import PodInfo
 from .render import template_hash
 from .report import TrainerReport, newest
@@ -124,20 +125,21 @@ def refusal_retry_seconds(refusals: int) -> float:
 
 def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy(), *,
            report: TrainerReport | None = None, conflicts: dict[str, str] | None = None,
-           refusal: Refusal | None = None) -> Plan:
+           refusal: Refusal | None = None, nodes: Mapping[str, NodeHealth] | None = None) -> Plan:
     """What to do about a job now, and the status to write.
 
     pods: this job's own workers (owned by its uid); report: the trainer's newest
     /status; conflicts: child name -> the object that holds it without being ours;
-    refusal: the API's answer to the last refused pod creation (None once one succeeds)."""
-    plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal)
+    refusal: the API's answer to the last refused pod creation (None once one succeeds);
+    nodes: the health of the nodes its workers are on, by name (a node missing is healthy)."""
+    plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal, nodes=nodes or {})
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
     return plan
 
 
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
             report: TrainerReport | None, conflicts: dict[str, str] | None,
-            refusal: Refusal | None) -> Plan:
+            refusal: Refusal | None, nodes: Mapping[str, NodeHealth]) -> Plan:
     old = job.status
     plan = Plan(status=_carry_over(old), now=now, generation=job.generation)
     plan.status.observed_generation = job.generation
@@ -162,7 +164,8 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     _with_report(plan, report, job)
     if spec.suspend:
         return _suspend(pods, plan, old_phase)
-    _record_failures(plan, pods)
+    lost, lost_wake = lost_workers(pods, nodes, now, spec.failure_policy.node_lost_seconds)
+    _record_failures(plan, pods, lost)
     if old_phase == "Suspended":
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
@@ -178,12 +181,13 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     crashed, failed_plan = _recover_failures(job, pods, plan, policy)
     if failed_plan is not None:
         return failed_plan
+    _replace_lost(pods, plan, lost)
     _reshape(job, pods, plan)
     _create_missing(job, pods, plan, old_phase, conflicts or {})
     _name_conflicts(plan, conflicts or {})
     _creation_refused(plan, refusal)
     _set_phase(job, pods, plan, old_phase, crashed)
-    plan.wake_at = _next_wake(plan.status, spec, start)
+    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake) if m is not None), default=None)
     return plan
 
 
@@ -330,12 +334,52 @@ def _with_report(plan: Plan, report: TrainerReport | None, job: JobState) -> Non
     plan.condition(c.CHECKPOINT_STALE, stale, c.CHECKPOINT_TOO_OLD if stale else c.CHECKPOINT_FRESH, message)
 
 
-def _record_failures(plan: Plan, pods: list[PodInfo]) -> None:
-    """status.failures gains an entry for each worker that ended early or cannot start,
-    priced with the newest progress and checkpoint (so run after _with_report)."""
+def _record_failures(plan: Plan, pods: list[PodInfo], lost: dict[str, NodeHealth]) -> None:
+    """status.failures gains an entry for each worker that ended early, cannot start, or
+    whose node is lost, priced with the newest progress and checkpoint (so run after
+    _with_report)."""
     st = plan.status
-    st.failures, plan.new_failures = record_failures(st.failures or (), pods, plan.stamp, st.progress, st.checkpoint)
+    st.failures, plan.new_failures = record_failures(st.failures or (), pods, plan.stamp, st.progress, st.checkpoint,
+                                                     lost=lost)
     st.failures = st.failures or None
+
+
+def lost_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth], now: datetime,
+                 after_seconds: int) -> tuple[dict[str, NodeHealth], datetime | None]:
+    """(pod name -> its node, for the workers whose node has been lost for `after_seconds`;
+    the moment the next one's time is up). Pods that ended are left to the usual rules;
+    pods being deleted are included: with no kubelet to confirm, they would stay forever."""
+    due: dict[str, NodeHealth] = {}
+    wake: datetime | None = None
+    for pod in pods:
+        node = nodes.get(pod.node) if pod.node else None
+        since = node.lost_since() if node is not None else None
+        if since is None or pod.phase in ("Succeeded", "Failed"):
+            continue
+        at = since + timedelta(seconds=after_seconds)
+        if now >= at:
+            due[pod.name] = node
+        elif wake is None or at < wake:
+            wake = at
+    return due, wake
+
+
+def _replace_lost(pods: list[PodInfo], plan: Plan, lost: dict[str, NodeHealth]) -> None:
+    """Force-delete the workers of lost nodes (the only case where force is right: no
+    kubelet is left to stop them), so they are recreated elsewhere at once; a disruption,
+    so backoffLimit is not spent."""
+    doomed = {name for name, _ in plan.delete}
+    for pod in pods:
+        node = lost.get(pod.name)
+        if node is None:
+            continue
+        if pod.name in doomed:  # a restart round deletes it already: make that deletion forced
+            plan.delete = [(n, c.NODE_LOST if n == pod.name else why) for n, why in plan.delete]
+        else:
+            plan.delete.append((pod.name, c.NODE_LOST))
+        if not pod.terminating:
+            plan.events.append(Event("Warning", c.NODE_LOST, f"{node.describe()}: force-deleting {pod.name} so that "
+                                     "it is recreated on another node (does not count against backoffLimit)"))
 
 
 def _next_wake(status: Status, spec: Any, start: datetime | None) -> datetime | None:
@@ -358,7 +402,7 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     running = [p for p in live if p.phase == "Running"]
     # crashed covers the back-off wait and the restart round alike (the crashed pods are
     # still there); disrupted pods are recreated in this very pass.
-    disrupted = any(why == c.WORKER_DISRUPTED for _, why in plan.delete)
+    disrupted = any(why in (c.WORKER_DISRUPTED, c.NODE_LOST) for _, why in plan.delete)
     if crashed or disrupted or (old_phase == "Restarting" and len(running) < resolved.nodes):
         phase = "Restarting"
     elif running and len(running) >= resolved.min_nodes:

@@ -59,8 +59,8 @@ class FakeKube:
         self.objects[key] = stored
         return stored
 
-    async def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:
-        self.calls.append(("delete", "Pod", name))
+    async def delete_pod(self, namespace: str, name: str, uid: str | None, *, force: bool = False) -> None:
+        self.calls.append(("force-delete" if force else "delete", "Pod", name))
         self.objects.pop(("Pod", namespace, name), None)
 
     async def patch_status(self, namespace: str, name: str, patch: dict) -> dict:

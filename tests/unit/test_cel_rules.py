@@ -136,6 +136,7 @@ CHANGES = {
     "cleanPodPolicy": ("All", "None"), "scheduling": ({"schedulerName": "a"}, {"schedulerName": "b"}),
     "podTemplate": ({"metadata": {"labels": {"a": "1"}}}, {"metadata": {"labels": {"a": "2"}}}),
     "metrics": ({"port": 9400}, {"port": 9401}),
+    "failurePolicy": ({"nodeLostSeconds": 30}, {"nodeLostSeconds": 60}),
 }
 SPEC_FIELDS = {json_name(f): meta_of(f).immutable_while_running for f, _ in fields_of(t.DistributedTrainingSpec)}
 

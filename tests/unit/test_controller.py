@@ -496,3 +496,28 @@ def test_each_new_failure_counts_once_by_cause_and_goes_with_the_job():
     assert [f.cause for f in shell.records["u1"].last_status.failures] == ["ExitCode"]
     shell.job_event(KEY, body(), "DELETED")
     assert not [s for m in counter.collect() for s in m.samples if s.labels.get("job") == "demo"]
+
+
+def test_a_node_event_queues_the_jobs_on_that_node_and_only_when_its_health_changed():
+    from disttrain_operator.nodes import NodeHealth
+
+    def health(ready: str) -> NodeHealth:
+        return NodeHealth(name="bad", ready=ready, ready_since="2026-11-24T12:00:00Z", ready_reason="",
+                          tainted_since=None, tainted="")
+
+    shell = controller()
+    a, b = ("team-a", "on-bad"), ("team-a", "elsewhere")
+    shell.pods_index = {a: [dataclasses.replace(info("demo-worker-0"), node="bad")],
+                        b: [dataclasses.replace(info("demo-worker-0"), node="good")]}
+    shell.nodes_index = {"bad": [health("True")]}
+    shell.node_event("bad")
+    assert not shell.queue.pending(a)  # Ready, as it was: nothing to do
+    shell.nodes_index = {"bad": [health("Unknown")]}
+    shell.node_event("bad")
+    assert shell.queue.pending(a) and not shell.queue.pending(b)
+    shell.queue.discard(a)
+    shell.node_event("bad")  # a heartbeat that changes nothing queues nothing more
+    assert not shell.queue.pending(a)
+    shell.nodes_index = {}
+    shell.node_event("bad", deleted=True)  # gone: the jobs on it look again
+    assert shell.queue.pending(a)

@@ -161,6 +161,17 @@ class Rendezvous:
 
 
 @dataclass(kw_only=True, slots=True)
+class FailurePolicy:
+    """failurePolicy: how the operator tells a failure the pods themselves do not report."""
+
+    node_lost_seconds: int | None = spec_field(
+        "nodeLostSeconds: how long a worker's node may be NotReady, Unknown or tainted "
+        "unreachable/not-ready before the worker is force-deleted and recreated on another node "
+        "(a disruption: backoffLimit is not spent). Kubernetes itself waits 300 s before it evicts.",
+        default=30, minimum=0, maximum=3600)
+
+
+@dataclass(kw_only=True, slots=True)
 class Checkpoint:
     """checkpoint: sharded torch.distributed.checkpoint saves; the trainer resumes from
     the newest complete one by itself."""
@@ -309,6 +320,8 @@ class DistributedTrainingSpec:
     checkpoint: Checkpoint | None = spec_field(
         "checkpoint: sharded checkpoints and automatic resume.", default={},
         immutable_while_running=True)
+    failure_policy: FailurePolicy | None = spec_field(
+        "failurePolicy: when a lost node counts as a failure.", default={})
     suspend: bool | None = spec_field(
         "suspend: true deletes the worker pods and keeps the job; "
         "false resumes it from the newest checkpoint.", default=False)

@@ -32,6 +32,7 @@ from .clock import Clock
 from .kube import ApiError, Kube
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, status_write
+from .failures import avoiding
 from .nodes import NodeHealth
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
@@ -321,7 +322,8 @@ class Controller:
             rec.expect_create(worker_name(job.name, index), template, self.clock.monotonic())
         rec.creating = True
         task = asyncio.create_task(self._create_children(owned, job.validation.resolved, list(plan.create),
-                                                         (job.namespace, job.name), rec))
+                                                         (job.namespace, job.name), rec,
+                                                         avoiding(plan.status.avoided_nodes)))
         self._creators.add(task)
         task.add_done_callback(self._creators.discard)
 
@@ -331,7 +333,7 @@ class Controller:
             await asyncio.gather(*self._creators, return_exceptions=True)
 
     async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
-                               rec: JobRecord) -> None:
+                               rec: JobRecord, avoid_nodes: tuple[str, ...] = ()) -> None:
         """The Service and NetworkPolicy (restored if someone deleted them), then the pods,
         in index order, paced as one batch; a refused pod stops the batch and is said on
         the job, a name held by a stranger is a NameConflict. Each pod is rendered just
@@ -347,7 +349,7 @@ class Controller:
                         self.queue.add(key)  # the conflict goes into status next pass
                         return
                 while left:
-                    pod = render_pod(owned, resolved, left[0])
+                    pod = render_pod(owned, resolved, left[0], avoid_nodes)
                     try:
                         outcome = await self._create_child(pod, rec, owned.uid)
                     except ApiError as exc:

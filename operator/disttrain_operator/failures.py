@@ -10,9 +10,10 @@ failures expire after an hour, the history stays with the job.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterable, Mapping
 
-from .api.types import CheckpointStatus, FailureRecord, Progress
+from .api.types import AvoidedNode, CheckpointStatus, FailureRecord, Progress
 from .nodes import EPOCH, NodeHealth
 from .pods import PodInfo
 from .report import INTERRUPTED
@@ -143,3 +144,43 @@ def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], s
         seen.add((pod.uid or pod.name, cause))
     new.sort(key=lambda f: (f.time or "", f.rank if f.rank is not None else -1))
     return (kept + new)[-HISTORY_LIMIT:], new
+
+
+# Failures that may be the node's doing (a bad GPU, memory errors, a flaky kubelet): the
+# cluster's own decisions (Evicted, Preempted) and pods that never ran do not count.
+NODE_FAULTS = frozenset({EXIT_CODE, OOM_KILLED, NODE_LOST, HUNG})
+AVOIDED_LIMIT = 16  # status.avoidedNodes' maxItems
+
+
+def nodes_to_avoid(history: Iterable[FailureRecord], avoided: Iterable[AvoidedNode], threshold: int,
+                   stamp: str) -> tuple[list[AvoidedNode], list[AvoidedNode]]:
+    """(avoidedNodes with the nodes that now reach `threshold` failures of the job added;
+    the new entries). A node once avoided, lifted or not, is never added again; 0 avoids
+    nothing."""
+    kept = list(avoided)
+    if threshold <= 0:
+        return kept, []
+    counts = Counter(f.node for f in history if f.node and f.cause in NODE_FAULTS)
+    known = {a.node for a in kept}
+    new = [AvoidedNode(node=node, time=stamp, failures=count) for node, count in sorted(counts.items())
+           if count >= threshold and node not in known]
+    return _bounded(kept + new), new
+
+
+def _bounded(entries: list[AvoidedNode]) -> list[AvoidedNode]:
+    """At most AVOIDED_LIMIT entries: lifted ones go first, the oldest first."""
+    while len(entries) > AVOIDED_LIMIT:
+        lifted = [a for a in entries if a.lifted_time]
+        entries.remove(lifted[0] if lifted else entries[0])
+    return entries
+
+
+def avoiding(avoided: Iterable[AvoidedNode] | None) -> tuple[str, ...]:
+    """The nodes new workers must stay off now."""
+    return tuple(sorted(a.node for a in avoided or () if a.node and not a.lifted_time))
+
+
+def lift_avoidance(avoided: Iterable[AvoidedNode], stamp: str, why: str) -> list[AvoidedNode]:
+    """Stop avoiding every node still avoided (a worker fits nowhere else), saying why."""
+    return [AvoidedNode(node=a.node, time=a.time, failures=a.failures, lifted_time=stamp, message=why[:1024])
+            if not a.lifted_time else a for a in avoided]

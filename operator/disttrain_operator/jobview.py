@@ -49,6 +49,7 @@ class JobView:
     completion_time: datetime | None = None
     conditions: tuple[dict[str, Any], ...] = field(default=())
     failures: tuple[dict[str, Any], ...] = field(default=())  # status.failures, oldest first
+    avoided_nodes: tuple[dict[str, Any], ...] = field(default=())  # status.avoidedNodes
 
     @property
     def finished(self) -> bool:
@@ -85,7 +86,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         created=parse_time(meta.get("creationTimestamp")), start_time=parse_time(status.get("startTime")),
         completion_time=parse_time(status.get("completionTime")),
         conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
-        failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)))
+        failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)),
+        avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)))
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -206,6 +208,9 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     if view.failures:
         lines.append("Failures:")
         lines.extend("  " + line for line in failure_table(view.failures))
+    if view.avoided_nodes:
+        lines.append("Avoided nodes:")
+        lines.extend(f"  {avoided_line(a)}" for a in view.avoided_nodes)
     lines.append("Events:")
     recent = sorted(events, key=event_time_key)[-max_events:]
     if not recent:
@@ -266,6 +271,14 @@ def failure_table(failures: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -
                                                                 "resumedFromStep", "stepsLost", "message"))
                                 for f in failures]
     return aligned(rows)
+
+
+def avoided_line(entry: dict[str, Any]) -> str:
+    """One entry of status.avoidedNodes, in words."""
+    line = f"{entry.get('node', '-')}: {entry.get('failures', '-')} failures, avoided since {entry.get('time', '-')}"
+    if entry.get("liftedTime"):
+        line += f"; no more since {entry['liftedTime']}: {entry.get('message') or '-'}"
+    return line
 
 
 # ---- wait -------------------------------------------------------------------------

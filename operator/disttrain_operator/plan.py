@@ -25,7 +25,7 @@ from .api.types import DistributedTrainingStatus as Status
 from .api.types import FailureRecord, Workers
 from .api.validate import Validation
 from .backoff import exponential
-from .failures import record_failures
+from .failures import avoiding, lift_avoidance, nodes_to_avoid, record_failures
 from .nodes import NodeHealth
 from .pods import PodInfo
 from .render import template_hash
@@ -166,6 +166,7 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         return _suspend(pods, plan, old_phase)
     lost, lost_wake = lost_workers(pods, nodes, now, spec.failure_policy.node_lost_seconds)
     _record_failures(plan, pods, lost)
+    _avoid_bad_nodes(plan, spec.failure_policy.avoid_node_after_failures)
     if old_phase == "Suspended":
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
@@ -344,6 +345,33 @@ def _record_failures(plan: Plan, pods: list[PodInfo], lost: dict[str, NodeHealth
     st.failures = st.failures or None
 
 
+def _avoid_bad_nodes(plan: Plan, threshold: int) -> None:
+    """A node where the job failed `threshold` times is avoided by its new workers."""
+    st = plan.status
+    avoided, new = nodes_to_avoid(st.failures or (), st.avoided_nodes or (), threshold, plan.stamp)
+    st.avoided_nodes = avoided or None
+    for entry in new:
+        plan.events.append(Event("Warning", c.NODE_AVOIDED, f"node {entry.node} was the place of {entry.failures} "
+                                 f"failures of this job: its new workers avoid it (failurePolicy."
+                                 f"avoidNodeAfterFailures {threshold})"))
+
+
+def _lift_avoidance(plan: Plan, stuck: list[PodInfo]) -> None:
+    """A worker that fits on no node while the job avoids some: the job stops avoiding
+    them (a job never avoids so many nodes that it cannot run) and recreates the stuck
+    workers without the avoidance."""
+    st = plan.status
+    away = avoiding(st.avoided_nodes)
+    unschedulable = [p for p in stuck if p.unschedulable]
+    if not away or not unschedulable:
+        return
+    why = f"{unschedulable[0].name} cannot be scheduled while avoiding {', '.join(away)}: {unschedulable[0].unschedulable}"
+    st.avoided_nodes = lift_avoidance(st.avoided_nodes or (), plan.stamp, why)
+    plan.events.append(Event("Warning", c.NODE_AVOIDANCE_LIFTED, f"{why}; avoiding no node any more: recreating "
+                             f"{', '.join(p.name for p in unschedulable)}"))
+    plan.delete.extend((p.name, c.NODE_AVOIDANCE_LIFTED) for p in unschedulable)
+
+
 def lost_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth], now: datetime,
                  after_seconds: int) -> tuple[dict[str, NodeHealth], datetime | None]:
     """(pod name -> its node, for the workers whose node has been lost for `after_seconds`;
@@ -414,6 +442,8 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     st.workers = workers(pods, resolved.nodes)
     why = _restart_reason(st, crashed, disrupted)
     stuck = [p for p in live if p.unschedulable or p.image_pull]
+    if phase != "Running":
+        _lift_avoidance(plan, stuck)
     if phase != "Running" and stuck:
         # "Why is it Pending?" answered on the job itself, in the scheduler's or kubelet's words.
         pod = stuck[0]
@@ -621,7 +651,7 @@ def _carry_over(old: Status) -> Status:
     return Status(conditions=list(old.conditions) if old.conditions is not None else None,
                   restarts=old.restarts or 0, start_time=old.start_time, completion_time=old.completion_time,
                   next_restart_time=old.next_restart_time, progress=old.progress, checkpoint=old.checkpoint,
-                  phase=old.phase, failures=old.failures)
+                  phase=old.phase, failures=old.failures, avoided_nodes=old.avoided_nodes)
 
 
 # A name held by someone else's object is looked at again this often: a squatter sends no

@@ -305,3 +305,21 @@ def test_a_wait_target_that_cannot_be_read_names_the_forms(text, complaint):
     with pytest.raises(ValueError) as err:
         parse_wait_for(text)
     assert complaint in str(err.value)
+
+
+def test_status_lists_the_nodes_the_job_avoids_and_those_it_stopped_avoiding():
+    from datetime import datetime, timezone
+
+    from disttrain_operator.jobview import status_lines, view_of
+
+    obj = {"metadata": {"name": "j", "namespace": "n"}, "status": {"phase": "Running", "avoidedNodes": [
+        {"node": "gpu-7", "time": "2026-11-25T10:00:00Z", "failures": 2},
+        {"node": "gpu-3", "time": "2026-11-25T09:00:00Z", "failures": 3, "liftedTime": "2026-11-25T09:05:00Z",
+         "message": "j-worker-1 cannot be scheduled while avoiding gpu-3: no nodes"}]}}
+    lines = status_lines(view_of(obj), [], datetime(2026, 11, 25, 11, tzinfo=timezone.utc))
+    start = lines.index("Avoided nodes:")
+    assert lines[start + 1:start + 3] == [
+        "  gpu-7: 2 failures, avoided since 2026-11-25T10:00:00Z",
+        "  gpu-3: 3 failures, avoided since 2026-11-25T09:00:00Z; no more since 2026-11-25T09:05:00Z: "
+        "j-worker-1 cannot be scheduled while avoiding gpu-3: no nodes"]
+    assert lines[start + 3] == "Events:"

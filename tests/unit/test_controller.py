@@ -521,3 +521,22 @@ def test_a_node_event_queues_the_jobs_on_that_node_and_only_when_its_health_chan
     shell.nodes_index = {}
     shell.node_event("bad", deleted=True)  # gone: the jobs on it look again
     assert shell.queue.pending(a)
+
+
+def test_workers_are_created_away_from_the_nodes_the_job_avoids():
+    avoided = [{"node": "bad-node", "time": "2026-11-24T12:00:00Z", "failures": 2},
+               {"node": "was-bad", "time": "2026-11-24T12:00:00Z", "failures": 2,
+                "liftedTime": "2026-11-24T12:01:00Z", "message": "no room"}]
+
+    async def scenario():
+        shell, kube, _clock = with_job(body(status={"phase": "Restarting", "avoidedNodes": avoided}))
+        await reconciled(shell)
+        return kube
+
+    kube = run(scenario())
+    pods = [o for (kind, _ns, _name), o in kube.objects.items() if kind == "Pod"]
+    assert len(pods) == 2
+    for pod in pods:
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bad-node"]}]}]

@@ -169,6 +169,11 @@ class FailurePolicy:
         "unreachable/not-ready before the worker is force-deleted and recreated on another node "
         "(a disruption: backoffLimit is not spent). Kubernetes itself waits 300 s before it evicts.",
         default=30, minimum=0, maximum=3600)
+    avoid_node_after_failures: int | None = spec_field(
+        "avoidNodeAfterFailures: after this many failures of this job on one node (ExitCode, "
+        "OOMKilled, NodeLost or Hung entries of status.failures), new workers of the job avoid "
+        "that node (a required node affinity); never so many that a worker cannot be placed: "
+        "then the job stops avoiding. 0 never avoids a node.", default=2, minimum=0, maximum=16)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -441,6 +446,19 @@ class FailureRecord:
 
 
 @dataclass(kw_only=True, slots=True)
+class AvoidedNode:
+    """An entry of avoidedNodes: a node this job's new workers stay away from."""
+
+    node: str | None = spec_field("node: the node's name.", max_length=253)
+    time: str | None = spec_field("time: when the job began avoiding it (RFC 3339).")
+    failures: int | None = spec_field("failures: the job's failures there that made it avoid the node.")
+    lifted_time: str | None = spec_field(
+        "liftedTime: when the job stopped avoiding it because a worker could be placed nowhere "
+        "else (it is not avoided again).")
+    message: str | None = spec_field("message: why it stopped avoiding.", max_length=1024)
+
+
+@dataclass(kw_only=True, slots=True)
 class CheckpointStatus:
     """checkpoint: the newest complete checkpoint."""
 
@@ -468,6 +486,10 @@ class DistributedTrainingStatus:
     failures: list[FailureRecord] | None = spec_field(
         "failures: the newest worker failures, oldest first (at most 16): what ended each pod, "
         "where, and what it cost; kept after the Events about them expire.", max_items=16)
+    avoided_nodes: list[AvoidedNode] | None = spec_field(
+        "avoidedNodes: nodes this job's new workers avoid after failing there "
+        "(failurePolicy.avoidNodeAfterFailures); an entry with liftedTime is avoided no more.",
+        max_items=16)
     next_restart_time: str | None = spec_field(
         "nextRestartTime: when failed workers will be recreated (exponential back-off).")
     start_time: str | None = spec_field("startTime: when the job first had pods.")

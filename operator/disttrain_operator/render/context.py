@@ -22,6 +22,7 @@ class RenderContext:
     job: t.Job
     resolved: t.Resolved
     index: int = 0
+    avoid_nodes: tuple[str, ...] = ()  # nodes this worker must not be placed on (status.avoidedNodes)
 
     @property
     def spec(self) -> t.DistributedTrainingSpec:

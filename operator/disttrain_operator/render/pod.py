@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import asdict
@@ -137,12 +138,30 @@ def pod_template(pod: dict, ctx: RenderContext) -> dict:
     return pod
 
 
+def avoided_nodes(pod: dict, ctx: RenderContext) -> dict:
+    """Keep the worker off the nodes the job avoids: `metadata.name NotIn [...]` added to
+    every required node selector term (terms are ORed, so each must carry it), after the
+    user's own affinity has been merged. The template hash does not change: running
+    workers stay where they are."""
+    if not ctx.avoid_nodes:
+        return pod
+    away = {"key": "metadata.name", "operator": "NotIn", "values": sorted(set(ctx.avoid_nodes))}
+    affinity = copy.deepcopy(pod["spec"].get("affinity") or {})  # never the spec's own dict
+    required = affinity.setdefault("nodeAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution",
+                                                                   {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [{**term, "matchFields": [*(term.get("matchFields") or []), away]}
+                                     for term in terms]
+    pod["spec"]["affinity"] = affinity
+    return pod
+
+
 PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
-    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template)
+    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template, avoided_nodes)
 
 
-def render_pod(job: t.Job, resolved: t.Resolved, index: int) -> dict:
-    ctx = RenderContext(job=job, resolved=resolved, index=index)
+def render_pod(job: t.Job, resolved: t.Resolved, index: int, avoid_nodes: tuple[str, ...] = ()) -> dict:
+    ctx = RenderContext(job=job, resolved=resolved, index=index, avoid_nodes=avoid_nodes)
     pod = skeleton(ctx)
     for step in PASSES:
         pod = step(pod, ctx)

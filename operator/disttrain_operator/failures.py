@@ -146,6 +146,11 @@ def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], s
     return (kept + new)[-HISTORY_LIMIT:], new
 
 
+def add_failure(history: Iterable[FailureRecord] | None, entry: FailureRecord) -> list[FailureRecord]:
+    """The history with one more entry, bounded."""
+    return [*(history or ()), entry][-HISTORY_LIMIT:]
+
+
 # Failures that may be the node's doing (a bad GPU, memory errors, a flaky kubelet): the
 # cluster's own decisions (Evicted, Preempted) and pods that never ran do not count.
 NODE_FAULTS = frozenset({EXIT_CODE, OOM_KILLED, NODE_LOST, HUNG})

@@ -22,10 +22,10 @@ from . import conditions as c
 from .api.errors import GuardrailWarning
 from .api.names import selector, service_name, worker_name
 from .api.types import DistributedTrainingStatus as Status
-from .api.types import FailureRecord, Workers
+from .api.types import FailureRecord, Progress, Workers
 from .api.validate import Validation
 from .backoff import exponential
-from .failures import avoiding, lift_avoidance, nodes_to_avoid, record_failures
+from .failures import HUNG, add_failure, avoiding, lift_avoidance, nodes_to_avoid, record_failures, steps_lost
 from .nodes import NodeHealth
 from .pods import PodInfo
 from .render import template_hash
@@ -183,12 +183,18 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     if failed_plan is not None:
         return failed_plan
     _replace_lost(pods, plan, lost)
+    hung, hang_wake = False, None
+    if not crashed and not lost:
+        hung, hang_wake, failed_plan = _restart_hung(job, pods, plan, report)
+        if failed_plan is not None:
+            return failed_plan
     _reshape(job, pods, plan)
     _create_missing(job, pods, plan, old_phase, conflicts or {})
     _name_conflicts(plan, conflicts or {})
     _creation_refused(plan, refusal)
-    _set_phase(job, pods, plan, old_phase, crashed)
-    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake) if m is not None), default=None)
+    _set_phase(job, pods, plan, old_phase, crashed, hung)
+    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake, hang_wake) if m is not None),
+                       default=None)
     return plan
 
 
@@ -323,7 +329,7 @@ def _with_report(plan: Plan, report: TrainerReport | None, job: JobState) -> Non
     if report is None:
         return
     st = plan.status
-    st.progress = report.progress() or st.progress
+    st.progress = progress_of(report, st.progress, plan.stamp)
     st.checkpoint = report.checkpoint or st.checkpoint
     if st.phase not in ("Running", "Restarting") or report.outcome is not None:
         return
@@ -333,6 +339,80 @@ def _with_report(plan: Plan, report: TrainerReport | None, job: JobState) -> Non
     if not stale and c.get_condition(st.conditions, c.CHECKPOINT_STALE) is None:
         return
     plan.condition(c.CHECKPOINT_STALE, stale, c.CHECKPOINT_TOO_OLD if stale else c.CHECKPOINT_FRESH, message)
+
+
+def progress_of(report: TrainerReport, old: Progress | None, stamp: str) -> Progress | None:
+    """status.progress from the report; lastStepTime moves only when the step does."""
+    new = report.progress()
+    if new is None:
+        return old
+    before = old.last_step_time if old is not None else None
+    moved = new.step is not None and (old is None or old.step != new.step)
+    new.last_step_time = stamp if moved else before
+    return new
+
+
+def hang_seconds(spec: Any, report: TrainerReport | None) -> float | None:
+    """How long a running trainer may complete no step (None: not watched). Set: that (0 is
+    off). Unset: the built-in trainer's max(10 x step time, 300 s); a script of the user's
+    is not watched (it reports no steps)."""
+    chosen = spec.failure_policy.hang_seconds
+    if chosen is not None:
+        return float(chosen) or None
+    if spec.trainer.builtin is None:
+        return None
+    step = report.step_seconds if report is not None else None
+    return max(HANG_STEPS * step, HANG_MIN_SECONDS) if step else HANG_MIN_SECONDS
+
+
+HANG_STEPS, HANG_MIN_SECONDS = 10, 300.0
+
+
+def stalled_since(status: Status) -> datetime | None:
+    """Since when no step was seen while the job runs: the later of the last step and the
+    moment it last became Running (a restart or a resume starts the clock again)."""
+    running = c.get_condition(status.conditions, c.RUNNING)
+    if status.phase != "Running" or running is None or running.status != "True" or status.progress is None:
+        return None
+    moments = [parse_time(status.progress.last_step_time), parse_time(running.last_transition_time)]
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
+
+
+def _restart_hung(job: JobState, pods: list[PodInfo], plan: Plan,
+                  report: TrainerReport | None) -> tuple[bool, datetime | None, Plan | None]:
+    """A running trainer that completed no step for hangSeconds (a rank stuck in a
+    collective, a deadlocked loader) is restarted: every worker goes, the round counts
+    against backoffLimit. (hung, when to look again, the final plan if it failed)."""
+    spec, st = job.validation.job.spec, plan.status
+    limit = hang_seconds(spec, report)
+    since = stalled_since(st)  # this pass's progress (the step may just have moved), the last phase
+    if limit is None or since is None or (report is not None and report.outcome is not None):
+        return False, None, None
+    due = since + timedelta(seconds=limit)
+    if plan.now < due:
+        return False, due, None
+    live = sorted((p for p in pods if not p.terminating), key=lambda p: (p.index is None, p.index or 0))
+    step = st.progress.step if st.progress is not None else None
+    what = (f"no step completed for {(plan.now - since).total_seconds():.0f}s (step {step} since "
+            f"{iso(since)}; failurePolicy.hangSeconds {limit:.0f})")
+    first = live[0] if live else None
+    resumed, lost = steps_lost(st.progress, st.checkpoint)
+    entry = FailureRecord(time=plan.stamp, cause=HUNG, node=(first.node or None) if first else None,
+                          pod=first.name if first else None, pod_uid=first.uid if first else None,
+                          message=what, resumed_from_step=resumed, steps_lost=lost)
+    st.failures = add_failure(st.failures, entry)
+    plan.new_failures.append(entry)
+    if st.restarts >= spec.backoff_limit:
+        return True, None, _fail(job, pods, plan, c.BACKOFF_LIMIT_EXCEEDED,
+                                 f"{what}; backoffLimit {spec.backoff_limit} reached after {st.restarts} restarts")
+    st.restarts += 1
+    plan.restarted = 1
+    doomed = {name for name, _ in plan.delete}
+    plan.delete.extend((p.name, c.HUNG) for p in live if p.name not in doomed)
+    plan.events.append(Event("Warning", c.HUNG, f"{what}: restarting every worker (restart {st.restarts} of "
+                             f"backoffLimit {spec.backoff_limit}); the trainer resumes from the newest checkpoint"))
+    return True, None, None
 
 
 def _record_failures(plan: Plan, pods: list[PodInfo], lost: dict[str, NodeHealth]) -> None:
@@ -423,7 +503,7 @@ def _next_wake(status: Status, spec: Any, start: datetime | None) -> datetime | 
 
 
 def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | None,
-               crashed: list[PodInfo]) -> None:
+               crashed: list[PodInfo], hung: bool = False) -> None:
     resolved = job.validation.resolved
     doomed = {name for name, _ in plan.delete}
     live = [p for p in pods if p.active and p.name not in doomed]
@@ -431,7 +511,7 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     # crashed covers the back-off wait and the restart round alike (the crashed pods are
     # still there); disrupted pods are recreated in this very pass.
     disrupted = any(why in (c.WORKER_DISRUPTED, c.NODE_LOST) for _, why in plan.delete)
-    if crashed or disrupted or (old_phase == "Restarting" and len(running) < resolved.nodes):
+    if crashed or disrupted or hung or (old_phase == "Restarting" and len(running) < resolved.nodes):
         phase = "Restarting"
     elif running and len(running) >= resolved.min_nodes:
         phase = "Running"
@@ -440,7 +520,7 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     st = plan.status
     st.phase = phase
     st.workers = workers(pods, resolved.nodes)
-    why = _restart_reason(st, crashed, disrupted)
+    why = c.HUNG if hung else _restart_reason(st, crashed, disrupted)
     stuck = [p for p in live if p.unschedulable or p.image_pull]
     if phase != "Running":
         _lift_avoidance(plan, stuck)
@@ -485,7 +565,7 @@ def _restart_reason(status: Status, crashed: list[PodInfo], disrupted: bool) -> 
     if disrupted:
         return c.WORKER_DISRUPTED
     before = c.get_condition(status.conditions, c.RESTARTING)
-    return c.WORKER_DISRUPTED if before is not None and before.reason == c.WORKER_DISRUPTED else c.WORKER_FAILED
+    return before.reason if before is not None and before.reason in (c.WORKER_DISRUPTED, c.HUNG) else c.WORKER_FAILED
 
 
 def _validated(job: JobState, plan: Plan) -> None:
@@ -527,7 +607,7 @@ def _spec_invalid(job: JobState, pods: list[PodInfo], plan: Plan, report: Traine
     plan.condition(c.VALIDATED, False, c.INVALID_SPEC, message)
     st, old = plan.status, job.status
     if report is not None:
-        st.progress = report.progress() or st.progress
+        st.progress = progress_of(report, st.progress, plan.stamp)
         st.checkpoint = report.checkpoint or st.checkpoint
     # What the last valid spec resolved to still runs.
     st.resolved, st.warnings = old.resolved, old.warnings

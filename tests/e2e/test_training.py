@@ -120,6 +120,31 @@ def test_graceful_delete_of_a_worker_is_a_disruption_not_a_success(node_cluster,
     assert done["status"].get("restarts", 0) == 0, done["status"]
 
 
+def test_a_hung_rank_is_detected_restarted_and_the_job_finishes_exactly(node_cluster, chart_operator, ns):
+    """Rank 1 stops inside step 25 (the trainer's test hook, docs/trainer.md): rank 0 blocks
+    in the step's all-reduce, every pod stays Running, and /status stops moving. After
+    failurePolicy.hangSeconds the operator restarts every worker (Hung, one restart), the
+    trainer resumes from its step-20 checkpoint, and the job ends at exactly its steps."""
+    steps = 120
+    claim = shared_checkpoints(node_cluster, ns)
+    node_cluster.apply({**example_job(trainer={"builtin": {"model": "gpt-nano", "dataset": "text", "steps": steps,
+                                                           "batchSize": 8, "learningRate": 0.001}},
+                                      checkpoint={"claimName": claim, "intervalSteps": 10},
+                                      failurePolicy={"hangSeconds": 20},
+                                      env=[{"name": "OMP_NUM_THREADS", "value": "1"},
+                                           {"name": "DT_TEST_HANG_AT_STEP", "value": "25"},
+                                           {"name": "DT_TEST_HANG_RANK", "value": "1"}]),
+                        "metadata": {"name": "stuck"}}, namespace=ns)
+    hung = wait_job(node_cluster, ns, "stuck", "the hang detected",
+                    lambda o: any(f.get("cause") == "Hung" for f in o.get("status", {}).get("failures") or []))
+    entry = next(f for f in hung["status"]["failures"] if f["cause"] == "Hung")
+    assert entry["message"].startswith("no step completed for ") and "step 24 since" in entry["message"], entry
+    assert (entry["resumedFromStep"], entry["stepsLost"]) == (20, 4), entry
+    done = finish_exactly(node_cluster, ns, "stuck", steps)
+    assert done["status"]["restarts"] == 1, done["status"]
+    assert [f["cause"] for f in done["status"]["failures"]] == ["Hung"], done["status"]["failures"]
+
+
 def test_force_killed_rendezvous_host_still_finishes_exactly(node_cluster, chart_operator, ns):
     steps = 300
     long_job(node_cluster, ns, "host-killed", steps)

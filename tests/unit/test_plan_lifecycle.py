@@ -3,6 +3,8 @@ runs out of its deadline or TTL; what is written, and when the next pass comes."
 
 from __future__ import annotations
 
+import dataclasses
+
 from datetime import timedelta
 
 from disttrain_operator import conditions as c
@@ -137,7 +139,8 @@ def test_success_of_a_user_script_takes_progress_from_the_last_status_report():
     report = TrainerReport(step=90, total_steps=100, loss=1.5, step_seconds=0.5)
     plan = decide(state(st, **spec), [pod(0, phase="Succeeded", exit_code=0, **spec)], NOW, POLICY, report=report)
     assert written(plan)["phase"] == "Succeeded"
-    assert plan.status.progress == report.progress()
+    # The report's progress, and the moment the operator first saw its step.
+    assert plan.status.progress == dataclasses.replace(report.progress(), last_step_time=iso(NOW))
 
 
 def test_while_other_workers_exit_the_running_condition_says_training_finished():

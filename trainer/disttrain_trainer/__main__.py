@@ -12,6 +12,7 @@ from disttrain_trainer.config import Config
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, ShardedLoader, build_dataset, holdout
 from disttrain_trainer.evaluate import Evaluator
+from disttrain_trainer.faults import HangHook
 from disttrain_trainer.flops import peak_flops
 from disttrain_trainer.metrics import build_metrics
 from disttrain_trainer.models import model_spec
@@ -58,6 +59,7 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
             cfg=cfg.eval, dataset=held_out, loss_fn=spec.loss_fn, batch_size=EVAL_BATCH_FACTOR * cfg.data.batch_size,
             dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),  # type: ignore[arg-type]
+        hang=HangHook(at_step=cfg.test_hang_at_step, rank=cfg.test_hang_rank, marker_dir=cfg.checkpoint.dir),
         metrics=build_metrics(
             cfg.metrics, is_local_rank0=ctx.is_local_rank0, is_rank0=ctx.is_rank0,
             restarts=ctx.restart_count, total_steps=cfg.train.steps, world_size=ctx.world_size,

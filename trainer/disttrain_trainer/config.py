@@ -220,6 +220,10 @@ class Config:
     """metrics: Prometheus / status server."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """eval: held-out split and evaluation schedule."""
+    test_hang_at_step: int = 0
+    """test_hang_at_step: test hook (faults.py): a rank hangs inside this step, once; 0: never."""
+    test_hang_rank: int = 1
+    """test_hang_rank: test hook: the global rank that hangs."""
 
     def __post_init__(self) -> None:
         allowed = _MODEL_DATASETS[self.model.name]
@@ -253,6 +257,13 @@ class Config:
             if raw not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError(f"DISTTRAIN_{name}={raw!r} is not true/false")
             return raw in ("true", "1", "yes")
+
+        def test_hook(name: str, default: int) -> int:
+            raw = env.get(name, "") or str(default)
+            try:
+                return int(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r} is not an integer") from None
 
         seed = num("SEED", 1234)
         return cls(
@@ -293,6 +304,9 @@ class Config:
                 fold=num("EVAL_FOLD", 0),
                 interval_steps=num("EVAL_INTERVAL_STEPS", 0),
             ),
+            # Test hooks, named outside DISTTRAIN_* so that a job's spec.env can set them.
+            test_hang_at_step=test_hook("DT_TEST_HANG_AT_STEP", 0),
+            test_hang_rank=test_hook("DT_TEST_HANG_RANK", 1),
         )
 
 

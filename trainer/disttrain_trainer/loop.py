@@ -21,6 +21,7 @@ from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import ShardedLoader
 from disttrain_trainer.evaluate import Evaluator
+from disttrain_trainer.faults import HangHook
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
 from disttrain_trainer.models import LossFn
 
@@ -39,6 +40,7 @@ class Components:
     metrics: Metrics
     scaler: torch.amp.GradScaler | None = None
     evaluator: Evaluator | None = None
+    hang: HangHook = field(default_factory=HangHook)  # a test hook; off unless asked for
 
 
 @dataclass(kw_only=True)
@@ -86,6 +88,7 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
             result.preempted = True
             break
         logging_step = should_log(c.state.step + 1, cfg)
+        c.hang.before_step(c.state.step + 1, ctx.rank, ctx.stop_signal)
         loss, norm = train_step(c, ctx, cfg, autocast, want_norm=logging_step)
         c.state.step += 1
         step = c.state.step

@@ -174,6 +174,11 @@ class FailurePolicy:
         "OOMKilled, NodeLost or Hung entries of status.failures), new workers of the job avoid "
         "that node (a required node affinity); never so many that a worker cannot be placed: "
         "then the job stops avoiding. 0 never avoids a node.", default=2, minimum=0, maximum=16)
+    hang_seconds: int | None = spec_field(
+        "hangSeconds: restart every worker (reason Hung, counted against backoffLimit) when the "
+        "running trainer has completed no step for this long, as its /status reports it. Unset: "
+        "for the built-in trainer max(10 x its step time, 300); for your own script off (it "
+        "reports no steps). 0 turns it off.", minimum=0, maximum=86400)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -408,6 +413,9 @@ class Progress:
         "evalLoss: loss on the held-out split (builtin.evalFraction) at evalStep.")
     eval_step: int | None = spec_field("evalStep: the step evalLoss was measured at.")
     percent_complete: str | None = spec_field("percentComplete: step / totalSteps, e.g. 45%.")
+    last_step_time: str | None = spec_field(
+        "lastStepTime: when the operator last saw step advance (RFC 3339): how long a job has "
+        "been stalled, and what failurePolicy.hangSeconds is measured from.")
 
 
 FailureCause = Literal["NodeLost", "Evicted", "Preempted", "OOMKilled", "ExitCode", "Hung",

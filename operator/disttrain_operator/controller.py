@@ -452,6 +452,11 @@ class Controller:
             metrics.job_failures.labels(reason=plan.failed_reason).inc()
         for failure in plan.new_failures:
             metrics.worker_failures.labels(namespace=job.namespace, job=job.name, cause=failure.cause).inc()
+        for cause, seconds in plan.lost_seconds.items():
+            metrics.lost_seconds.labels(namespace=job.namespace, job=job.name, cause=cause).inc(seconds)
+        goodput = plan.status.goodput
+        if goodput is not None and goodput.ratio is not None:
+            metrics.goodput_ratio.labels(namespace=job.namespace, job=job.name).set(goodput.ratio)
         if plan.became_running:
             created = parse_time(view.created)
             if created is not None:

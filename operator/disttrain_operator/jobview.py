@@ -50,6 +50,7 @@ class JobView:
     conditions: tuple[dict[str, Any], ...] = field(default=())
     failures: tuple[dict[str, Any], ...] = field(default=())  # status.failures, oldest first
     avoided_nodes: tuple[dict[str, Any], ...] = field(default=())  # status.avoidedNodes
+    goodput: dict[str, Any] | None = None  # status.goodput
 
     @property
     def finished(self) -> bool:
@@ -87,7 +88,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         completion_time=parse_time(status.get("completionTime")),
         conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
         failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)),
-        avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)))
+        avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
+        goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None)
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -196,6 +198,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         f"Throughput:  {_rate(view.samples_per_second)} samples/s",
         f"ETA:         {duration(view.eta_seconds)}",
         f"Checkpoint:  {_checkpoint(view, now)}",
+        *([f"Goodput:     {goodput_words(view.goodput)}"] if view.goodput else []),
         f"Age:         {duration((now - view.created).total_seconds()) if view.created else '-'}",
         "Conditions:",
     ]
@@ -271,6 +274,15 @@ def failure_table(failures: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -
                                                                 "resumedFromStep", "stepsLost", "message"))
                                 for f in failures]
     return aligned(rows)
+
+
+def goodput_words(goodput: dict[str, Any]) -> str:
+    """status.goodput in one line: the ratio, then where the worker-seconds went."""
+    ratio = goodput.get("ratio")
+    parts = ", ".join(f"{name} {duration(float(goodput.get(key) or 0))}" for name, key in (
+        ("productive", "productiveSeconds"), ("lost", "lostSeconds"), ("restarting", "restartingSeconds"),
+        ("waiting", "waitingSeconds")))
+    return f"{'-' if ratio is None else f'{100 * float(ratio):.0f}%'} of worker time ({parts})"
 
 
 def avoided_line(entry: dict[str, Any]) -> str:

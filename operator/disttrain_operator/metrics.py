@@ -34,6 +34,12 @@ class OperatorMetrics:
         self.worker_failures = Counter(
             "disttrain_job_failures", "Worker failures of each job by cause (one per entry of status.failures).",
             ["namespace", "job", "cause"], registry=r)
+        self.goodput_ratio = Gauge(
+            "disttrain_job_goodput_ratio", "Share of each job's worker-seconds that went to steps that count "
+            "(status.goodput.ratio).", ["namespace", "job"], registry=r)
+        self.lost_seconds = Counter(
+            "disttrain_job_lost_seconds", "Worker-seconds of steps done again after failures, by cause.",
+            ["namespace", "job", "cause"], registry=r)
         self.reconcile_errors = Counter(
             "disttrain_operator_reconcile_errors", "Reconciles that failed and were retried with back-off.",
             ["reason"], registry=r)
@@ -60,11 +66,14 @@ class OperatorMetrics:
     def forget(self, namespace: str, name: str) -> None:
         self.observe_phase((namespace, name), None)
         self.forget_checkpoint(namespace, name)
-        for cause in CAUSES:  # a deleted job's series go with it
-            try:
-                self.worker_failures.remove(namespace, name, cause)
-            except KeyError:
-                pass
+        for series, labels in ((self.goodput_ratio, ((namespace, name),)),
+                               (self.worker_failures, [(namespace, name, cause) for cause in CAUSES]),
+                               (self.lost_seconds, [(namespace, name, cause) for cause in CAUSES])):
+            for values in labels:  # a deleted job's series go with it
+                try:
+                    series.remove(*values)
+                except KeyError:
+                    pass
 
     def forget_checkpoint(self, namespace: str, name: str) -> None:
         try:

@@ -25,6 +25,7 @@ from .api.types import DistributedTrainingStatus as Status
 from .api.types import FailureRecord, Progress, Workers
 from .api.validate import Validation
 from .backoff import exponential
+from .goodput import account
 from .failures import HUNG, add_failure, avoiding, lift_avoidance, nodes_to_avoid, record_failures, steps_lost
 from .nodes import NodeHealth
 from .pods import PodInfo
@@ -90,6 +91,7 @@ class Plan:
     became_running: bool = False
     checkpoint_age: float | None = None  # seconds since the newest checkpoint was made
     new_failures: list[FailureRecord] = field(default_factory=list)  # added to status.failures now
+    lost_seconds: dict[str, float] = field(default_factory=dict)  # worker-seconds lost in this pass, by cause
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 
@@ -134,7 +136,21 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     nodes: the health of the nodes its workers are on, by name (a node missing is healthy)."""
     plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal, nodes=nodes or {})
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
+    _account_goodput(job, plan, newest(report, *(p.report for p in pods)))
     return plan
+
+
+def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) -> None:
+    """The time since the last pass goes to the category of the phase the job was in."""
+    old = job.status
+    desired = (old.workers.desired if old.workers is not None else None)
+    if desired is None:
+        desired = plan.status.workers.desired if plan.status.workers is not None else 0
+    step = None
+    if job.validation.ok:
+        step = seconds_per_step(report, global_batch(job.validation.job.spec, job.validation.resolved))
+    plan.status.goodput, plan.lost_seconds = account(old.goodput, old.phase, desired or 0, plan.now,
+                                                     plan.new_failures, step)
 
 
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
@@ -731,7 +747,7 @@ def _carry_over(old: Status) -> Status:
     return Status(conditions=list(old.conditions) if old.conditions is not None else None,
                   restarts=old.restarts or 0, start_time=old.start_time, completion_time=old.completion_time,
                   next_restart_time=old.next_restart_time, progress=old.progress, checkpoint=old.checkpoint,
-                  phase=old.phase, failures=old.failures, avoided_nodes=old.avoided_nodes)
+                  phase=old.phase, failures=old.failures, avoided_nodes=old.avoided_nodes, goodput=old.goodput)
 
 
 # A name held by someone else's object is looked at again this often: a squatter sends no
@@ -750,17 +766,22 @@ def look_again_in(*, resync: float, deferred_write: float | None = None, wake: f
 
 # Status fields whose change alone may wait for the next write (status_write): the worker
 # counters move with every pod event, and a job of 8 pods starting over half a minute
-# would otherwise write its status a dozen times.
-DEFERRABLE_STATUS = frozenset({"workers"})
+# would otherwise write its status a dozen times. Goodput moves on every pass: it goes out
+# with the next write of anything else, never alone.
+DEFERRABLE_STATUS = frozenset({"workers", "goodput"})
+RIDES_ALONG = frozenset({"goodput"})
 COUNTERS_DELAY_SECONDS = 30.0
 
 
 def status_write(old: Status, new: Status, since_last_write: float) -> tuple[dict[str, Any], float | None]:
-    """The status patch to send now ({}: nothing), or how many seconds it may wait. Only a
-    change of the worker counters alone waits, and only while the job is active: once it is
+    """The status patch to send now ({}: nothing), or how many seconds it may wait. A change
+    of goodput alone is never sent (it rides along with the next write); a change of the
+    worker counters alone waits, and only while the job is active: once it is
     Suspended, Succeeded or Failed its counters go out at once, so the status never shows
     workers a job of that phase cannot have. This is where the typed status is written out."""
     patch = status_patch(status_json(old), status_json(new))
+    if patch and set(patch) <= RIDES_ALONG:
+        return {}, None
     if (patch and set(patch) <= DEFERRABLE_STATUS and since_last_write < COUNTERS_DELAY_SECONDS
             and new.phase in ACTIVE_PHASES):
         return {}, COUNTERS_DELAY_SECONDS - since_last_write

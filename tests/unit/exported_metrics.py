@@ -15,6 +15,7 @@ DESIGN_METRICS = {
     "disttrain_train_samples_per_second", "disttrain_train_step_seconds", "disttrain_train_world_size",
     "disttrain_train_restarts", "disttrain_checkpoint_save_seconds", "disttrain_checkpoint_last_step",
     "disttrain_checkpoint_last_timestamp_seconds", "disttrain_job_failures_total",
+    "disttrain_job_goodput_ratio", "disttrain_job_lost_seconds_total",
 }
 # Series each metric type exposes (prometheus_client names a counter's family without _total).
 _SERIES = {"counter": ("_total",), "gauge": ("",), "histogram": ("", "_bucket", "_count", "_sum"),
@@ -52,4 +53,4 @@ METRICS = exported_series()
 
 
 def metric_names(text: str) -> set[str]:
-    return set(re.findall(r"\b(disttrain_(?:operator|train|checkpoint)_[a-z_]+)", text))
+    return set(re.findall(r"\b(disttrain_(?:operator|train|checkpoint|job)_[a-z_]+)", text))

@@ -323,3 +323,17 @@ def test_status_lists_the_nodes_the_job_avoids_and_those_it_stopped_avoiding():
         "  gpu-3: 3 failures, avoided since 2026-11-25T09:00:00Z; no more since 2026-11-25T09:05:00Z: "
         "j-worker-1 cannot be scheduled while avoiding gpu-3: no nodes"]
     assert lines[start + 3] == "Events:"
+
+
+def test_status_says_where_the_worker_time_went():
+    from datetime import datetime, timezone
+
+    from disttrain_operator.jobview import status_lines, view_of
+
+    obj = {"metadata": {"name": "j", "namespace": "n"}, "status": {"phase": "Running", "goodput": {
+        "ratio": 0.85, "productiveSeconds": 850.0, "lostSeconds": 150.0, "restartingSeconds": 0.0,
+        "waitingSeconds": 12.0, "updateTime": "2026-11-25T10:00:00Z"}}}
+    lines = status_lines(view_of(obj), [], datetime(2026, 11, 25, 11, tzinfo=timezone.utc))
+    assert "Goodput:     85% of worker time (productive 14m, lost 2m30s, restarting 0s, waiting 12s)" in lines
+    assert not any(line.startswith("Goodput:") for line in status_lines(
+        view_of({"metadata": {"name": "j"}, "status": {}}), [], datetime(2026, 11, 25, 11, tzinfo=timezone.utc)))

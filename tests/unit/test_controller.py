@@ -174,7 +174,7 @@ def test_a_new_job_gets_its_service_and_workers_after_the_job_is_read_once():
     creates = [c for c in calls if c[0] in ("get-job", "get", "create")]
     assert creates == [("get-job", "team-a", "demo"), ("get", "Service", "demo"), ("create", "Service", "demo"),
                        ("create", "Pod", "demo-worker-0"), ("create", "Pod", "demo-worker-1")]
-    assert ("patch-status", "demo", "conditions", "observedGeneration", "phase", "resolved", "restarts",
+    assert ("patch-status", "demo", "conditions", "goodput", "observedGeneration", "phase", "resolved", "restarts",
             "selector", "startTime", "warnings", "workers") in calls
     assert again == Settings().resync_seconds  # nothing due sooner: the next look is the resync
 
@@ -298,7 +298,7 @@ def test_a_deferred_counter_write_goes_out_when_it_is_due():
 
     wait, deferred, written = run(scenario())
     assert deferred == [] and wait == COUNTERS_DELAY_SECONDS - 1
-    assert written == [("patch-status", "demo", "workers")]
+    assert written == [("patch-status", "demo", "goodput", "workers")]  # goodput rides along with it
 
 
 def test_a_finished_job_is_deleted_when_its_ttl_runs_out():
@@ -487,15 +487,19 @@ def test_each_new_failure_counts_once_by_cause_and_goes_with_the_job():
         shell.pods_index = {KEY: [info("demo-worker-0", template=h), crashed]}
         for _ in range(3):
             await reconciled(shell)
-            await clock.advance(0.2)
+            await clock.advance(2)
         return shell
 
     shell = run(scenario())
     counter = shell.metrics.worker_failures
     assert counter.labels(namespace="team-a", job="demo", cause="ExitCode")._value.get() == 1
     assert [f.cause for f in shell.records["u1"].last_status.failures] == ["ExitCode"]
+    ratio = shell.metrics.goodput_ratio
+    assert shell.records["u1"].last_status.goodput.ratio is not None
+    assert ratio.labels(namespace="team-a", job="demo")._value.get() == shell.records["u1"].last_status.goodput.ratio
     shell.job_event(KEY, body(), "DELETED")
-    assert not [s for m in counter.collect() for s in m.samples if s.labels.get("job") == "demo"]
+    for family in (counter, ratio, shell.metrics.lost_seconds):
+        assert not [s for m in family.collect() for s in m.samples if s.labels.get("job") == "demo"]
 
 
 def test_a_node_event_queues_the_jobs_on_that_node_and_only_when_its_health_changed():

@@ -467,6 +467,23 @@ class AvoidedNode:
 
 
 @dataclass(kw_only=True, slots=True)
+class Goodput:
+    """goodput: where the job's worker-seconds went (seconds x desired workers)."""
+
+    ratio: float | None = spec_field("ratio: productiveSeconds / all four, 0 to 1.")
+    productive_seconds: float | None = spec_field(
+        "productiveSeconds: worker-seconds Running whose steps count (the steps done again after a "
+        "failure are moved to lostSeconds).")
+    lost_seconds: float | None = spec_field(
+        "lostSeconds: worker-seconds of steps done again after failures (status.failures' "
+        "stepsLost x the step time).")
+    restarting_seconds: float | None = spec_field(
+        "restartingSeconds: worker-seconds in phase Restarting (pods not all back).")
+    waiting_seconds: float | None = spec_field("waitingSeconds: worker-seconds Pending (scheduling, image pulls).")
+    update_time: str | None = spec_field("updateTime: when these were last added up (RFC 3339).")
+
+
+@dataclass(kw_only=True, slots=True)
 class CheckpointStatus:
     """checkpoint: the newest complete checkpoint."""
 
@@ -494,6 +511,8 @@ class DistributedTrainingStatus:
     failures: list[FailureRecord] | None = spec_field(
         "failures: the newest worker failures, oldest first (at most 16): what ended each pod, "
         "where, and what it cost; kept after the Events about them expire.", max_items=16)
+    goodput: Goodput | None = spec_field(
+        "goodput: the share of the job's worker-seconds that went to steps that count.")
     avoided_nodes: list[AvoidedNode] | None = spec_field(
         "avoidedNodes: nodes this job's new workers avoid after failing there "
         "(failurePolicy.avoidNodeAfterFailures); an entry with liftedTime is avoided no more.",

@@ -4,7 +4,14 @@ force-deletes the worker and it is recreated on another node, recorded as NodeLo
 without spending backoffLimit, in both install modes (their RBAC must let it watch nodes).
 
 The lost node is one the test plays the kubelet of (KWOK manages only its own annotated
-nodes): it posts the node's Ready status and its pod's Running status, then says Unknown."""
+nodes, and its node stage would turn a KWOK node patched NotReady Ready again at once): it
+posts the node's Ready status and its pod's Running status, then says Unknown, as the node
+lifecycle controller does when a kubelet stops reporting.
+
+This test stands for issue 22's real-node case (e), stopping a kubelet while the CPU
+example runs: this machine has one real node, so a replacement could only go back to the
+node whose kubelet was stopped, and the shared control plane's node-monitor grace period
+(5 minutes, hack/cluster.sh) is what would have to pass before Kubernetes marks it Unknown."""
 
 from __future__ import annotations
 

@@ -81,6 +81,11 @@ def test_a_worker_on_a_lost_node_is_replaced_on_another_node(cluster, namespace,
 
         new = cluster.wait_for(replaced, timeout=90, what="the worker recreated on another node")
         assert new["metadata"]["name"] == "lost-worker-0"
+        # Never before nodeLostSeconds: a node that flaps back within it keeps its workers.
+        created = datetime.strptime(new["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=timezone.utc)
+        lost_at = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        assert (created - lost_at).total_seconds() >= 3
         job = wait_job(cluster, namespace, "lost", lambda j: j["status"].get("phase") == "Running"
                        and (j["status"].get("failures") or []), what="running again, the loss recorded")
         entry = job["status"]["failures"][-1]

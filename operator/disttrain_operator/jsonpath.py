@@ -229,8 +229,22 @@ def _closing_bracket(s: str, i: int, where: str) -> int:
 
 def _closing(s: str, i: int, open_: str, close: str) -> int:
     """The index of the `close` that matches the `open_` at s[i] (nested pairs counted,
-    quoted text and backslash escapes in it skipped), or -1."""
-    depth, quote, j = 0, None, i
+    quoted text skipped), or -1."""
+    depth = 0
+    for j in _unquoted(s, i):
+        if s[j] == open_:
+            depth += 1
+        elif s[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _unquoted(s: str, start: int = 0) -> Iterator[int]:
+    """The indexes of s[start:] outside quoted text ('...' or "...", with backslash
+    escapes inside); the quotes themselves are left out too."""
+    quote, j = None, start
     while j < len(s):
         c = s[j]
         if quote:
@@ -240,14 +254,9 @@ def _closing(s: str, i: int, open_: str, close: str) -> int:
                 quote = None
         elif c in ("'", '"'):
             quote = c
-        elif c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return j
+        else:
+            yield j
         j += 1
-    return -1
 
 
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
@@ -257,21 +266,10 @@ def _filter(text: str, where: str) -> Filter:
     if not (text.startswith("(") and text.endswith(")")):
         raise JSONPathError(f"{where!r}: a filter is ?(@.field OP value), not ?{text}")
     body = text[1:-1].strip()
-    quote, j = None, 0
-    while j < len(body):
-        c = body[j]
-        if quote:
-            if c == "\\":
-                j += 1
-            elif c == quote:
-                quote = None
-        elif c in ("'", '"'):
-            quote = c
-        else:
-            op = next((o for o in _OPERATORS if body.startswith(o, j)), None)
-            if op:
-                return Filter(parse_path(body[:j], where), op, _value(body[j + len(op):].strip(), where))
-        j += 1
+    for j in _unquoted(body):
+        op = next((o for o in _OPERATORS if body.startswith(o, j)), None)
+        if op:
+            return Filter(parse_path(body[:j], where), op, _value(body[j + len(op):].strip(), where))
     return Filter(parse_path(body, where), None)
 
 

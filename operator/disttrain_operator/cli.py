@@ -735,8 +735,8 @@ def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done
 
 def cmd_suspend(args: argparse.Namespace) -> int:
     return for_each_job(args, lambda c, name: c.suspend(name),
-                        lambda name: f"{_ref(name)} suspended (its pods are deleted; resume continues from the "
-                                     "newest checkpoint)")
+                        lambda name: f"{_ref(name)} suspended (a running trainer checkpoints its current step, "
+                                     "then the pods are deleted; resume continues from that checkpoint)")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 JOB_SUSPENDED = "JobSuspended"
 JOB_RESUMED = "JobResumed"
+CHECKPOINT_BEFORE_STOP = "CheckpointBeforeStop"  # asked the trainer for a checkpoint; the pods go once it is written
 JOB_SUCCEEDED = "JobSucceeded"
 SPEC_CHANGED = "SpecChanged"
 SCALED = "Scaled"

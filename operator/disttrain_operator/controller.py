@@ -245,7 +245,7 @@ class Controller:
         moment = clock.now()
         nodes = {p.node: health for p in pods if p.node and (health := self._node(p.node)) is not None}
         plan = decide(job, pods, moment, self.policy, report=rec.report, conflicts=conflicts, refusal=rec.refusal,
-                      nodes=nodes)
+                      nodes=nodes, checkpoint_refused=self._checkpoint_refused(base, rec))
         if not await self.carry_out(plan, job, view, pods, rec):
             return None  # the job is gone
         deferred = await self._write_status(key, base, plan.status, rec)
@@ -308,7 +308,47 @@ class Controller:
             self._start_creating(plan, job, view, rec)
         if plan.delete_job:
             await kube.delete_job(job.namespace, job.name)
+        if plan.ask_checkpoint is not None and plan.status.eviction is not None:
+            self._ask_checkpoint(plan.status.eviction.request_time, plan.ask_checkpoint, job, pods, rec)
         return True
+
+    @staticmethod
+    def _checkpoint_refused(status: Status, rec: JobRecord) -> str | None:
+        """Why the trainer did not take the checkpoint request of the stop in progress."""
+        ev = status.eviction
+        return rec.checkpoint_refused if ev is not None and rec.asked_checkpoint == ev.request_time else None
+
+    def _ask_checkpoint(self, stop: str | None, ask: tuple[int, float], job: JobState, pods: list[PodInfo],
+                        rec: JobRecord) -> None:
+        """Ask a ready worker for a checkpoint before the job stops (eviction.py), once per
+        stop, in the background: the answer (its report, or why it refused) queues the job."""
+        if rec.asked_checkpoint == stop:
+            return
+        rec.asked_checkpoint, rec.checkpoint_refused = stop, None
+        key = (job.namespace, job.name)
+        port = job.validation.job.spec.metrics.port
+        hold, wait = ask
+        sources = [p for p in status_sources(pods) if p.uid]
+
+        async def ask_one() -> None:
+            answer, refused = None, "no ready worker to ask"
+            for pod in sources:  # the first that answers; through it the request reaches every rank
+                answer, refused, answered = await self.kube.trainer_checkpoint(pod.ip, port, pod.uid, hold, wait)
+                if answered:
+                    break
+            report = parse_report(answer) if answer is not None else None
+            if rec.asked_checkpoint != stop:
+                return  # a newer stop (or none) by now
+            if report is not None:
+                rec.report = report
+            else:
+                rec.checkpoint_refused = refused or "POST /checkpoint answered no report"
+                log.info("%s/%s: the trainer did not take the checkpoint request: %s", *key, rec.checkpoint_refused)
+            self.queue.add(key)
+
+        task = asyncio.create_task(ask_one())
+        self._creators.add(task)
+        task.add_done_callback(self._creators.discard)
 
     def _start_creating(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
         """Create the planned children in the background: creates are paced (one token per

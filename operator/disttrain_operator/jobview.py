@@ -51,6 +51,7 @@ class JobView:
     failures: tuple[dict[str, Any], ...] = field(default=())  # status.failures, oldest first
     avoided_nodes: tuple[dict[str, Any], ...] = field(default=())  # status.avoidedNodes
     goodput: dict[str, Any] | None = None  # status.goodput
+    eviction: dict[str, Any] | None = None  # status.eviction: the latest stop on purpose
 
     @property
     def finished(self) -> bool:
@@ -89,7 +90,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
         failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)),
         avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
-        goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None)
+        goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None,
+        eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None)
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -199,6 +201,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         f"ETA:         {duration(view.eta_seconds)}",
         f"Checkpoint:  {_checkpoint(view, now)}",
         *([f"Goodput:     {goodput_words(view.goodput)}"] if view.goodput else []),
+        *([f"Last stop:   {stop_words(view.eviction)}"] if view.eviction else []),
         f"Age:         {duration((now - view.created).total_seconds()) if view.created else '-'}",
         "Conditions:",
     ]
@@ -221,6 +224,28 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     for e in recent:
         lines.append("  " + event_line(e, now))
     return lines
+
+
+HANDSHAKE_WORDS = {
+    "Requested": "checkpointing step {step} before the pods go",
+    "Checkpointed": "checkpoint-then-evict completed",
+    "TimedOut": "no checkpoint within evictGraceSeconds: stopped with SIGTERM",
+    "NotSupported": "the trainer took no checkpoint request: stopped with SIGTERM",
+    "NotRunning": "no trainer was running",
+    "Off": "evictGraceSeconds 0: stopped with SIGTERM",
+    "Cancelled": "called off before the pods went",
+}
+
+
+def stop_words(ev: dict[str, Any]) -> str:
+    """status.eviction in a line: why, how the handshake went, where it resumes, what it cost."""
+    words = HANDSHAKE_WORDS.get(str(ev.get("handshake")), str(ev.get("handshake") or "-"))
+    parts = [f"{ev.get('reason') or 'stopped'}: {words.format(step=ev.get('step'))}"]
+    if ev.get("resumeFromStep") is not None:
+        parts.append(f"resumes from step {ev['resumeFromStep']}")
+    if ev.get("stepsLost") is not None:
+        parts.append(f"{ev['stepsLost']} steps lost")
+    return ", ".join(parts)
 
 
 def event_time_key(event: dict[str, Any]) -> str:

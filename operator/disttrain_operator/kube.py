@@ -302,6 +302,30 @@ class Kube:
             return None
         return data if isinstance(data, dict) else None
 
+    async def trainer_checkpoint(self, ip: str, port: int, token: str, hold: int,
+                                 wait: float) -> tuple[dict[str, Any] | None, str | None, bool]:
+        """POST http://<pod ip>:<port>/checkpoint?holdSeconds=..&waitSeconds=.. with the pod's
+        token (checkpoint-then-evict, docs/pod-contract.md). Returns (the trainer's report,
+        None, True) when it took the request (200: held at a checkpoint; 202: not yet), else
+        (None, why, whether anything answered over HTTP). Untrusted like /status: no
+        redirects, a bounded body and time."""
+        host = f"[{ip}]" if ":" in ip else ip
+        url = f"http://{host}:{port}/checkpoint?holdSeconds={int(hold)}&waitSeconds={max(0, int(wait))}"
+        try:
+            async with self._client().post(url, allow_redirects=False, headers={"Authorization": f"Bearer {token}"},
+                                           timeout=aiohttp.ClientTimeout(total=wait + 10)) as resp:
+                if resp.status not in (200, 202):
+                    return None, f"HTTP {resp.status} from POST /checkpoint", True
+                body = await resp.content.read(STATUS_BODY_LIMIT + 1)
+                data = json.loads(body) if len(body) <= STATUS_BODY_LIMIT else None
+        except asyncio.TimeoutError:
+            return None, "POST /checkpoint was not answered in time", False
+        except (aiohttp.ClientError, OSError) as exc:
+            return None, f"POST /checkpoint failed: {type(exc).__name__}", False
+        except ValueError:
+            data = None
+        return (data, None, True) if isinstance(data, dict) else (None, "POST /checkpoint answered no report", True)
+
 
 # Where each kind of child lives in the API.
 _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",

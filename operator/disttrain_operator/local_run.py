@@ -10,6 +10,7 @@ cluster addresses are swapped for local ones (`localize`):
   DISTTRAIN_CHECKPOINT_DIR the pod's volume mount               -> <workdir>/<job>/checkpoints
   DISTTRAIN_TERMINATION_LOG /dev/termination-log               -> <workdir>/<job>/reports/<pod>.json
   valueFrom.fieldRef       metadata.name / metadata.namespace   -> the pod's name / namespace
+                           metadata.uid (the /checkpoint token) -> a fresh uuid
   `torchrun`               the image's                          -> the one next to this Python
 
 and OMP_NUM_THREADS (unless set) is the local CPUs split over all local processes, as
@@ -105,6 +106,8 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
                 env[var["name"]] = meta["name"]
             elif ref == "metadata.namespace":
                 env[var["name"]] = meta.get("namespace", "default")
+            elif ref == "metadata.uid":
+                env[var["name"]] = uuid.uuid4().hex
             else:
                 warnings.append(f"{meta['name']}: env {var['name']} comes from the cluster; not set locally")
         env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{rdzv_port}"

@@ -25,6 +25,7 @@ from .api.types import DistributedTrainingStatus as Status
 from .api.types import FailureRecord, Progress, Workers
 from .api.validate import Validation
 from .backoff import exponential
+from .eviction import cancelled, in_progress, settle, stop
 from .goodput import account
 from .failures import HUNG, add_failure, avoiding, lift_avoidance, nodes_to_avoid, record_failures, steps_lost
 from .nodes import NodeHealth
@@ -92,6 +93,9 @@ class Plan:
     checkpoint_age: float | None = None  # seconds since the newest checkpoint was made
     new_failures: list[FailureRecord] = field(default_factory=list)  # added to status.failures now
     lost_seconds: dict[str, float] = field(default_factory=dict)  # worker-seconds lost in this pass, by cause
+    # Checkpoint-then-evict (eviction.py): ask the trainer for a checkpoint and a hold of
+    # this many seconds, waiting up to the second number for it (None: do not ask).
+    ask_checkpoint: tuple[int, float] | None = None
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 
@@ -127,14 +131,18 @@ def refusal_retry_seconds(refusals: int) -> float:
 
 def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = Policy(), *,
            report: TrainerReport | None = None, conflicts: dict[str, str] | None = None,
-           refusal: Refusal | None = None, nodes: Mapping[str, NodeHealth] | None = None) -> Plan:
+           refusal: Refusal | None = None, nodes: Mapping[str, NodeHealth] | None = None,
+           checkpoint_refused: str | None = None) -> Plan:
     """What to do about a job now, and the status to write.
 
     pods: this job's own workers (owned by its uid); report: the trainer's newest
     /status; conflicts: child name -> the object that holds it without being ours;
     refusal: the API's answer to the last refused pod creation (None once one succeeds);
-    nodes: the health of the nodes its workers are on, by name (a node missing is healthy)."""
-    plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal, nodes=nodes or {})
+    nodes: the health of the nodes its workers are on, by name (a node missing is healthy);
+    checkpoint_refused: why the trainer did not take the checkpoint request of the stop in
+    progress (status.eviction), if it did not."""
+    plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal, nodes=nodes or {},
+                   checkpoint_refused=checkpoint_refused)
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
     _account_goodput(job, plan, newest(report, *(p.report for p in pods)))
     return plan
@@ -155,7 +163,7 @@ def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) ->
 
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
             report: TrainerReport | None, conflicts: dict[str, str] | None,
-            refusal: Refusal | None, nodes: Mapping[str, NodeHealth]) -> Plan:
+            refusal: Refusal | None, nodes: Mapping[str, NodeHealth], checkpoint_refused: str | None) -> Plan:
     old = job.status
     plan = Plan(status=_carry_over(old), now=now, generation=job.generation)
     plan.status.observed_generation = job.generation
@@ -179,7 +187,7 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         return _finished(job, pods, plan, old_phase)
     _with_report(plan, report, job)
     if spec.suspend:
-        return _suspend(pods, plan, old_phase)
+        return _suspend(job, pods, plan, old_phase, report, checkpoint_refused)
     lost, lost_wake = lost_workers(pods, nodes, now, spec.failure_policy.node_lost_seconds)
     _record_failures(plan, pods, lost)
     _avoid_bad_nodes(plan, spec.failure_policy.avoid_node_after_failures)
@@ -187,6 +195,9 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
         plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "job resumed")
+    elif in_progress(plan.status.eviction):
+        plan.status.eviction = cancelled(plan.status.eviction)  # type: ignore[arg-type]
+        plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "the stop was called off before the pods were deleted")
 
     start = parse_time(plan.status.start_time)
     deadline = spec.active_deadline_seconds
@@ -632,12 +643,29 @@ def _spec_invalid(job: JobState, pods: list[PodInfo], plan: Plan, report: Traine
     return plan
 
 
-def _suspend(pods: list[PodInfo], plan: Plan, old_phase: str | None) -> Plan:
+def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | None,
+             report: TrainerReport | None, refused: str | None) -> Plan:
+    """Stop the job, checkpoint first (eviction.py): ask, wait, then delete the pods."""
+    st = plan.status
+    grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
+    running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
+    step = stop(st.eviction, "Suspended", old_phase=old_phase, report=report, trainer_running=running,
+                grace=grace, refused=refused, now=plan.now)
+    if not step.delete:  # the trainer is checkpointing: the job keeps its phase meanwhile
+        st.eviction = step.eviction
+        plan.ask_checkpoint = (step.ask_hold or 0, step.wait_seconds)
+        plan.wake_at = step.wake_at
+        message = step.eviction.message if step.eviction is not None else ""
+        if step.began:
+            plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"suspending: {message}"))
+        plan.condition(c.SUSPENDED, False, c.CHECKPOINT_BEFORE_STOP, message or "")
+        return plan
+    st.eviction = settle(step.eviction, st.checkpoint, st.progress)
     plan.delete = [(p.name, c.JOB_SUSPENDED) for p in pods if not p.terminating]
     if old_phase != "Suspended":
-        plan.events.append(Event("Normal", c.JOB_SUSPENDED, "suspended: worker pods deleted; "
-                                 "set spec.suspend: false to resume from the newest checkpoint"))
-    st = plan.status
+        why = f"{st.eviction.message}; " if st.eviction is not None and st.eviction.message else ""
+        plan.events.append(Event("Normal", c.JOB_SUSPENDED, f"suspended: {why}worker pods deleted; set "
+                                 "spec.suspend: false to resume from the newest checkpoint"))
     st.phase = "Suspended"
     # Suspended time does not count towards activeDeadlineSeconds (as for batch/v1 Jobs).
     st.start_time = st.next_restart_time = None
@@ -747,7 +775,8 @@ def _carry_over(old: Status) -> Status:
     return Status(conditions=list(old.conditions) if old.conditions is not None else None,
                   restarts=old.restarts or 0, start_time=old.start_time, completion_time=old.completion_time,
                   next_restart_time=old.next_restart_time, progress=old.progress, checkpoint=old.checkpoint,
-                  phase=old.phase, failures=old.failures, avoided_nodes=old.avoided_nodes, goodput=old.goodput)
+                  phase=old.phase, failures=old.failures, avoided_nodes=old.avoided_nodes, goodput=old.goodput,
+                  eviction=old.eviction)
 
 
 # A name held by someone else's object is looked at again this often: a squatter sends no

@@ -48,6 +48,8 @@ class JobRecord:
     validation: tuple[Any, Validation] | None = None  # (generation, result)
     resync_due: float = 0.0  # a pass after this moment first checks the job still exists
     creating: bool = False  # its children are being created in the background
+    asked_checkpoint: str | None = None  # the eviction (its requestTime) a checkpoint was asked for
+    checkpoint_refused: str | None = None  # why the trainer did not take that request (None: it did, or pending)
 
     def expect_create(self, name: str, template_hash: str | None, now: float) -> None:
         self.expected_creates[name] = (now + EXPECTATION_SECONDS, template_hash)
@@ -98,5 +100,5 @@ def moved(old: TrainerReport | None, new: TrainerReport) -> bool:
     """Did the trainer's report change in a way the job's status shows?"""
     if old is None:
         return True
-    return ((old.step, old.checkpoint, old.outcome, old.loss, old.eval_loss)
-            != (new.step, new.checkpoint, new.outcome, new.loss, new.eval_loss))
+    return ((old.step, old.checkpoint, old.outcome, old.loss, old.eval_loss, old.held_at_step)
+            != (new.step, new.checkpoint, new.outcome, new.loss, new.eval_loss, new.held_at_step))

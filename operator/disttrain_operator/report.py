@@ -33,6 +33,7 @@ class TrainerReport:
     eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
     eval_step: int | None = None
     eval_history: tuple[tuple[int, float | None], ...] = ()  # the run's latest evaluations, oldest first
+    held_at_step: int | None = None  # the ranks hold here after a requested checkpoint (POST /checkpoint)
 
     @property
     def finished(self) -> bool:
@@ -79,6 +80,7 @@ def parse_report(data: Any) -> TrainerReport | None:
         eval_loss=_num(data.get("evalLoss")),
         eval_step=_int(data.get("evalStep")),
         eval_history=_history(data.get("evalHistory")),
+        held_at_step=_int(data.get("heldAtStep")),
     )
 
 

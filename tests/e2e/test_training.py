@@ -9,11 +9,13 @@ operator/trainer success contract (docs/pod-contract.md).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
 
-from .conftest import (EXAMPLE, NODE, example_job, job, phase, shared_checkpoints, step, wait_job,
+from .conftest import (EXAMPLE, NODE, REPO, example_job, job, phase, shared_checkpoints, step, wait_job,
                        worker_pods)
 
 pytestmark = [pytest.mark.slow]
@@ -154,23 +156,42 @@ def test_force_killed_rendezvous_host_still_finishes_exactly(node_cluster, chart
     finish_exactly(node_cluster, ns, "host-killed", steps)
 
 
-def test_suspend_resume_from_checkpoint_then_delete_cascades(node_cluster, chart_operator, ns):
+def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(node_cluster, chart_operator, ns):
+    """`kubectl disttrain suspend` mid-run: the operator asks the trainer for a checkpoint
+    (POST /checkpoint with the pod's token), every rank saves the current step and holds,
+    and only then are the pods deleted: status.eviction says Checkpointed, 0 steps lost and
+    the step it resumes from; `resume` loads exactly that checkpoint and the job finishes at
+    exactly its steps. Deleting the job then takes every child with it."""
     steps = 300
     long_job(node_cluster, ns, "paused", steps)
     running_workers(node_cluster, ns, "paused", 2)
-    saved = wait_checkpoint(node_cluster, ns, "paused", 10)["status"]["checkpoint"]["step"]
-    node_cluster.kubectl("patch", "dt", "paused", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    wait_job(node_cluster, ns, "paused", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    wait_job(node_cluster, ns, "paused", "step 15 reported",
+             lambda o: (o.get("status", {}).get("progress") or {}).get("step", 0) >= 15)
+    env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
+    cli = [sys.executable, "-m", "disttrain_operator.cli"]
+    said = subprocess.run([*cli, "suspend", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
+    assert said.returncode == 0 and "checkpoints its current step" in said.stdout, said.stderr
+    stopped = wait_job(node_cluster, ns, "paused", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    ev = stopped["status"]["eviction"]
+    assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
+    assert ev["resumeFromStep"] >= ev["step"] >= 15, ev
     node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "paused"), timeout=300,
                           what="the suspended job's pods to go")
-    node_cluster.kubectl("patch", "dt", "paused", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    settled = node_cluster.get("dt", "paused", ns)["status"]
+    # The pods' final reports agree: no rank trained past the checkpoint before SIGTERM.
+    assert settled["eviction"]["stepsLost"] == 0 and settled["checkpoint"]["step"] == ev["resumeFromStep"], settled
+    shown = subprocess.run([*cli, "status", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
+    assert (f"Last stop:   Suspended: checkpoint-then-evict completed, resumes from step {ev['resumeFromStep']}, "
+            "0 steps lost") in shown.stdout, shown.stdout
+    resumed = subprocess.run([*cli, "resume", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
     running_workers(node_cluster, ns, "paused", 2)
     log = node_cluster.wait_for(
         lambda: "resuming at step" in (out := node_cluster.kubectl("logs", "-n", ns, "paused-worker-0",
                                                                     check=False).stdout) and out,
         timeout=300, interval=2, what="the resumed trainer to load its checkpoint")
-    resumed_at = int(log.split("resuming at step", 1)[1].split()[0])
-    assert resumed_at >= saved, f"resumed at {resumed_at}, newest checkpoint before suspend was {saved}"
+    assert int(log.split("resuming at step", 1)[1].split()[0]) == ev["resumeFromStep"]
+    finish_exactly(node_cluster, ns, "paused", steps)
     node_cluster.kubectl("delete", "dt", "paused", "-n", ns, "--timeout=240s", timeout=260)
     node_cluster.wait_for(
         lambda: not worker_pods(node_cluster, ns, "paused")

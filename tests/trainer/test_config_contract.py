@@ -43,7 +43,8 @@ def rendered_env(**spec) -> dict[str, str]:
     job, resolved, _ = load_job(doc)
     env = render_pod(job, resolved, 1)["spec"]["containers"][0]["env"]
     out = {e["name"]: e["value"] for e in env if "value" in e}
-    out["DISTTRAIN_POD_NAME"] = "gpt-worker-1"  # a fieldRef, filled in by the kubelet
+    out["DISTTRAIN_POD_NAME"] = "gpt-worker-1"  # fieldRefs, filled in by the kubelet
+    out["DISTTRAIN_CONTROL_TOKEN"] = "uid-of-gpt-worker-1"
     return out
 
 
@@ -65,7 +66,7 @@ def test_config_from_the_rendered_pod_env_is_the_spec():
         train=TrainConfig(steps=77, learning_rate=0.02, accumulate_grad_batches=3, seed=11),
         checkpoint=CheckpointConfig(dir="/ck", interval_steps=9, keep=4, async_save=True),
         metrics=MetricsConfig(port=9500, job="gpt", namespace="team-a", pod="gpt-worker-1",
-                              termination_log="/dev/termination-log"),
+                              termination_log="/dev/termination-log", control_token="uid-of-gpt-worker-1"),
         eval=EvalConfig(fraction=0.25, fold=3, interval_steps=7),
     )
     rendered = {k for k in env.values if k.startswith("DISTTRAIN_")}

@@ -39,7 +39,9 @@ def test_localize_swaps_only_cluster_addresses(tmp_path: Path) -> None:
         rendered = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         changed = {k for k in rendered if rendered[k] != node.env.get(k)}
         assert changed == {"PET_RDZV_ENDPOINT", "PET_RDZV_ID", "DISTTRAIN_METRICS_PORT",
-                           "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_POD_NAME", "DISTTRAIN_TERMINATION_LOG"}
+                           "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_POD_NAME", "DISTTRAIN_TERMINATION_LOG",
+                           "DISTTRAIN_CONTROL_TOKEN"}
+        assert len(node.env["DISTTRAIN_CONTROL_TOKEN"]) == 32  # a fresh uuid per agent: /checkpoint works locally
         assert node.env["DISTTRAIN_TERMINATION_LOG"] == str(node.report)
         assert node.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:1234" and node.env["PET_RDZV_ID"] == "abc"
         assert node.env["DISTTRAIN_POD_NAME"] == pod["metadata"]["name"]

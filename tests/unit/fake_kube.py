@@ -19,6 +19,8 @@ class FakeKube:
         self.calls: list[tuple[str, ...]] = []
         self.fail: dict[str, ApiError] = {}  # verb -> raised once per call while set
         self.reports: dict[str, dict] = {}  # pod ip -> its /status
+        # pod ip -> the answer to POST /checkpoint: (report, None) taken, (None, why) refused
+        self.checkpoint_answers: dict[str, tuple[dict | None, str | None]] = {}
 
     def _maybe_fail(self, verb: str) -> None:
         if verb in self.fail:
@@ -78,6 +80,12 @@ class FakeKube:
     async def trainer_status(self, ip: str, port: int) -> dict | None:
         self.calls.append(("status", ip))
         return self.reports.get(ip)
+
+    async def trainer_checkpoint(self, ip: str, port: int, token: str, hold: int,
+                                 wait: float) -> tuple[dict | None, str | None, bool]:
+        self.calls.append(("checkpoint", ip, token, str(hold), str(wait)))
+        report, why = self.checkpoint_answers.get(ip, (None, "POST /checkpoint failed: ClientConnectorError"))
+        return report, why, report is not None or why.startswith("HTTP")
 
     def verbs(self, *kinds: str) -> list[tuple[str, ...]]:
         return [c for c in self.calls if c[0] in kinds]

@@ -544,3 +544,49 @@ def test_workers_are_created_away_from_the_nodes_the_job_avoids():
         terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"]
         assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bad-node"]}]}]
+
+
+# ---- checkpoint-then-evict: the shell asks once per stop, and acts on the answer -------
+
+
+def _suspending(answer: tuple[dict | None, str | None]):
+    """A running job with a report is suspended; the trainer answers POST /checkpoint."""
+    async def scenario():
+        shell, kube, clock = with_job(progress_seconds=15)
+        h = template_hash()
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h, ip="10.0.0.1"),
+                                  info("demo-worker-1", template=h, ip="10.0.0.2")]}
+        kube.reports["10.0.0.1"] = {"step": 7, "totalSteps": 10}
+        await reconciled(shell)
+        await shell.poll(KEY)
+        kube.checkpoint_answers["10.0.0.1"] = answer
+        shell.job_event(KEY, body(generation=2, suspend=True), "MODIFIED")
+        await reconciled(shell)  # asks, in the background, and the answer queues the job
+        first = kube.verbs("checkpoint", "delete")
+        await reconciled(shell)  # acts on the answer
+        await reconciled(shell)  # a later pass asks no more
+        return kube.verbs("checkpoint", "delete"), first, shell.records["u1"].last_status.eviction
+
+    return run(scenario())
+
+
+def test_a_suspend_asks_one_worker_for_a_checkpoint_with_its_token_and_deletes_once_it_holds():
+    held = {"step": 8, "totalSteps": 10, "heldAtStep": 8, "checkpoint": {"step": 8, "time": "2026-11-24T12:00:09Z",
+                                                                         "path": "/checkpoints/step-8"}}
+    calls, first, ev = _suspending((held, None))
+    # hold = evictGraceSeconds (60) + HOLD_MARGIN_SECONDS; the request waits up to the grace
+    assert first == [("checkpoint", "10.0.0.1", "uid-demo-worker-0", "120", "60")]
+    assert calls[1:] == [("delete", "Pod", "demo-worker-0"), ("delete", "Pod", "demo-worker-1")]
+    assert (ev.handshake, ev.step, ev.resume_from_step, ev.steps_lost) == ("Checkpointed", 7, 8, 0)
+
+
+def test_a_trainer_that_refuses_the_request_is_stopped_with_sigterm_at_once_and_the_status_says_why():
+    calls, first, ev = _suspending((None, "HTTP 404 from POST /checkpoint"))
+    assert [c[0] for c in calls] == ["checkpoint", "delete", "delete"]  # an answer: the next worker is not asked
+    assert ev.handshake == "NotSupported" and "HTTP 404 from POST /checkpoint" in ev.message
+
+
+def test_a_worker_that_does_not_answer_passes_the_request_to_the_next():
+    calls, first, ev = _suspending((None, "POST /checkpoint failed: ClientConnectorError"))
+    assert [c[:2] for c in first] == [("checkpoint", "10.0.0.1"), ("checkpoint", "10.0.0.2")]
+    assert ev.handshake == "NotSupported" and "ClientConnectorError" in ev.message

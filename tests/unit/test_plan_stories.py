@@ -228,7 +228,63 @@ def succeeds_after_a_restart_with_a_stale_checkpoint() -> Story:
     return s
 
 
+def trainer_at(step: int, *, ckpt: int | None = None, held: int | None = None) -> TrainerReport:
+    report = parse_report({"step": step, "totalSteps": 100, "heldAtStep": held, "checkpoint": None if ckpt is None
+                           else {"step": ckpt, "time": iso(NOW), "path": f"/checkpoints/step-{ckpt}"}})
+    assert report is not None
+    return report
+
+
+def suspended_after_a_requested_checkpoint() -> Story:
+    spec = {"nodes": 2, "checkpoint": {"intervalSteps": 50, "evictGraceSeconds": 30}}
+    s = Story(**spec)
+    running = [pod(i, **spec) for i in range(2)]
+    s.step("running", running, report=trainer_at(42))
+    s.spec = {**spec, "suspend": True}
+    s.step("suspend: the trainer is asked for a checkpoint", running, 10, report=trainer_at(42))
+    s.step("still checkpointing", running, 12, report=trainer_at(43))
+    s.step("held at a checkpoint of step 44: the pods go", running, 14, report=trainer_at(44, ckpt=44, held=44))
+    s.step("pods gone", [], 20, report=trainer_at(44, ckpt=44, held=44))
+    s.spec = spec
+    s.step("resumed", [], 30)
+    return s
+
+
+def suspended_when_the_trainer_cannot_checkpoint_on_request() -> Story:
+    spec = {"nodes": 1, "checkpoint": {"intervalSteps": 50}}
+    s = Story(**spec)
+    s.step("running", [pod(0, **spec)], report=trainer_at(42))
+    s.spec = {**spec, "suspend": True}
+    s.step("suspend: asked", [pod(0, **spec)], 10, report=trainer_at(42))
+    s.step("refused: SIGTERM instead", [pod(0, **spec)], 11, report=trainer_at(43),
+           checkpoint_refused="HTTP 404 from POST /checkpoint")
+    s.step("the final report: an emergency checkpoint of step 45",
+           [ended(0, 1, report_json(INTERRUPTED, step=45, total=100, ckpt=45), nodes=1)], 15, report=trainer_at(43))
+    return s
+
+
+def suspended_but_no_checkpoint_within_the_grace() -> Story:
+    spec = {"nodes": 1, "checkpoint": {"intervalSteps": 50, "evictGraceSeconds": 20}}
+    s = Story(**spec)
+    s.step("running", [pod(0, **spec)], report=trainer_at(42))
+    s.spec = {**spec, "suspend": True}
+    s.step("suspend: asked", [pod(0, **spec)], 10, report=trainer_at(42))
+    s.step("the grace ran out", [pod(0, **spec)], 30, report=trainer_at(60))
+    return s
+
+
+def a_suspend_called_off_while_checkpointing() -> Story:
+    spec = {"nodes": 1, "checkpoint": {"intervalSteps": 50}}
+    s = Story(**spec)
+    s.step("running", [pod(0, **spec)], report=trainer_at(42))
+    s.step("suspend: asked", [pod(0, **spec)], 10, spec={**spec, "suspend": True}, report=trainer_at(42))
+    s.step("suspend: false again", [pod(0, **spec)], 11, report=trainer_at(42, ckpt=42, held=42))
+    return s
+
+
 STORIES: dict[str, Callable[[], Story]] = {f.__name__: f for f in (
+    suspended_after_a_requested_checkpoint, suspended_when_the_trainer_cannot_checkpoint_on_request,
+    suspended_but_no_checkpoint_within_the_grace, a_suspend_called_off_while_checkpointing,
     two_workers_succeed, a_worker_fails_and_comes_back, the_backoff_limit_runs_out, suspended_and_resumed,
     an_invalid_spec_then_fixed, the_spec_breaks_while_running, names_taken_then_freed,
     creation_refused_then_allowed, disruptions_spend_no_backoff, progress_and_a_stale_checkpoint,

@@ -29,7 +29,7 @@ ENV_NAMES = [
     "DISTTRAIN_DATASET", "DISTTRAIN_STEPS", "DISTTRAIN_BATCH_SIZE", "DISTTRAIN_LEARNING_RATE", "DISTTRAIN_SEED",
     "DISTTRAIN_CHECKPOINT_DIR", "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS", "DISTTRAIN_CHECKPOINT_KEEP",
     "DISTTRAIN_CHECKPOINT_ASYNC", "DISTTRAIN_METRICS_PORT", "DISTTRAIN_TERMINATION_LOG", "DISTTRAIN_POD_NAME",
-    "S", "HOME",
+    "DISTTRAIN_CONTROL_TOKEN", "S", "HOME",
 ]
 
 
@@ -39,8 +39,9 @@ def test_the_worker_pod_whole():
     container = pod["spec"]["containers"][0]
     env = container.pop("env")
     assert [e["name"] for e in env] == ENV_NAMES
-    assert env[-3:] == [
+    assert env[-4:] == [
         {"name": "DISTTRAIN_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "DISTTRAIN_CONTROL_TOKEN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
         {"name": "HOME", "value": "/tmp"},
     ]

@@ -198,6 +198,9 @@ class MetricsConfig:
     termination_log: str = ""
     """termination_log: file for the final report (the container's terminationMessagePath,
     read by the operator when the pod ends); empty = none."""
+    control_token: str = ""
+    """control_token: the bearer token of POST /checkpoint (the operator's
+    checkpoint-then-evict request); empty = no /checkpoint."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -298,6 +301,7 @@ class Config:
                 namespace=get("NAMESPACE", ""),
                 pod=get("POD_NAME", ""),
                 termination_log=get("TERMINATION_LOG", ""),
+                control_token=get("CONTROL_TOKEN", ""),
             ),
             eval=EvalConfig(
                 fraction=real("EVAL_FRACTION", 0.1),

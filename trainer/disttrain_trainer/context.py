@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from disttrain_trainer.config import ParallelConfig, Resolved, resolve_parallel
+from disttrain_trainer.drain import CheckpointRequest, Stop
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -48,6 +49,10 @@ class RunContext:
     checkpoint_group: dist.ProcessGroup | None = None
     """A CPU (gloo) group owned by checkpointing, so async saves never race training."""
     stop_signal: threading.Event = field(default_factory=threading.Event)
+    checkpoint_request: CheckpointRequest = field(default_factory=CheckpointRequest)
+    """The operator's checkpoint-then-evict request (drain.py), set by the /checkpoint handler."""
+    agreed_hold_seconds: int = 0
+    """At a Stop.CHECKPOINT: the hold the ranks agreed on (the longest any rank was asked for)."""
 
     @property
     def is_rank0(self) -> bool:
@@ -74,17 +79,27 @@ class RunContext:
     _last_call: float | None = field(default=None, init=False, repr=False)
     _step_seconds: float | None = field(default=None, init=False, repr=False)
 
-    def stop_requested(self) -> bool:
-        """True on every rank, at the same step, once any rank received SIGTERM.
+    def _local_stop(self) -> tuple[Stop, int]:
+        if self.stop_signal.is_set():
+            return Stop.SIGNAL, 0
+        hold = self.checkpoint_request.pending()
+        return (Stop.CHECKPOINT, hold) if hold else (Stop.NONE, 0)
+
+    def stop_requested(self) -> Stop:
+        """What every rank agrees, at the same step: Stop.SIGNAL once any rank received
+        SIGTERM, else Stop.CHECKPOINT once any rank was asked for a checkpoint (drain.py),
+        else Stop.NONE (falsy).
 
         Called once per step by every rank. On check steps it starts a tiny asynchronous
-        MAX all-reduce on the CPU control group of [local flag, steps to the next check]
-        and reads the one started at the previous check, so no step waits on it. Rank 0
-        spaces the checks about STOP_CHECK_SECONDS apart (every step when steps are slow),
-        and since every rank reads the same reduced value, all ranks check, and stop, at
-        the same steps. A SIGTERM is acted on within about two check periods."""
+        MAX all-reduce on the CPU control group of [local stop, steps to the next check,
+        hold seconds] and reads the one started at the previous check, so no step waits on
+        it. Rank 0 spaces the checks about STOP_CHECK_SECONDS apart (every step when steps
+        are slow), and since every rank reads the same reduced value, all ranks check, and
+        stop, at the same steps. A SIGTERM or a request is acted on within about two check
+        periods."""
         if self.world_size == 1:
-            return self.stop_signal.is_set()
+            stop, self.agreed_hold_seconds = self._local_stop()
+            return stop
         now = time.perf_counter()
         if self._last_call is not None:
             dt = now - self._last_call
@@ -92,19 +107,37 @@ class RunContext:
         self._last_call = now
         self._steps_to_check -= 1
         if self._steps_to_check > 0:
-            return False
+            return Stop.NONE
         every = 1
         if self.rank == 0 and self._step_seconds:
             every = int(min(STOP_CHECK_MAX_STEPS, max(1.0, STOP_CHECK_SECONDS / self._step_seconds)))
-        flag = torch.tensor([1 if self.stop_signal.is_set() else 0, every], dtype=torch.int64)
+        local, hold = self._local_stop()
+        flag = torch.tensor([int(local), every, hold], dtype=torch.int64)
         work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group, async_op=True)
         previous, self._pending_stop = self._pending_stop, (work, flag)
         if previous is None:
             self._steps_to_check = 1
-            return False
+            return Stop.NONE
         previous[0].wait()
-        stop, self._steps_to_check = (int(v) for v in previous[1].tolist())
-        return bool(stop)
+        stop, self._steps_to_check, self.agreed_hold_seconds = (int(v) for v in previous[1].tolist())
+        return Stop(stop)
+
+    def acted_on_stop(self) -> None:
+        """Every rank acted on an agreed Stop.CHECKPOINT (at the same step): the request is
+        taken, and the check already in flight, which may still carry it, is read and
+        dropped (a SIGTERM it carried is still set, and the next check finds it)."""
+        self.checkpoint_request.taken()
+        self._drain()
+        self._steps_to_check = 1
+
+    def hold(self, seconds: float) -> bool:
+        """Hold after a requested checkpoint: True when SIGTERM came (stop), False when
+        the hold ran out (train on). Every rank holds, so none runs ahead of the others."""
+        self.checkpoint_request.held.set()
+        try:
+            return self.stop_signal.wait(seconds)
+        finally:
+            self.checkpoint_request.held.clear()
 
     def _drain(self) -> None:
         if self._pending_stop is not None:

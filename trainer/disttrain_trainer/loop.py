@@ -20,6 +20,7 @@ from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import ShardedLoader
+from disttrain_trainer.drain import Stop
 from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.faults import HangHook
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
@@ -80,8 +81,11 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
     c.metrics.start()
     autocast = parallelize.autocast(ctx)
     while c.state.step < cfg.steps:
-        if ctx.stop_requested():
-            c.checkpoint.save(c.state.step, force_sync=True)
+        stop = ctx.stop_requested()
+        if stop is Stop.CHECKPOINT and not _checkpoint_and_hold(c, ctx):
+            continue  # the hold ran out: train on
+        if stop:
+            c.checkpoint.save(c.state.step, force_sync=True)  # no-op after a requested one
             c.metrics.record_checkpoint(c.checkpoint.latest)
             log.warning("stopped on SIGTERM at step %d (%s)", c.state.step,
                         "checkpoint written" if c.checkpoint.enabled else "checkpointing is off")
@@ -114,6 +118,27 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
     result.step = c.state.step
     c.metrics.finish(INTERRUPTED if result.preempted else FINISHED, result.step)
     return result
+
+
+def _checkpoint_and_hold(c: Components, ctx: RunContext) -> bool:
+    """The operator asked for a checkpoint before it stops the job (drain.py): save this
+    step, say so in /status, and hold. True: SIGTERM came during the hold (stop now)."""
+    hold = ctx.agreed_hold_seconds
+    c.checkpoint.save(c.state.step, force_sync=True)
+    c.checkpoint.wait()
+    c.metrics.record_checkpoint(c.checkpoint.latest)
+    ctx.acted_on_stop()
+    step = c.state.step
+    log.warning("checkpoint of step %d %s on the operator's request; holding up to %ds for the stop", step,
+                "written" if c.checkpoint.enabled else "skipped (checkpointing is off)", hold)
+    c.metrics.record_held(step)
+    try:
+        stopped = ctx.hold(hold)
+    finally:
+        c.metrics.record_held(None)
+    if not stopped:
+        log.warning("no stop came within %ds of the requested checkpoint: training on from step %d", hold, step)
+    return stopped
 
 
 def _evaluate(c: Components, autocast: contextlib.AbstractContextManager, result: Result) -> None:

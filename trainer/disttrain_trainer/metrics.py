@@ -17,11 +17,13 @@ apart from "stopped on a signal" (docs/pod-contract.md, "Success contract").
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import math
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +34,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
+from disttrain_trainer.drain import MAX_HOLD_SECONDS, CheckpointRequest
 from disttrain_trainer.flops import format_mfu, mfu
 
 log = logging.getLogger("disttrain_trainer")
@@ -185,6 +188,7 @@ class StatusSink:
             "tokensPerSecond": 0.0, "stepSeconds": None, "flopsPerToken": 0.0, "mfu": None,
             "worldSize": 0, "checkpoint": None, "checkpointSaveSeconds": None, "checkpointBlockedSeconds": None,
             "lastUpdateTime": _now_iso(), "outcome": None, "evalLoss": None, "evalStep": None,
+            "heldAtStep": None,
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -215,6 +219,10 @@ class StatusSink:
             history = [*self.doc.get("evalHistory", []), [step, value]][-EVAL_HISTORY:]
             self.doc.update(evalLoss=value, evalStep=step, evalHistory=history)
 
+    def held(self, step: int | None) -> None:
+        with self.lock:
+            self.doc.update(heldAtStep=step, lastUpdateTime=_now_iso())
+
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:
             self.doc.update(outcome=outcome, step=step, totalSteps=total_steps, worldSize=world_size,
@@ -240,10 +248,23 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class StatusServer:
-    """/metrics, /healthz, /status on a daemon thread."""
+# A /checkpoint request may wait this long for the checkpoint before it is answered 202.
+MAX_WAIT_SECONDS = 300
 
-    def __init__(self, port: int, registry: CollectorRegistry, status: StatusSink) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """The operator's /checkpoint endpoint: its token and where requests go (drain.py)."""
+
+    token: str
+    request: CheckpointRequest
+
+
+class StatusServer:
+    """/metrics, /healthz, /status on a daemon thread; POST /checkpoint with `control`."""
+
+    def __init__(self, port: int, registry: CollectorRegistry, status: StatusSink,
+                 control: Control | None = None) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server API)
                 path = self.path.split("?", 1)[0]
@@ -256,7 +277,28 @@ class StatusServer:
                 else:
                     self.send_error(404)
                     return
-                self.send_response(200)
+                self._send(200, body, ctype)
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                path, _, query = self.path.partition("?")
+                if path != "/checkpoint" or control is None:
+                    self.send_error(404)
+                    return
+                given = self.headers.get("Authorization", "")
+                if not hmac.compare_digest(given.encode(), f"Bearer {control.token}".encode()):
+                    self.send_error(401)
+                    return
+                try:
+                    hold, wait = _checkpoint_query(query)
+                except ValueError as exc:
+                    self._send(400, json.dumps({"error": str(exc)}).encode(), "application/json")
+                    return
+                control.request.ask(hold)
+                held = control.request.held.wait(wait)
+                self._send(200 if held else 202, status.render(), "application/json")
+
+            def _send(self, code: int, body: bytes, ctype: str) -> None:
+                self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -270,11 +312,25 @@ class StatusServer:
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics-http", daemon=True)
         self.thread.start()
-        log.info("serving /metrics /healthz /status on :%d", port)
+        log.info("serving /metrics /healthz /status%s on :%d", " /checkpoint" if control else "", port)
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _checkpoint_query(query: str) -> tuple[int, float]:
+    """holdSeconds (1..MAX_HOLD_SECONDS, required) and waitSeconds (0..MAX_WAIT_SECONDS,
+    default 0) of a /checkpoint request."""
+    params = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
+    try:
+        hold = int(params["holdSeconds"])
+        wait = float(params.get("waitSeconds", "0"))
+    except (KeyError, ValueError):
+        raise ValueError("want ?holdSeconds=<1..3600>[&waitSeconds=<0..300>]") from None
+    if not 1 <= hold <= MAX_HOLD_SECONDS or not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise ValueError(f"holdSeconds must be within 1..{MAX_HOLD_SECONDS}, waitSeconds within 0..{MAX_WAIT_SECONDS}")
+    return hold, wait
 
 
 class Metrics:
@@ -343,6 +399,12 @@ class Metrics:
         for sink in self.sinks:
             sink.eval(step, loss)
 
+    def record_held(self, step: int | None) -> None:
+        """The ranks hold at `step` after a requested checkpoint (None: training again)."""
+        for sink in self.sinks:
+            if isinstance(sink, StatusSink):
+                sink.held(step)
+
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""
         for sink in self.sinks:
@@ -358,7 +420,8 @@ class Metrics:
 
 def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, restarts: int,
                   total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int,
-                  flops_per_token: float = 0.0, peak_flops: float | None = None) -> Metrics:
+                  flops_per_token: float = 0.0, peak_flops: float | None = None,
+                  checkpoint_request: CheckpointRequest | None = None) -> Metrics:
     sinks: list[Sink] = []
     server = None
     if is_rank0:
@@ -369,7 +432,9 @@ def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, r
         if cfg.port:
             registry = CollectorRegistry()
             sinks.append(PrometheusSink(cfg, restarts=restarts, registry=registry))
-            server = StatusServer(cfg.port, registry, status)
+            control = (Control(cfg.control_token, checkpoint_request)
+                       if cfg.control_token and checkpoint_request is not None else None)
+            server = StatusServer(cfg.port, registry, status, control)
     if not sinks:
         sinks.append(NullSink())
     return Metrics(sinks, total_steps=total_steps, world_size=world_size,

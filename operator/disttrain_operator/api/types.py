@@ -205,6 +205,13 @@ class Checkpoint:
         "shared volume can be resumed from. A single-pod job without it keeps checkpoints "
         "in the pod's emptyDir, lost when the pod is recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
         pattern_hint="a PersistentVolumeClaim name (lowercase letters, digits, '-')")
+    evict_grace_seconds: int | None = spec_field(
+        "evictGraceSeconds: before the operator stops a running job on purpose (suspend), it "
+        "asks the trainer for a checkpoint of the current step (POST /checkpoint, "
+        "docs/pod-contract.md) and waits up to this long for it before deleting the pods, "
+        "which then still get SIGTERM and their termination grace period (180 s) for an "
+        "emergency checkpoint. At most 170, the pods' own SIGTERM budget; 0 skips the request.",
+        default=60, minimum=0, maximum=170)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -453,6 +460,34 @@ class FailureRecord:
         "checkpoint was taken at the step it stopped on.")
 
 
+StopReason = Literal["Suspended"]
+Handshake = Literal["Requested", "Checkpointed", "TimedOut", "NotSupported", "NotRunning", "Off", "Cancelled"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Eviction:
+    """eviction: the job's latest stop on purpose and the checkpoint-then-evict handshake
+    before it (docs/operations.md)."""
+
+    reason: StopReason | None = spec_field("reason: Suspended (spec.suspend).")
+    request_time: str | None = spec_field("requestTime: when the operator decided to stop the job (RFC 3339).")
+    step: int | None = spec_field("step: the trainer's step when the operator asked for a checkpoint.")
+    handshake: Handshake | None = spec_field(
+        "handshake: Requested (the operator waits for the checkpoint), Checkpointed (the trainer "
+        "checkpointed the current step and held: nothing is lost), TimedOut (no checkpoint within "
+        "evictGraceSeconds: the pods were deleted and saved on SIGTERM), NotSupported (the trainer "
+        "does not serve POST /checkpoint, e.g. a script of your own: SIGTERM only), NotRunning (no "
+        "trainer was running yet: nothing to save), Off (evictGraceSeconds is 0), Cancelled "
+        "(suspend was set back to false before the pods were deleted).")
+    stop_time: str | None = spec_field("stopTime: when the worker pods were deleted (RFC 3339).")
+    resume_from_step: int | None = spec_field(
+        "resumeFromStep: the step of the newest checkpoint: where training starts again.")
+    steps_lost: int | None = spec_field(
+        "stepsLost: steps done since that checkpoint, which are done again (0 when the "
+        "handshake completed, or when the SIGTERM checkpoint caught the last step).")
+    message: str | None = spec_field("message: what happened, in words.", max_length=1024)
+
+
 @dataclass(kw_only=True, slots=True)
 class AvoidedNode:
     """An entry of avoidedNodes: a node this job's new workers stay away from."""
@@ -517,6 +552,9 @@ class DistributedTrainingStatus:
         "avoidedNodes: nodes this job's new workers avoid after failing there "
         "(failurePolicy.avoidNodeAfterFailures); an entry with liftedTime is avoided no more.",
         max_items=16)
+    eviction: Eviction | None = spec_field(
+        "eviction: the latest stop on purpose (suspend): the checkpoint it asked for, the "
+        "step training resumes from and the steps that stop lost.")
     next_restart_time: str | None = spec_field(
         "nextRestartTime: when failed workers will be recreated (exponential back-off).")
     start_time: str | None = spec_field("startTime: when the job first had pods.")

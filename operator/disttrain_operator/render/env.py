@@ -67,7 +67,14 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
     }
     pod_name = {"name": "DISTTRAIN_POD_NAME",
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-    return [*_pairs(values), pod_name]
+    # The bearer token of POST /checkpoint (checkpoint-then-evict): the pod's own UID,
+    # which the operator reads from the pod it watches; nothing that cannot read the pod
+    # can guess it, and whoever can read the pod can delete it anyway.
+    token = {"name": CONTROL_TOKEN_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
+    return [*_pairs(values), pod_name, token]
+
+
+CONTROL_TOKEN_ENV = "DISTTRAIN_CONTROL_TOKEN"
 
 
 def user_env(ctx: RenderContext) -> list[dict]:

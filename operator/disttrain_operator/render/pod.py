@@ -180,6 +180,8 @@ _ADDED_DEFAULTS = {"eval_fraction": 0.1, "eval_fold": 0, "eval_interval_steps": 
 def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     """Changes exactly when running pods no longer match the spec and must be replaced."""
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
+    # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
+    spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items() if k != "evict_grace_seconds"}
     builtin = spec["trainer"].get("builtin")
     if builtin:  # fields added later count only when used: an upgrade replaces no workers
         spec["trainer"]["builtin"] = {k: v for k, v in builtin.items()

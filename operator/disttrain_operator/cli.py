@@ -346,9 +346,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         for w in report(doc, result)["warnings"]:
             print(f"{doc.path}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}",
                   file=sys.stderr)
-        service, *pods = render_children(result.job, result.resolved)
+        service, *rest = render_children(result.job, result.resolved)
         policy = [render_network_policy(result.job, network_policy)] if network_policy is not None else []
-        objects.extend([service, *policy, *pods])  # in the order the operator creates them
+        objects.extend([service, *policy, *rest])  # in the order the operator creates them
     if failed:
         return 1
     dump(objects, args.output, sys.stdout, multi=True)

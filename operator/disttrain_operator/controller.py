@@ -29,14 +29,14 @@ from .api.types import DistributedTrainingStatus as Status
 from .backoff import exponential
 from .api.validate import Validation, validate_document
 from .clock import Clock
-from .kube import ApiError, Kube
+from .kube import ApiError, Kube, kind_of
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, status_write
 from .failures import avoiding
 from .nodes import NodeHealth
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
-from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_service, template_hash
+from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_pod_group, render_service, template_hash
 from .render.network_policy import NetworkPolicySettings, render_network_policy
 from .report import parse_report
 from .settings import Settings
@@ -388,20 +388,21 @@ class Controller:
                     if not await self._ensure_child(child, rec, owned.uid):
                         self.queue.add(key)  # the conflict goes into status next pass
                         return
+                group = render_pod_group(owned, resolved)  # before the pods: the gang scheduler needs it first
+                if group is not None:
+                    try:
+                        if not await self._ensure_child(group, rec, owned.uid):
+                            self.queue.add(key)
+                            return
+                    except ApiError as exc:
+                        self._refused(rec, key, f"PodGroup {group['metadata']['name']}", exc, _POD_GROUP_HINTS)
+                        return
                 while left:
                     pod = render_pod(owned, resolved, left[0], avoid_nodes)
                     try:
                         outcome = await self._create_child(pod, rec, owned.uid)
                     except ApiError as exc:
-                        if exc.transient or exc.status in (401,):
-                            raise
-                        # Admission, quota or validation said no: say so on the job (next pass),
-                        # and retry after a growing back-off (a quota may free up, a label change).
-                        rec.refusals += 1
-                        rec.refusal = Refusal(pod=pod["metadata"]["name"], code=exc.status, reason=exc.reason,
-                                              message=exc.message)
-                        rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
-                        self.queue.add(key)
+                        self._refused(rec, key, pod["metadata"]["name"], exc)
                         return
                     left.pop(0)
                     rec.refusal, rec.refusals = None, 0
@@ -424,6 +425,18 @@ class Controller:
                 rec.expected_creates.pop(worker_name(owned.name, index), None)
             rec.creating = False
 
+    def _refused(self, rec: JobRecord, key: Key, what: str, exc: ApiError, hints: Mapping[int, str] = {}) -> None:
+        """Admission, quota, validation (or a missing kind) said no to a creation: say so
+        on the job (next pass) and retry after a growing back-off (a quota may free up, a
+        label change). Errors of the API server itself are raised, as for any pass."""
+        if exc.transient or exc.status in (401,):
+            raise exc
+        rec.refusals += 1
+        message = f"{exc.message}; {hints[exc.status]}" if exc.status in hints else exc.message
+        rec.refusal = Refusal(pod=what, code=exc.status, reason=exc.reason, message=message)
+        rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
+        self.queue.add(key)
+
     async def _create_child(self, obj: dict, rec: JobRecord, uid: str) -> str:
         """Create: CREATED; a 409 is fine when the holder is ours (OURS: the watch has not
         shown it yet), and a NameConflict when it is not (TAKEN)."""
@@ -438,14 +451,14 @@ class Controller:
         if controller_uid(existing.get("metadata") or {}) == uid:
             return OURS
         if existing:
-            rec.conflicts[name] = (obj["kind"], describe(obj["kind"], existing))
+            rec.conflicts[name] = (kind_of(obj), describe(obj["kind"], existing))
         return TAKEN
 
     async def _ensure_child(self, obj: dict, rec: JobRecord, uid: str) -> bool:
         """The Service and the NetworkPolicy are not watched: on every pass that creates pods
         (a start, a restart round) look the name up, and create it when it is missing, so
         recreated workers always find their rendezvous host. False: a stranger holds it."""
-        kind, name = obj["kind"], obj["metadata"]["name"]
+        kind, name = kind_of(obj), obj["metadata"]["name"]
         existing = await self.kube.get(obj["metadata"]["namespace"], kind, name)
         if existing is None:
             return await self._create_child(obj, rec, uid) != TAKEN
@@ -574,3 +587,11 @@ class Controller:
 
 
 CREATED, OURS, TAKEN = "created", "ours", "taken"
+
+# What to do when the API refuses a job's PodGroup (spec.scheduling.gang).
+_POD_GROUP_HINTS = {
+    404: "the PodGroup kind is not served: install the CRD of the scheduler that reads it (for coscheduling, "
+         "manifests/coscheduling/crd.yaml of scheduler-plugins), or remove spec.scheduling.gang",
+    403: "the operator may not create PodGroups: install the chart of this version (its RBAC grants podgroups), "
+         "or remove spec.scheduling.gang",
+}

@@ -209,7 +209,7 @@ class Kube:
 
     async def create(self, obj: dict[str, Any]) -> Created:
         """POST; on 409 the holder of the name is fetched so the caller can check its owner."""
-        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], kind_of(obj)
         try:
             await self.request("POST", _child_path(ns, kind), obj, doing=f"creating {kind} {ns}/{name}")
         except ApiError as exc:
@@ -259,7 +259,7 @@ class Kube:
     async def replace(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """PUT with the object's resourceVersion (optimistic concurrency): the object as
         stored, or None when someone else changed it first (409)."""
-        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], kind_of(obj)
         try:
             _status, payload = await self.request("PUT", f"{_child_path(ns, kind)}/{name}", obj,
                                                   doing=f"replacing {kind} {ns}/{name}")
@@ -328,9 +328,19 @@ class Kube:
 
 
 # Where each kind of child lives in the API.
+# Where each kind of child lives in the API. A kind that two API groups define (PodGroup)
+# is named kubectl's way, KIND.GROUP (kind_of).
 _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",
           "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
-          "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"}
+          "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+          "PodGroup.scheduling.x-k8s.io": "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
+          "PodGroup.scheduling.volcano.sh": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"}
+
+
+def kind_of(obj: dict[str, Any]) -> str:
+    """How _PATHS (and get) name the kind of `obj`: its kind, or KIND.GROUP where needed."""
+    kind = obj["kind"]
+    return kind if kind in _PATHS else f"{kind}.{obj['apiVersion'].split('/')[0]}"
 
 
 def _child_path(namespace: str, kind: str) -> str:

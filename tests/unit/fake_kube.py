@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from disttrain_operator.kube import ApiError, Created
+from disttrain_operator.kube import ApiError, Created, kind_of
 
 
 class FakeKube:
@@ -42,7 +42,7 @@ class FakeKube:
         meta = obj["metadata"]
         self.calls.append(("create", obj["kind"], meta["name"]))
         self._maybe_fail("create")
-        key = (obj["kind"], meta["namespace"], meta["name"])
+        key = (kind_of(obj), meta["namespace"], meta["name"])
         if key in self.objects:
             return Created(created=False, existing=self.objects[key])
         self.objects[key] = {**obj, "metadata": {**meta, "resourceVersion": "1"}}

@@ -60,7 +60,8 @@ def test_namespaced_rbac_is_the_cluster_role_split():
     assert next(d for d in overlay if d["kind"] == "Role")["rules"] == namespaced
     assert next(d for d in overlay if d["kind"] == "ClusterRole")["rules"] == cluster
     assert {r for rule in namespaced for r in rule["resources"]} == {
-        "distributedtrainings", "distributedtrainings/status", "pods", "services", "networkpolicies", "events"}
+        "distributedtrainings", "distributedtrainings/status", "pods", "services", "networkpolicies", "events",
+        "podgroups"}
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster)
 
 

@@ -215,6 +215,16 @@ class Checkpoint:
 
 
 @dataclass(kw_only=True, slots=True)
+class Gang:
+    """gang: all-or-nothing placement of the workers through a PodGroup."""
+
+    schedule_timeout_seconds: int | None = spec_field(
+        "scheduleTimeoutSeconds: how long the gang scheduler lets the first workers wait for "
+        "the rest (minNodes in all) before it releases them and tries the gang again later "
+        "(the coscheduling PodGroup's scheduleTimeoutSeconds).", default=60, minimum=1, maximum=86400)
+
+
+@dataclass(kw_only=True, slots=True)
 class Scheduling:
     """scheduling: where worker pods may run."""
 
@@ -230,6 +240,12 @@ class Scheduling:
         max_items=64, free_form=True, k8s=TOLERATION)
     affinity: dict[str, Any] | None = spec_field(
         "affinity: Kubernetes affinity of the worker pods.", free_form=True, k8s=AFFINITY)
+    gang: Gang | None = spec_field(
+        "gang: place the workers all or nothing, so that no worker holds GPUs while another "
+        "cannot be placed. The operator creates a PodGroup owned by the job (minMember = "
+        "minNodes): scheduling.x-k8s.io for the coscheduling plugin of scheduler-plugins, or "
+        "scheduling.volcano.sh when schedulerName is volcano, and puts every worker in it. "
+        "Needs schedulerName: the scheduler that reads PodGroups.")
 
 
 @dataclass(kw_only=True, slots=True)

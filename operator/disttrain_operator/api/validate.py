@@ -13,7 +13,7 @@ from typing import Any
 from . import types as t
 from .bounds import check_document_bounds
 from .defaults import apply_defaults, resolve, settle_trainer
-from .errors import FieldError, GuardrailWarning, InvalidSpec
+from .errors import FieldError, GuardrailWarning, InvalidSpec, unset
 from .names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from .parse import parse_job
 from .policy import PodPolicy, check_pod_policy
@@ -77,7 +77,17 @@ def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     """Semantic checks the schema cannot express (or that the offline path must repeat)."""
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
             *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
-            *check_pod_template(spec.pod_template)]
+            *check_pod_template(spec.pod_template), *check_gang(spec.scheduling)]
+
+
+def check_gang(sched: t.Scheduling | None) -> list[FieldError]:
+    """A PodGroup means nothing to the default scheduler: a gang needs one that reads it."""
+    if sched is None or sched.gang is None or sched.scheduler_name:
+        return []
+    return [FieldError("spec.scheduling.schedulerName", unset(), "is not set, and scheduling.gang needs a scheduler "
+                       "that reads PodGroups (the default scheduler ignores them)",
+                       "the name of a scheduler running the coscheduling plugin of scheduler-plugins, or volcano",
+                       "set spec.scheduling.schedulerName, or remove spec.scheduling.gang")]
 
 
 def check_node_range(spec: t.DistributedTrainingSpec) -> list[FieldError]:

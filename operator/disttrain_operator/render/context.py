@@ -51,6 +51,15 @@ def worker_selector(job: t.Job) -> dict[str, str]:
     return {JOB_LABEL: job.name, ROLE_LABEL: "worker"}
 
 
+def child_metadata(job: t.Job, name: str) -> dict:
+    """metadata of one of the job's children: its name, the job's labels, owned by the job."""
+    meta: dict = {"name": name, "namespace": job.namespace or "default", "labels": common_labels(job)}
+    owners = owner_references(job)
+    if owners:
+        meta["ownerReferences"] = owners
+    return meta
+
+
 def owner_references(job: t.Job) -> list[dict]:
     """Owner reference to the job, so the garbage collector removes children with it.
     Left out when the job has no uid yet (offline `disttrain render`)."""

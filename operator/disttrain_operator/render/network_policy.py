@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..api import types as t
-from .context import common_labels, owner_references, worker_selector
+from .context import child_metadata, worker_selector
 
 ENV_ENABLED = "DISTTRAIN_NETWORK_POLICY"
 ENV_METRICS_FROM = "DISTTRAIN_NETWORK_POLICY_METRICS_FROM"
@@ -53,10 +53,7 @@ def network_policy_from_env(environ: Mapping[str, str]) -> NetworkPolicySettings
 
 
 def render_network_policy(job: t.Job, settings: NetworkPolicySettings) -> dict[str, Any]:
-    meta = {"name": job.name, "namespace": job.namespace or "default", "labels": common_labels(job)}
-    owners = owner_references(job)
-    if owners:
-        meta["ownerReferences"] = owners
+    meta = child_metadata(job, job.name)
     workers = {"matchLabels": worker_selector(job)}
     ingress: list[dict[str, Any]] = [{"from": [{"podSelector": workers}]}]
     peers = list(settings.metrics_from)

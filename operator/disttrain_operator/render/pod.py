@@ -12,6 +12,7 @@ from ..api.meta import fields_of, meta_of
 from ..api.names import (CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, SHM_MOUNT, TMP_MOUNT, service_name,
                          worker_name)
 from ..api import types as t
+from .pod_group import gang_member
 from .context import TERMINATION_GRACE_SECONDS, TERMINATION_LOG, RenderContext, common_labels, owner_references
 from .env import apply_env
 from .merge import merge
@@ -157,7 +158,7 @@ def avoided_nodes(pod: dict, ctx: RenderContext) -> dict:
 
 
 PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
-    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template, avoided_nodes)
+    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template, gang_member, avoided_nodes)
 
 
 def render_pod(job: t.Job, resolved: t.Resolved, index: int, avoid_nodes: tuple[str, ...] = ()) -> dict:
@@ -182,6 +183,8 @@ def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
     # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
     spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items() if k != "evict_grace_seconds"}
+    if spec.get("scheduling") and spec["scheduling"].get("gang") is None:  # added later: unset changes no hash
+        spec["scheduling"] = {k: v for k, v in spec["scheduling"].items() if k != "gang"}
     builtin = spec["trainer"].get("builtin")
     if builtin:  # fields added later count only when used: an upgrade replaces no workers
         spec["trainer"]["builtin"] = {k: v for k, v in builtin.items()

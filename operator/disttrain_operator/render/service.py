@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from ..api import types as t
 from ..api.names import service_name
-from .context import common_labels, owner_references, worker_selector
+from .context import child_metadata, worker_selector
 
 
 def render_service(job: t.Job) -> dict:
     spec = job.spec
-    meta = {"name": service_name(job.name), "namespace": job.namespace or "default",
-            "labels": common_labels(job)}
-    owners = owner_references(job)
-    if owners:
-        meta["ownerReferences"] = owners
-    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+    return {"apiVersion": "v1", "kind": "Service", "metadata": child_metadata(job, service_name(job.name)), "spec": {
         "clusterIP": "None",
         # Rendezvous happens before any trainer is ready: DNS must resolve from the start.
         "publishNotReadyAddresses": True,

@@ -1,0 +1,115 @@
+"""Gang scheduling (spec.scheduling.gang): the PodGroup each scheduler reads, the workers in
+it, the check that a gang has a scheduler that reads PodGroups, and the shell creating the
+PodGroup before any worker (or saying on the job why it cannot). The real coscheduling
+scheduler places a gang all or nothing in tests/cluster/reconcile/test_gang.py; Volcano
+cannot be built here, so its PodGroup is checked for shape only, below."""
+
+from __future__ import annotations
+
+import asyncio
+
+from disttrain_operator.api import load_job, validate_document
+from disttrain_operator.kube import ApiError
+from disttrain_operator.render import render_children, render_pod, render_pod_group, template_hash
+
+from .fake_kube import FakeKube
+from .helpers import job
+
+GANG = {"schedulerName": "scheduler-plugins-scheduler", "gang": {"scheduleTimeoutSeconds": 30}}
+
+
+def loaded(**spec):
+    doc = job(**spec)
+    doc["metadata"]["uid"] = "u-1"
+    return load_job(doc)[:2]
+
+
+def test_a_coscheduling_gang_is_one_podgroup_of_min_nodes_owned_by_the_job_and_every_worker_in_it():
+    j, r = loaded(nodes=4, minNodes=3, maxNodes=4, scheduling=GANG)
+    group = render_pod_group(j, r)
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and group["kind"] == "PodGroup"
+    assert group["metadata"]["name"] == "demo" and group["metadata"]["namespace"] == "team-a"
+    assert group["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert group["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 30}
+    pods = [c for c in render_children(j, r) if c["kind"] == "Pod"]
+    assert [c["kind"] for c in render_children(j, r)][:2] == ["Service", "PodGroup"]  # the group before its pods
+    assert {p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] for p in pods} == {"demo"}
+    assert {p["spec"]["schedulerName"] for p in pods} == {"scheduler-plugins-scheduler"}
+
+
+def test_a_volcano_gang_shape_only():
+    """Volcano is not built here (no Go module of it is pinned): its PodGroup and the pods'
+    annotation are checked against Volcano's documented API, not run."""
+    j, r = loaded(nodes=2, scheduling={"schedulerName": "volcano", "priorityClassName": "high", "gang": {}})
+    group = render_pod_group(j, r)
+    assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert group["spec"] == {"minMember": 2, "priorityClassName": "high"}
+    pod = render_pod(j, r, 0)
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "demo"
+    assert "scheduling.x-k8s.io/pod-group" not in pod["metadata"]["labels"]
+
+
+def test_no_gang_no_podgroup_and_the_same_workers_as_before_gang_existed():
+    j, r = loaded(nodes=2, scheduling={"schedulerName": "scheduler-plugins-scheduler"})
+    assert render_pod_group(j, r) is None
+    assert "scheduling.x-k8s.io/pod-group" not in render_pod(j, r, 0)["metadata"]["labels"]
+    ganged, _ = loaded(nodes=2, scheduling=GANG)
+    assert template_hash(ganged, r) != template_hash(j, r)  # joining a gang replaces running workers
+
+
+def test_a_gang_without_a_scheduler_that_reads_podgroups_is_refused_with_the_fix():
+    result = validate_document(job(nodes=2, scheduling={"gang": {}}))
+    assert not result.ok
+    error = str(result.errors[0])
+    assert error.startswith("spec.scheduling.schedulerName: is not set, and scheduling.gang needs a scheduler")
+    assert "(not set); allowed: the name of a scheduler running the coscheduling plugin" in error
+    assert "Fix: set spec.scheduling.schedulerName, or remove spec.scheduling.gang" in error
+
+
+class NoPodGroups(FakeKube):
+    """An API server where the PodGroup kind is not served (its CRD is not installed)."""
+
+    async def create(self, obj):
+        if obj["kind"] == "PodGroup":
+            self.calls.append(("create", obj["kind"], obj["metadata"]["name"]))
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", "creating")
+        return await super().create(obj)
+
+
+def _first_pass(kube: FakeKube):
+    from disttrain_operator.controller import Controller
+    from disttrain_operator.metrics import OperatorMetrics
+    from disttrain_operator.plan import Policy
+    from disttrain_operator.settings import Settings
+
+    from .fake_clock import FakeClock
+
+    async def scenario():
+        shell = Controller(settings=Settings(), kube=kube, metrics=OperatorMetrics(), policy=Policy(),
+                           clock=FakeClock())
+        shell.pods_index = {}
+        doc = job(nodes=2, scheduling=GANG)
+        doc["metadata"].update(uid="u1", generation=1, creationTimestamp="2026-11-24T12:00:00Z")
+        shell.job_event(("team-a", "demo"), doc, "ADDED")
+        await shell.reconcile(("team-a", "demo"))
+        await shell.settled()
+        await shell.reconcile(("team-a", "demo"))
+        return shell.records["u1"].last_status
+
+    return asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+
+
+def test_the_shell_creates_the_podgroup_before_any_worker():
+    kube = FakeKube({("team-a", "demo"): "u1"})
+    _first_pass(kube)
+    created = [c[1:] for c in kube.verbs("create")]
+    assert created == [("Service", "demo"), ("PodGroup", "demo"), ("Pod", "demo-worker-0"), ("Pod", "demo-worker-1")]
+
+
+def test_a_podgroup_kind_not_served_creates_no_worker_and_the_job_says_how_to_fix_it():
+    kube = NoPodGroups({("team-a", "demo"): "u1"})
+    status = _first_pass(kube)
+    assert [c[1] for c in kube.verbs("create")] == ["Service", "PodGroup"]
+    forbidden = next(c for c in status.conditions if c.type == "PodCreationForbidden")
+    assert forbidden.status == "True" and forbidden.message.startswith("creating PodGroup demo was refused (404")
+    assert "install the CRD of the scheduler that reads it" in forbidden.message

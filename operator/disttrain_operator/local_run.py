@@ -168,7 +168,7 @@ def read_report(path: Path) -> TrainerReport | None:
         return None
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the agent, before exec: SIGTERM it when the CLI dies, however it dies (Linux)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -296,7 +296,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
         with node.log.open("ab") as log:
             agents.append(subprocess.Popen(node.argv, env=base_env | node.env, stdout=log,
                                            stderr=subprocess.STDOUT, start_new_session=True,
-                                           preexec_fn=_die_with_parent))
+                                           preexec_fn=die_with_parent))
     bar = _Progress(progress, out)
     last: dict[str, Any] = {}
     interrupted = stopped = False

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from disttrain_operator.local_run import die_with_parent
+
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "manifests"
 OPERATOR_NS = "disttrain-system"
@@ -180,6 +182,53 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
     proc.wait(timeout=30)
+
+
+# The coscheduling scheduler's name in the tests (its profile's schedulerName).
+GANG_SCHEDULER = "disttrain-gang"
+
+
+@pytest.fixture(scope="session")
+def coscheduler(cluster, tmp_path_factory) -> Iterator[str]:
+    """The coscheduling scheduler of scheduler-plugins (hack/build-tools.sh), with the
+    PodGroup CRD of its release, as a second scheduler next to the cluster's own (its
+    profile GANG_SCHEDULER, as an admin: it is a cluster component, not ours). Yields its
+    schedulerName; stopped at the end of the session (and with this process)."""
+    crd = cluster.bin_dir / "podgroups.scheduling.x-k8s.io.yaml"
+    cluster.kubectl("apply", "-f", str(crd))
+    cluster.wait_established("podgroups.scheduling.x-k8s.io")
+    work = tmp_path_factory.mktemp("coscheduler")
+    port = free_port()
+    config = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+              "leaderElection": {"leaderElect": False}, "clientConnection": {"kubeconfig": cluster.kubeconfig},
+              "profiles": [{"schedulerName": GANG_SCHEDULER, "plugins": {
+                  "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                  "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}},
+                  "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}]}]}
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    log = open(work / "coscheduler.log", "wb")
+    proc = subprocess.Popen([str(cluster.bin_dir / "coscheduler"), "--config", str(work / "config.yaml"),
+                             "--secure-port", str(port), "--bind-address", "127.0.0.1", "--v=2"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=die_with_parent)  # gone with this process, killed or not
+    try:
+        cluster.wait_for(lambda: _healthy(port), timeout=60, what="the coscheduling scheduler healthy")
+        yield GANG_SCHEDULER
+    finally:
+        kill(proc, signal.SIGTERM)
+        log.close()
+
+
+def _healthy(port: int) -> bool:
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=context) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
 
 
 # ---- helpers for tests ----------------------------------------------------------------

@@ -393,6 +393,9 @@ def hang_seconds(spec: Any, report: TrainerReport | None) -> float | None:
 
 
 HANG_STEPS, HANG_MIN_SECONDS = 10, 300.0
+# A trainer that has completed no step since it last became Running (a start, a restart, a
+# resume: imports, rendezvous, a checkpoint to load, on a busy node) is hung only after this.
+STARTING_SECONDS = 300.0
 
 
 def stalled_since(status: Status) -> datetime | None:
@@ -406,6 +409,14 @@ def stalled_since(status: Status) -> datetime | None:
     return max(known) if known else None
 
 
+def stepped_since_running(status: Status) -> bool:
+    """The trainer completed a step since the job last became Running."""
+    running = c.get_condition(status.conditions, c.RUNNING)
+    stepped = parse_time(status.progress.last_step_time) if status.progress is not None else None
+    became = parse_time(running.last_transition_time) if running is not None else None
+    return stepped is not None and (became is None or stepped > became)
+
+
 def _restart_hung(job: JobState, pods: list[PodInfo], plan: Plan,
                   report: TrainerReport | None) -> tuple[bool, datetime | None, Plan | None]:
     """A running trainer that completed no step for hangSeconds (a rank stuck in a
@@ -416,6 +427,8 @@ def _restart_hung(job: JobState, pods: list[PodInfo], plan: Plan,
     since = stalled_since(st)  # this pass's progress (the step may just have moved), the last phase
     if limit is None or since is None or (report is not None and report.outcome is not None):
         return False, None, None
+    if not stepped_since_running(st):
+        limit = max(limit, STARTING_SECONDS)  # still starting: loading a checkpoint is no hang
     due = since + timedelta(seconds=limit)
     if plan.now < due:
         return False, due, None

@@ -143,8 +143,8 @@ def test_a_hung_rank_is_detected_restarted_and_the_job_finishes_exactly(node_clu
     assert entry["message"].startswith("no step completed for ") and "step 24 since" in entry["message"], entry
     assert (entry["resumedFromStep"], entry["stepsLost"]) == (20, 4), entry
     done = finish_exactly(node_cluster, ns, "stuck", steps)
-    assert done["status"]["restarts"] == 1, done["status"]
     assert [f["cause"] for f in done["status"]["failures"]] == ["Hung"], done["status"]["failures"]
+    assert done["status"]["restarts"] == 1, done["status"]
 
 
 def test_force_killed_rendezvous_host_still_finishes_exactly(node_cluster, chart_operator, ns):

@@ -94,6 +94,21 @@ def test_becoming_running_again_restarts_the_clock():
     assert plan.delete == [] and plan.wake_at == at(290)
 
 
+def test_a_trainer_that_has_not_stepped_since_it_became_running_gets_the_starting_time():
+    """A short hangSeconds watches training, not the start: until the first step after a
+    start, a restart or a resume (imports, rendezvous, a checkpoint to load, on a node that
+    may be busy), the limit is at least STARTING_SECONDS. A busy machine once made a
+    restarted job look hung again in the 20 s it took to load its checkpoint."""
+    status = running_since(at(-100), last_step=at(-3600))
+    plan = go(status, NOW, failurePolicy={"hangSeconds": 20})
+    assert plan.delete == [] and plan.new_failures == [] and plan.wake_at == at(200)
+    # Still no step after the starting time: hung.
+    assert [f.cause for f in go(status, at(201), failurePolicy={"hangSeconds": 20}).new_failures] == ["Hung"]
+    # Once it stepped, hangSeconds alone counts.
+    stepped = running_since(at(-100), last_step=at(-21))
+    assert [f.cause for f in go(stepped, NOW, failurePolicy={"hangSeconds": 20}).new_failures] == ["Hung"]
+
+
 def test_only_a_running_job_with_a_report_and_no_outcome_is_watched():
     status = running_since(at(-1000), last_step=at(-900))
     assert go({**status, "phase": "Restarting"}, NOW).new_failures == []

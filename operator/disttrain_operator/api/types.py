@@ -178,7 +178,9 @@ class FailurePolicy:
         "hangSeconds: restart every worker (reason Hung, counted against backoffLimit) when the "
         "running trainer has completed no step for this long, as its /status reports it. Unset: "
         "for the built-in trainer max(10 x its step time, 300); for your own script off (it "
-        "reports no steps). 0 turns it off.", minimum=0, maximum=86400)
+        "reports no steps). 0 turns it off. Until its first step after a start, restart or "
+        "resume the trainer gets at least 300 s (loading a checkpoint is no hang).",
+        minimum=0, maximum=86400)
 
 
 @dataclass(kw_only=True, slots=True)

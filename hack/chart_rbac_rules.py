@@ -6,7 +6,8 @@
 The namespaced install mode splits the same rules: what acts on namespaced resources goes
 into a Role bound in each watched namespace; of the cluster-scoped rules it keeps only the
 read-only ones kopf needs to start (CRDs, namespaces) and the node watch that sees a
-worker's node lost. The leader-election Lease is
+worker's node lost. The Kueue rules (manifests/kueue/rbac.yaml) become the chart's
+rbac-rules-kueue.yaml, granted with kueue.enabled. The leader-election Lease is
 granted apart, in the operator's own namespace only (manifests/rbac/leader-election.yaml).
 """
 
@@ -76,6 +77,9 @@ def main() -> None:
     (chart / "rbac-rules-namespaced.yaml").write_text(HEADER + yaml.safe_dump(namespaced, sort_keys=False))
     (chart / "rbac-rules-cluster-read.yaml").write_text(HEADER + yaml.safe_dump(cluster, sort_keys=False))
     (ROOT / "manifests" / "namespaced" / "rbac.yaml").write_text(overlay_objects(namespaced, cluster))
+    kueue = next(yaml.safe_load_all((ROOT / "manifests" / "kueue" / "rbac.yaml").read_text()))["rules"]
+    (chart / "rbac-rules-kueue.yaml").write_text(HEADER.replace("cluster-role.yaml", "../kueue/rbac.yaml")
+                                                 + yaml.safe_dump(kueue, sort_keys=False))
 
 
 if __name__ == "__main__":

@@ -93,6 +93,8 @@ def values_schema() -> dict[str, Any]:
         "leaderElection": obj("leaderElection: replicas elect one active operator on a coordination.k8s.io Lease in the release namespace.", {
             "enabled": boolean("leaderElection.enabled: run with --leader-elect and grant the Lease (a Role in the release namespace only)."),
             "leaseSeconds": {"type": "number", "minimum": 3, "description": "leaderElection.leaseSeconds: a standby takes over when the leader has not renewed the Lease for this long (DISTTRAIN_LEASE_SECONDS)."}}),
+        "kueue": obj("kueue: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission (docs/operations.md, Kueue).", {
+            "enabled": boolean("kueue.enabled: DISTTRAIN_KUEUE=true and the Workload rights (manifests/kueue/rbac.yaml); needs Kueue v0.19+ and watchNamespaces empty.")}),
         "resyncSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "resyncSeconds: safety resync of a job with nothing happening (DISTTRAIN_RESYNC_SECONDS)."},
         "progressSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "progressSeconds: how often a running trainer's /status is read (DISTTRAIN_PROGRESS_SECONDS)."},
         "restartBackoffSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffSeconds: first back-off before recreating a crashed worker."},

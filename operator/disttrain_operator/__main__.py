@@ -51,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     import kopf  # imported late: `--help` works without kopf's start-up cost
 
-    from . import handlers  # noqa: F401  (registers the handlers on kopf's default registry)
+    from . import handlers  # registers the handlers on kopf's default registry
+    from .settings import Settings
+
+    if Settings.from_env().kueue:
+        handlers.watch_workloads()
 
     kopf.configure(verbose=args.verbose, log_format=fmt)
     return asyncio.run(serve(args, kopf))

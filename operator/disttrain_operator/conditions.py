@@ -21,6 +21,10 @@ CHECKPOINT_STALE = "CheckpointStale"
 NAME_CONFLICT = "NameConflict"                 # a child's name is taken by an object we do not own
 POD_CREATION_FORBIDDEN = "PodCreationForbidden"  # admission, quota or validation refused a pod
 SPEC_INVALID = "SpecInvalid"                   # a running job's spec stopped validating
+# Kueue (kueue.py): the job waits in its LocalQueue, was admitted, was evicted.
+QUEUED = "Queued"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
 
 # Reasons
 VALID = "Valid"
@@ -53,6 +57,10 @@ NAME_TAKEN = "ChildNameTaken"          # NameConflict: which object holds which 
 NAMES_FREE = "ChildNamesFree"
 CREATION_REFUSED = "CreationRefused"   # PodCreationForbidden, when the API gave no reason
 CREATION_ALLOWED = "CreationAllowed"
+QUEUE_IGNORED = "QueueIgnored"          # the Kueue label on a job of an operator that runs without Kueue
+WORKLOAD_CREATED = "WorkloadCreated"    # Queued: the Workload is made, Kueue has not looked at it yet
+QUOTA_RESERVED = "QuotaReserved"        # Admitted: Kueue reserved quota in a ClusterQueue
+WORKLOAD_FINISHED = "WorkloadFinished"  # the job ended: its Workload frees the quota
 WORKER_INTERRUPTED = "WorkerInterrupted"  # ended on a signal before finishing: a disruption
 
 MESSAGE_LIMIT = 1024

@@ -26,6 +26,7 @@ from . import conditions as c
 from .api.names import worker_name
 from .api.policy import PodPolicy
 from .api.types import DistributedTrainingStatus as Status
+from . import kueue
 from .backoff import exponential
 from .api.validate import Validation, validate_document
 from .clock import Clock
@@ -78,6 +79,7 @@ class WatchedJob:
     status: dict[str, Any]
     api_version: str
     kind: str
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> WatchedJob:
@@ -85,12 +87,13 @@ class WatchedJob:
         return cls(uid=meta.get("uid") or "", generation=meta.get("generation"),
                    deleting=bool(meta.get("deletionTimestamp")), created=meta.get("creationTimestamp"),
                    spec=dict(body.get("spec") or {}), status=dict(body.get("status") or {}),
-                   api_version=body.get("apiVersion") or "", kind=body.get("kind") or "")
+                   api_version=body.get("apiVersion") or "", kind=body.get("kind") or "",
+                   labels=dict(meta.get("labels") or {}))
 
     @property
     def marker(self) -> tuple[Any, ...]:
         """What makes a new pass worth it: not our own status writes."""
-        return (self.uid, self.generation, self.deleting)
+        return (self.uid, self.generation, self.deleting, tuple(sorted(self.labels.items())))
 
 
 class Controller:
@@ -109,6 +112,7 @@ class Controller:
         self.records: dict[str, JobRecord] = {}  # by job uid
         self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
         self.nodes_index: Any = None  # kopf's index of node health by node name
+        self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
         self._node_lost: dict[str, Any] = {}  # node -> when it was lost, as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
         self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
@@ -237,8 +241,11 @@ class Controller:
         namespace, name = key
         validation = self.validate(view, rec, key)
         base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
+        queue = kueue.queue_of(view.labels)
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
-                       validation=validation)
+                       validation=validation, queue=queue if self.settings.kueue else None,
+                       workload=self._workload(key, view.uid) if self.settings.kueue and queue else None,
+                       queue_ignored=queue if not self.settings.kueue else None)
         pods, foreign = rec.own_pods(self._observed(key), clock.monotonic())
         await self._recheck_conflicts(namespace, rec)
         conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
@@ -296,7 +303,7 @@ class Controller:
             log.info("%s/%s: deleted pod %s (%s)", job.namespace, job.name, pod_name, why)
             if uids.get(pod_name):
                 rec.expect_delete(uids[pod_name], clock.monotonic())
-        if not plan.create:
+        if not plan.create and not plan.create_workload:
             rec.refusal, rec.refusals = None, 0  # nothing left to create: nothing refused
         elif clock.monotonic() >= rec.refused_until and not rec.creating:
             # Creating is the one step that must not act on a job that is gone (a deleted
@@ -308,9 +315,93 @@ class Controller:
             self._start_creating(plan, job, view, rec)
         if plan.delete_job:
             await kube.delete_job(job.namespace, job.name)
+        await self._carry_out_kueue(plan, job, view, rec)
         if plan.ask_checkpoint is not None and plan.status.eviction is not None:
             self._ask_checkpoint(plan.status.eviction.request_time, plan.ask_checkpoint, job, pods, rec)
         return True
+
+    async def _carry_out_kueue(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
+        """The Workload steps of the plan (kueue.py)."""
+        wl, ns, kube = job.workload, job.namespace, self.kube
+        if plan.delete_workload and wl is not None:
+            await kube.delete(ns, WORKLOAD, wl.name)
+        if plan.create_workload and job.queue is not None and job.validation.ok:
+            await self._create_workload(job, view, rec)
+        if wl is None:
+            return
+        if plan.workload_active is not None:
+            await kube.patch(ns, WORKLOAD, wl.name, {"spec": {"active": plan.workload_active}})
+        now = iso(self.clock.now())
+        if plan.release_workload:
+            await self._update_workload(job, wl.name, lambda body: kueue.release(body, now))
+        if plan.finish_workload is not None:
+            succeeded, message = plan.finish_workload
+            await self._update_workload(job, wl.name, lambda body: kueue.finish(body, succeeded, message, now))
+
+    async def _create_workload(self, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
+        """Make the job's Workload, with its priority read from the class that sets it; a
+        class that does not exist is said on the job (PodCreationForbidden) and retried."""
+        key = (job.namespace, job.name)
+        if self.clock.monotonic() < rec.refused_until:
+            return  # refused lately: the job's pass after the back-off tries again
+        owned = dataclasses.replace(job.validation.job, uid=view.uid)
+        resolved = job.validation.resolved
+        priority = None
+        source = kueue.priority_source(owned, view.labels)
+        if source is not None:
+            kind, name = source
+            group = "scheduling.k8s.io" if kind == "PriorityClass" else kueue.GROUP
+            found = await self.kube.get("", f"{kind}.{group}", name)
+            if found is None:
+                where = ("spec.scheduling.priorityClassName" if kind == "PriorityClass"
+                         else f"the label {kueue.PRIORITY_LABEL}")
+                rec.refusals += 1
+                rec.refusal = Refusal(pod=f"the Workload of {job.name}", code=404, reason="NotFound",
+                                      message=f"{kind} {name!r} (from {where}) does not exist: create it, or "
+                                              f"change {where}")
+                rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
+                self.queue.add_after(key, refusal_retry_seconds(rec.refusals))
+                return
+            priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
+        body = kueue.render_workload(owned, resolved, render_pod(owned, resolved, 0), job.queue or "", priority,
+                                     template_hash(job.validation.job, resolved))
+        try:
+            result = await self.kube.create(body)
+        except ApiError as exc:
+            self._refused(rec, key, f"Workload {body['metadata']['name']}", exc, _WORKLOAD_HINTS)
+            return
+        rec.refusal, rec.refusals = None, 0
+        if result.created:
+            log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], job.queue)
+
+    async def _update_workload(self, job: JobState, name: str, change: Any) -> None:
+        """Read the Workload, change its status (kueue.release / kueue.finish), write it with
+        its resourceVersion; when Kueue wrote it meanwhile, the job's next pass tries again."""
+        body = await self.kube.get(job.namespace, WORKLOAD, name)
+        status = change(body) if body is not None else None
+        if status is None:
+            return
+        if await self.kube.replace_status({**body, "status": status}) is None:  # type: ignore[dict-item]
+            self.queue.add_after((job.namespace, job.name), COALESCE_SECONDS)
+
+    def _workload(self, key: Key, uid: str) -> kueue.WorkloadView | None:
+        """The job's own Workload as the watch shows it (a finished one only if no other)."""
+        try:
+            found = list(self.workloads_index.get(key, [])) if self.workloads_index is not None else []
+        except (KeyError, TypeError):
+            return None
+        own = [w for w in found if w.owner_uid == uid]
+        return next((w for w in own if not w.finished), own[0] if own else None)
+
+    async def _placement(self, wl: kueue.WorkloadView | None) -> kueue.Placement:
+        """Where an admitted job's workers go: its ResourceFlavors read now (a flavor
+        changed since the admission is taken as it is)."""
+        if wl is None or not wl.admitted:
+            return kueue.Placement()
+        flavors = {}
+        for name in sorted(set(wl.flavors.values())):
+            flavors[name] = await self.kube.get("", FLAVOR, name) or {}
+        return kueue.placement_of(wl, flavors)
 
     @staticmethod
     def _checkpoint_refused(status: Status, rec: JobRecord) -> str | None:
@@ -363,7 +454,8 @@ class Controller:
         rec.creating = True
         task = asyncio.create_task(self._create_children(owned, job.validation.resolved, list(plan.create),
                                                          (job.namespace, job.name), rec,
-                                                         avoiding(plan.status.avoided_nodes)))
+                                                         avoiding(plan.status.avoided_nodes),
+                                                         job.workload if job.queue is not None else None))
         self._creators.add(task)
         task.add_done_callback(self._creators.discard)
 
@@ -373,13 +465,15 @@ class Controller:
             await asyncio.gather(*self._creators, return_exceptions=True)
 
     async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
-                               rec: JobRecord, avoid_nodes: tuple[str, ...] = ()) -> None:
+                               rec: JobRecord, avoid_nodes: tuple[str, ...] = (),
+                               workload: kueue.WorkloadView | None = None) -> None:
         """The Service and NetworkPolicy (restored if someone deleted them), then the pods,
         in index order, paced as one batch; a refused pod stops the batch and is said on
         the job, a name held by a stranger is a NameConflict. Each pod is rendered just
         before it is sent: hundreds of jobs waiting for their turn hold no manifests."""
         left = list(indices)
         try:
+            placement = await self._placement(workload)
             async with self.kube.creating(len(indices) + 2):
                 children = [render_service(owned)]
                 if self.network_policy is not None:
@@ -398,7 +492,8 @@ class Controller:
                         self._refused(rec, key, f"PodGroup {group['metadata']['name']}", exc, _POD_GROUP_HINTS)
                         return
                 while left:
-                    pod = render_pod(owned, resolved, left[0], avoid_nodes)
+                    pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,
+                                     tolerations=placement.tolerations)
                     try:
                         outcome = await self._create_child(pod, rec, owned.uid)
                     except ApiError as exc:
@@ -587,6 +682,15 @@ class Controller:
 
 
 CREATED, OURS, TAKEN = "created", "ours", "taken"
+WORKLOAD, FLAVOR = "Workload.kueue.x-k8s.io", "ResourceFlavor.kueue.x-k8s.io"
+
+# What to do when the API refuses a job's Workload (Kueue).
+_WORKLOAD_HINTS = {
+    404: "the Workload kind is not served: install Kueue (v0.19 or later), or remove the label "
+         "kueue.x-k8s.io/queue-name",
+    403: "the operator may not create Workloads: install the chart with kueue.enabled=true (or apply "
+         "manifests/rbac/kueue.yaml), or remove the label kueue.x-k8s.io/queue-name",
+}
 
 # What to do when the API refuses a job's PodGroup (spec.scheduling.gang).
 _POD_GROUP_HINTS = {

@@ -44,18 +44,19 @@ class StopStep:
     began: bool = False  # this pass began the stop
 
 
-def stop(old: Eviction | None, reason: str, *, old_phase: str | None, report: TrainerReport | None,
+def stop(old: Eviction | None, reason: str, *, stopped: bool, report: TrainerReport | None,
          trainer_running: bool, grace: int, refused: str | None, now: datetime) -> StopStep:
     """The next step of stopping the job: begin (ask), wait, or delete.
 
-    old: status.eviction as it stands; report: the trainer's newest; trainer_running: a
+    old: status.eviction as it stands; stopped: the job was stopped already (a later pass
+    only deletes stragglers); report: the trainer's newest; trainer_running: a
     worker is Running and ready and its trainer reported, unfinished; refused: why the
     trainer did not take this stop's request (the shell's answer; None: it did, or no
     answer yet)."""
     if in_progress(old):
         return _waiting(old, report, grace, refused, now)  # type: ignore[arg-type]
-    if old_phase == "Suspended":
-        return StopStep(eviction=old, delete=True)  # stopped already: only stragglers go
+    if stopped:
+        return StopStep(eviction=old, delete=True)  # only stragglers go
     step = report.step if report is not None else None
     began = Eviction(reason=reason, request_time=iso(now), step=step)  # type: ignore[arg-type]
     if grace == 0:

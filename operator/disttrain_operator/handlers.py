@@ -8,6 +8,9 @@
   came back (failures.py, plan.lost_workers).
 - `pod_changed` / `job_changed` put the job's key on the work queue: reactions take
   milliseconds, not a timer.
+- `watch_workloads` (with DISTTRAIN_KUEUE only: without it the operator needs no right on
+  Kueue's objects, nor Kueue installed) indexes the Workloads it made by (namespace, job)
+  and queues the job when Kueue changes one (kueue.py).
 - `start` builds the Controller in kopf's startup phase and runs its workers in the
   background (with leader election, only while this replica holds the Lease); `stop`
   ends them in kopf's cleanup phase.
@@ -26,6 +29,7 @@ from typing import Any
 
 import kopf
 
+from . import kueue
 from .api.names import JOB_LABEL
 from .api.types import GROUP, PLURAL, VERSION
 from .controller import Controller
@@ -40,7 +44,7 @@ from .settings import Settings, configure_kopf, lease_settings, platform_policie
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger,
-                worker_pods: kopf.Index, node_health: kopf.Index, **_: Any) -> None:
+                worker_pods: kopf.Index, node_health: kopf.Index, **indices: Any) -> None:
     ours = Settings.from_env()
     pod_policy, network_policy = platform_policies()
     configure_kopf(settings, ours)
@@ -55,6 +59,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
         pod_policy=pod_policy, network_policy=network_policy)
     controller.pods_index = worker_pods  # kopf's live index, filled before any event handler runs
     controller.nodes_index = node_health
+    controller.workloads_index = indices.get("job_workloads")  # with Kueue only (watch_workloads)
     memo.controller = controller
     memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
     if ours.metrics_port:
@@ -133,3 +138,15 @@ async def node_changed(name: str, type: str | None, memo: kopf.Memo, **_: Any) -
 async def job_changed(namespace: str, name: str, body: kopf.Body, type: str | None, memo: kopf.Memo,
                       **_: Any) -> None:
     memo.controller.job_event((namespace, name), body, type)
+
+
+def watch_workloads() -> None:
+    """Watch the Workloads this operator makes (__main__ calls this when Kueue is on)."""
+
+    @kopf.index(kueue.GROUP, kueue.VERSION, "workloads", labels={JOB_LABEL: kopf.PRESENT}, id="job_workloads")
+    async def job_workloads(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
+        return {(namespace, labels[JOB_LABEL]): kueue.view_of(body)}
+
+    @kopf.on.event(kueue.GROUP, kueue.VERSION, "workloads", labels={JOB_LABEL: kopf.PRESENT}, id="workload_changed")
+    async def workload_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+        memo.controller.pod_event((namespace, labels[JOB_LABEL]))

@@ -269,6 +269,37 @@ class Kube:
             raise
         return payload
 
+    async def replace_status(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """PUT of the status subresource with the object's resourceVersion: as stored, or
+        None when someone else changed the object first (409; read it and decide again)."""
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], kind_of(obj)
+        try:
+            _status, payload = await self.request("PUT", f"{_child_path(ns, kind)}/{name}/status", obj,
+                                                  doing=f"writing the status of {kind} {ns}/{name}")
+        except ApiError as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return payload
+
+    async def patch(self, namespace: str, kind: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch of an object (a missing one is no error: it went meanwhile)."""
+        await self.request("PATCH", f"{_child_path(namespace, kind)}/{name}", patch,
+                           content_type="application/merge-patch+json", doing=f"patching {kind} {namespace}/{name}",
+                           ok_missing=True)
+
+    async def delete(self, namespace: str, kind: str, name: str, uid: str | None = None) -> None:
+        """Delete exactly that object (a uid precondition when given); gone already is fine."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self.request("DELETE", f"{_child_path(namespace, kind)}/{name}", body,
+                               doing=f"deleting {kind} {namespace}/{name}", ok_missing=True)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+
     async def post_event(self, involved: dict[str, Any], type_: str, reason: str, message: str,
                          when: str) -> None:
         """A core/v1 Event about `involved` (apiVersion, kind, namespace, name, uid)."""
@@ -334,7 +365,12 @@ _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/
           "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
           "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
           "PodGroup.scheduling.x-k8s.io": "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
-          "PodGroup.scheduling.volcano.sh": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"}
+          "PodGroup.scheduling.volcano.sh": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
+          # Kueue (kueue.py); the last three are cluster-scoped (their namespace is "").
+          "Workload.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads",
+          "ResourceFlavor.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+          "WorkloadPriorityClass.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
+          "PriorityClass.scheduling.k8s.io": "/apis/scheduling.k8s.io/v1/priorityclasses"}
 
 
 def kind_of(obj: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ The rules are written down for users in docs/operations.md ("Lifecycle rules").
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -27,6 +28,7 @@ from .api.validate import Validation
 from .backoff import exponential
 from .eviction import cancelled, in_progress, settle, stop
 from .goodput import account
+from .kueue import QUEUE_LABEL, WorkloadView
 from .failures import HUNG, add_failure, avoiding, lift_avoidance, nodes_to_avoid, record_failures, steps_lost
 from .nodes import NodeHealth
 from .pods import PodInfo
@@ -56,6 +58,9 @@ class JobState:
     generation: int | None
     status: Status
     validation: Validation
+    queue: str | None = None  # the Kueue LocalQueue it asks for (None: Kueue is not involved)
+    workload: WorkloadView | None = None  # its Workload, once made
+    queue_ignored: str | None = None  # the LocalQueue it names while this operator runs without Kueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +101,14 @@ class Plan:
     # Checkpoint-then-evict (eviction.py): ask the trainer for a checkpoint and a hold of
     # this many seconds, waiting up to the second number for it (None: do not ask).
     ask_checkpoint: tuple[int, float] | None = None
+    # Kueue (kueue.py): make the job's Workload; delete it (an older spec's, while it
+    # waits); give its quota back after an eviction; mark it Finished (succeeded?, why);
+    # set its spec.active (a suspend deactivates it).
+    create_workload: bool = False
+    delete_workload: bool = False
+    release_workload: bool = False
+    finish_workload: tuple[bool, str] | None = None
+    workload_active: bool | None = None
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 
@@ -144,6 +157,7 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal, nodes=nodes or {},
                    checkpoint_refused=checkpoint_refused)
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
+    _finish_workload(job, plan)
     _account_goodput(job, plan, newest(report, *(p.report for p in pods)))
     return plan
 
@@ -174,6 +188,10 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
             return _spec_invalid(job, pods, plan, report)
         return _invalid(job, pods, plan)
     _validated(job, plan)
+    if job.queue_ignored:
+        plan.events.append(Event("Warning", c.QUEUE_IGNORED, f"the label {QUEUE_LABEL}={job.queue_ignored} is "
+                                 "ignored: this operator runs without Kueue (DISTTRAIN_KUEUE, the chart's "
+                                 "kueue.enabled), so the job starts without waiting for quota"))
     plan.condition(c.SPEC_INVALID, False, c.VALID, "the spec is valid again", only_if_present=True)
     spec = job.validation.job.spec
     old_phase = old.phase
@@ -195,9 +213,14 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
         plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "job resumed")
-    elif in_progress(plan.status.eviction):
+    elif in_progress(plan.status.eviction) and plan.status.eviction.reason == "Suspended":  # type: ignore[union-attr]
         plan.status.eviction = cancelled(plan.status.eviction)  # type: ignore[arg-type]
         plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "the stop was called off before the pods were deleted")
+    if job.queue is not None:
+        waiting = _queued(job, pods, plan, report, checkpoint_refused, refusal)
+        if waiting is not None:
+            return waiting
+        job = _at_admitted_size(job)
 
     start = parse_time(plan.status.start_time)
     deadline = spec.active_deadline_seconds
@@ -660,21 +683,11 @@ def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | No
              report: TrainerReport | None, refused: str | None) -> Plan:
     """Stop the job, checkpoint first (eviction.py): ask, wait, then delete the pods."""
     st = plan.status
-    grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
-    running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
-    step = stop(st.eviction, "Suspended", old_phase=old_phase, report=report, trainer_running=running,
-                grace=grace, refused=refused, now=plan.now)
-    if not step.delete:  # the trainer is checkpointing: the job keeps its phase meanwhile
-        st.eviction = step.eviction
-        plan.ask_checkpoint = (step.ask_hold or 0, step.wait_seconds)
-        plan.wake_at = step.wake_at
-        message = step.eviction.message if step.eviction is not None else ""
-        if step.began:
-            plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"suspending: {message}"))
+    if not _stop_first(job, pods, plan, "Suspended", c.JOB_SUSPENDED, stopped=old_phase == "Suspended",
+                       report=report, refused=refused):
+        message = st.eviction.message if st.eviction is not None else ""
         plan.condition(c.SUSPENDED, False, c.CHECKPOINT_BEFORE_STOP, message or "")
         return plan
-    st.eviction = settle(step.eviction, st.checkpoint, st.progress)
-    plan.delete = [(p.name, c.JOB_SUSPENDED) for p in pods if not p.terminating]
     if old_phase != "Suspended":
         why = f"{st.eviction.message}; " if st.eviction is not None and st.eviction.message else ""
         plan.events.append(Event("Normal", c.JOB_SUSPENDED, f"suspended: {why}worker pods deleted; set "
@@ -685,7 +698,126 @@ def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | No
     plan.condition(c.SUSPENDED, True, c.JOB_SUSPENDED, "spec.suspend is true")
     plan.condition(c.RUNNING, False, c.JOB_SUSPENDED, "suspended", only_if_present=True)
     st.workers = workers(pods, 0)
+    if job.queue is not None and job.workload is not None:
+        # Suspended by its user, the job gives its quota back: its Workload is deactivated
+        # (Kueue evicts it), and released once no worker is left.
+        plan.workload_active = False if job.workload.active else None
+        plan.release_workload = job.workload.evicted is not None and job.workload.quota_reserved and _gone(pods)
     return plan
+
+
+def _stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why: str, *, stopped: bool,
+                report: TrainerReport | None, refused: str | None) -> bool:
+    """A stop on purpose, checkpoint first (eviction.py): ask the trainer, wait, then delete
+    the pods (`why` is the deletion's reason). False while the trainer checkpoints: the
+    job keeps its phase meanwhile, the plan asks and wakes when the grace runs out. True
+    once the pods go (or are gone); status.eviction then says what the job resumes from."""
+    st = plan.status
+    grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
+    running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
+    step = stop(st.eviction, reason, stopped=stopped, report=report, trainer_running=running,
+                grace=grace, refused=refused, now=plan.now)
+    if not step.delete:
+        st.eviction = step.eviction
+        plan.ask_checkpoint = (step.ask_hold or 0, step.wait_seconds)
+        plan.wake_at = step.wake_at
+        if step.began:
+            message = step.eviction.message if step.eviction is not None else ""
+            doing = "suspending" if reason == "Suspended" else "evicted by Kueue"
+            plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
+        return False
+    st.eviction = settle(step.eviction, st.checkpoint, st.progress)
+    plan.delete = [(p.name, why) for p in pods if not p.terminating]
+    return True
+
+
+def _gone(pods: list[PodInfo]) -> bool:
+    """No worker runs or is still ending: its resources are free."""
+    return not any(p.active or p.terminating for p in pods)
+
+
+# ---- Kueue (kueue.py) ---------------------------------------------------------------
+
+
+def _queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
+            refused: str | None, refusal: Refusal | None) -> Plan | None:
+    """A job in a Kueue queue runs only while its Workload is admitted. Returns the plan
+    when it may not run now (it waits, or is being evicted); None when it is admitted and
+    the rest of decide applies, at the admitted size."""
+    wl, st = job.workload, plan.status
+    queue = job.queue
+    if wl is None or (not wl.quota_reserved and wl.template != template_hash(job.validation.job,
+                                                                              job.validation.resolved)):
+        # No Workload yet, or one of an older spec while it waits: (re)made, and Kueue looks again.
+        plan.create_workload, plan.delete_workload = wl is None, wl is not None
+        if refusal is not None:  # the Workload could not be made: said, and tried again
+            _creation_refused(plan, refusal)
+        return _waiting(job, pods, plan, c.WORKLOAD_CREATED,
+                        f"waiting for Kueue in LocalQueue {queue}: its Workload was just made")
+    plan.workload_active = True if not wl.active else None  # resumed after a suspend
+    evicting = c.get_condition(st.conditions, c.EVICTED)
+    if wl.evicted is not None and (wl.quota_reserved or not _gone(pods)):
+        reason, message = wl.evicted
+        stopped = (evicting is not None and evicting.status == "True" and st.eviction is not None
+                   and st.eviction.reason == "Evicted" and st.eviction.stop_time is not None)
+        if not _stop_first(job, pods, plan, "Evicted", c.EVICTED, stopped=stopped, report=report, refused=refused):
+            plan.condition(c.EVICTED, True, reason, f"{message}; {st.eviction.message if st.eviction else ''}")
+            return plan
+        plan.release_workload = wl.quota_reserved and _gone(pods)
+        plan.condition(c.EVICTED, True, reason, message)
+        return _waiting(job, pods, plan, reason, f"evicted by Kueue ({reason}: {message}); waiting in LocalQueue "
+                        f"{queue} to be admitted again, to resume from the newest checkpoint")
+    if not wl.admitted:
+        reason, message = wl.pending or ("Pending", "Kueue has not looked at the Workload yet")
+        return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
+    resolved = job.validation.resolved
+    size = (f"{wl.count} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"
+            if wl.count is not None and wl.count < resolved.nodes else f"{resolved.nodes} workers")
+    before = c.get_condition(st.conditions, c.ADMITTED)
+    plan.condition(c.ADMITTED, True, c.QUOTA_RESERVED, f"admitted by ClusterQueue {wl.cluster_queue}: {size}")
+    if before is None or before.status != "True":
+        plan.events.append(Event("Normal", c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}: {size}"))
+    plan.condition(c.QUEUED, False, c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}", only_if_present=True)
+    plan.condition(c.EVICTED, False, c.ADMITTED, "admitted again", only_if_present=True)
+    return None
+
+
+def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, message: str) -> Plan:
+    """The job waits in its queue: no worker runs (any left go), its progress is kept."""
+    st = plan.status
+    before = c.get_condition(st.conditions, c.QUEUED)
+    if before is None or before.status != "True":
+        plan.events.append(Event("Normal", c.QUEUED, message))
+    plan.condition(c.QUEUED, True, reason, message)
+    plan.condition(c.ADMITTED, False, reason, message, only_if_present=True)
+    plan.condition(c.RUNNING, False, c.QUEUED, "waiting in its queue", only_if_present=True)
+    plan.delete = plan.delete or [(p.name, c.QUEUED) for p in pods if p.active]
+    if st.eviction is not None and st.eviction.reason == "Evicted" and not in_progress(st.eviction):
+        st.eviction = settle(st.eviction, st.checkpoint, st.progress)  # the final reports come in late
+    st.phase = "Pending"
+    st.start_time = st.next_restart_time = None  # time in a queue does not count towards activeDeadlineSeconds
+    st.workers = workers(pods, 0)
+    return plan
+
+
+def _at_admitted_size(job: JobState) -> JobState:
+    """An elastic job Kueue admitted with fewer workers than nodes (partial admission, at
+    least minNodes) runs at that size."""
+    wl, resolved = job.workload, job.validation.resolved
+    if wl is None or wl.count is None or wl.count >= resolved.nodes:
+        return job
+    smaller = dataclasses.replace(resolved, nodes=wl.count, world_size=wl.count * (resolved.nproc_per_node or 1))
+    return dataclasses.replace(job, validation=dataclasses.replace(job.validation, resolved=smaller))
+
+
+def _finish_workload(job: JobState, plan: Plan) -> None:
+    """A job that ended marks its Workload Finished: Kueue frees the quota."""
+    wl = job.workload
+    phase = plan.status.phase
+    if job.queue is None or wl is None or wl.finished or phase not in TERMINAL_PHASES:
+        return
+    done = c.get_condition(plan.status.conditions, c.SUCCEEDED if phase == "Succeeded" else c.FAILED)
+    plan.finish_workload = (phase == "Succeeded", done.message if done is not None else phase)
 
 
 def _succeeded(pods: list[PodInfo]) -> bool:

@@ -59,6 +59,10 @@ class Settings:
     lease_seconds: float = 15.0
     """DISTTRAIN_LEASE_SECONDS: a standby takes over when the leader has not renewed the
     Lease for this long."""
+    kueue: bool = False
+    """DISTTRAIN_KUEUE: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission
+    (a Workload each; the chart's kueue.enabled sets it and grants the RBAC). Off, the label
+    is ignored with a Warning Event on the job."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:

@@ -478,7 +478,7 @@ class FailureRecord:
         "checkpoint was taken at the step it stopped on.")
 
 
-StopReason = Literal["Suspended"]
+StopReason = Literal["Suspended", "Evicted"]
 Handshake = Literal["Requested", "Checkpointed", "TimedOut", "NotSupported", "NotRunning", "Off", "Cancelled"]
 
 
@@ -487,7 +487,9 @@ class Eviction:
     """eviction: the job's latest stop on purpose and the checkpoint-then-evict handshake
     before it (docs/operations.md)."""
 
-    reason: StopReason | None = spec_field("reason: Suspended (spec.suspend).")
+    reason: StopReason | None = spec_field(
+        "reason: Suspended (spec.suspend), or Evicted (Kueue evicted the job's Workload: a "
+        "preemption, a deactivation, a stopped queue; the message says which).")
     request_time: str | None = spec_field("requestTime: when the operator decided to stop the job (RFC 3339).")
     step: int | None = spec_field("step: the trainer's step when the operator asked for a checkpoint.")
     handshake: Handshake | None = spec_field(

@@ -23,6 +23,9 @@ class RenderContext:
     resolved: t.Resolved
     index: int = 0
     avoid_nodes: tuple[str, ...] = ()  # nodes this worker must not be placed on (status.avoidedNodes)
+    # Kueue's admitted flavors (kueue.Placement): their node labels and tolerations.
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[dict, ...] = ()
 
     @property
     def spec(self) -> t.DistributedTrainingSpec:

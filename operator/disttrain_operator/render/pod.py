@@ -157,12 +157,30 @@ def avoided_nodes(pod: dict, ctx: RenderContext) -> dict:
     return pod
 
 
+def admitted_flavor(pod: dict, ctx: RenderContext) -> dict:
+    """Kueue admitted the job on ResourceFlavors: their node labels join the node selector
+    (a flavor's label wins over the spec's: the quota was reserved on those nodes) and
+    their tolerations are added, as Kueue does for the job kinds it knows."""
+    spec = pod["spec"]
+    if ctx.node_selector:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **dict(ctx.node_selector)}
+    if ctx.tolerations:
+        have = list(spec.get("tolerations") or [])
+        spec["tolerations"] = have + [dict(tol) for tol in ctx.tolerations if tol not in have]
+    return pod
+
+
 PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
-    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template, gang_member, avoided_nodes)
+    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template, gang_member, avoided_nodes,
+    admitted_flavor)
 
 
-def render_pod(job: t.Job, resolved: t.Resolved, index: int, avoid_nodes: tuple[str, ...] = ()) -> dict:
-    ctx = RenderContext(job=job, resolved=resolved, index=index, avoid_nodes=avoid_nodes)
+def render_pod(job: t.Job, resolved: t.Resolved, index: int, avoid_nodes: tuple[str, ...] = (), *,
+               node_selector: dict[str, str] | None = None, tolerations: tuple[dict, ...] = ()) -> dict:
+    """Worker `index` of the job; `avoid_nodes` kept away from, Kueue's admitted flavors'
+    node labels and tolerations added."""
+    ctx = RenderContext(job=job, resolved=resolved, index=index, avoid_nodes=avoid_nodes,
+                        node_selector=tuple(sorted((node_selector or {}).items())), tolerations=tuple(tolerations))
     pod = skeleton(ctx)
     for step in PASSES:
         pod = step(pod, ctx)

@@ -1,0 +1,250 @@
+"""Kueue as an external framework: the Workload a labelled job gets, what Kueue's status
+on it means for the job (plan.decide), and the status changes the operator writes back.
+The cluster tests (tests/cluster/reconcile/test_kueue.py) run the same against the real
+Kueue; here each rule is pinned on its own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from disttrain_operator import conditions as c
+from disttrain_operator import kueue
+from disttrain_operator.api import load_job
+from disttrain_operator.plan import JobState, decide
+from disttrain_operator.render import render_pod, template_hash
+from disttrain_operator.report import TrainerReport
+from disttrain_operator.api.types import CheckpointStatus
+
+from .helpers import job as job_doc
+from .plan_builders import NOW, POLICY, QUIET, at, cond, iso, pod, state
+
+UID = "0b5c6a8e-1111-2222-3333-444455556666"
+GPU = {"nodes": 2, "gpusPerNode": 4, **QUIET}
+ELASTIC = {"nodes": 4, "minNodes": 2, "maxNodes": 4, **QUIET}
+
+
+def workload(spec: dict, *, status: dict | None = None, labels: dict | None = None, priority=None) -> dict:
+    job, resolved, _ = load_job(job_doc(**spec))
+    job = dataclasses.replace(job, uid=UID)
+    body = kueue.render_workload(job, resolved, render_pod(job, resolved, 0), "team-a", priority,
+                                 template_hash(job, resolved))
+    body["metadata"]["generation"] = 1
+    body["status"] = status or {}
+    return body
+
+
+def admitted(count: int | None = None, flavor: str = "gpu-a") -> dict:
+    assignment = {"name": "workers", "flavors": {"nvidia.com/gpu": flavor, "cpu": flavor}}
+    if count is not None:
+        assignment["count"] = count
+    return {"admission": {"clusterQueue": "cq-team-a", "podSetAssignments": [assignment]},
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                            "message": "Quota reserved in ClusterQueue cq-team-a", "lastTransitionTime": iso(at(-60))},
+                           {"type": "Admitted", "status": "True", "reason": "Admitted",
+                            "message": "The workload is admitted", "lastTransitionTime": iso(at(-60))}]}
+
+
+PENDING = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                           "message": "couldn't assign flavors to pod set workers: insufficient unused quota for "
+                                      "nvidia.com/gpu in flavor gpu-a, 8 more needed",
+                           "lastTransitionTime": iso(at(-5))}]}
+
+
+def evicted(reason="Preempted", message="Preempted to accommodate a workload (UID: x) due to prioritization "
+                                        "in the ClusterQueue") -> dict:
+    status = admitted()
+    status["conditions"].append({"type": "Evicted", "status": "True", "reason": reason, "message": message,
+                                 "lastTransitionTime": iso(at(-1))})
+    return status
+
+
+def queued(spec: dict, status=None, wl: dict | None = None) -> JobState:
+    base = state(status, **spec)
+    return dataclasses.replace(base, queue="team-a", workload=kueue.view_of(wl) if wl is not None else None)
+
+
+# ---- the Workload ------------------------------------------------------------------
+
+
+def test_the_workload_holds_one_pod_set_of_the_worker_template_owned_by_the_job():
+    body = workload(GPU)
+    assert body["apiVersion"] == "kueue.x-k8s.io/v1beta2" and body["kind"] == "Workload"
+    meta = body["metadata"]
+    assert meta["name"].startswith("distributedtraining-demo-") and meta["namespace"] == "team-a"
+    assert meta["ownerReferences"] == [{"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                                        "name": "demo", "uid": UID, "controller": True,
+                                        "blockOwnerDeletion": True}]
+    (pod_set,) = body["spec"]["podSets"]
+    assert (pod_set["name"], pod_set["count"]) == ("workers", 2) and "minCount" not in pod_set
+    container = pod_set["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "4"
+    assert body["spec"]["queueName"] == "team-a" and "priority" not in body["spec"]
+
+
+def test_an_elastic_job_asks_for_partial_admission_down_to_min_nodes():
+    (pod_set,) = workload(ELASTIC)["spec"]["podSets"]
+    assert (pod_set["count"], pod_set["minCount"]) == (4, 2)
+
+
+def test_priority_comes_from_kueues_label_first_then_the_pods_priority_class():
+    job, _, _ = load_job(job_doc(scheduling={"priorityClassName": "high"}, **QUIET))
+    assert kueue.priority_source(job, {}) == ("PriorityClass", "high")
+    assert kueue.priority_source(job, {kueue.PRIORITY_LABEL: "urgent"}) == ("WorkloadPriorityClass", "urgent")
+    body = workload(GPU, priority=kueue.Priority(kind="WorkloadPriorityClass", name="urgent", value=1000))
+    assert body["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                                "name": "urgent"}
+    assert body["spec"]["priority"] == 1000
+
+
+def test_the_flavors_node_labels_and_tolerations_make_the_placement():
+    view = kueue.view_of(workload(ELASTIC, status=admitted(count=3)))
+    flavor = {"spec": {"nodeLabels": {"pool": "a100"},
+                       "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+    placement = kueue.placement_of(view, {"gpu-a": flavor})
+    assert placement.node_selector == {"pool": "a100"} and placement.count == 3
+    assert placement.tolerations == ({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},)
+    job, resolved, _ = load_job(job_doc(**ELASTIC))
+    pod_body = render_pod(job, resolved, 1, node_selector=placement.node_selector, tolerations=placement.tolerations)
+    assert pod_body["spec"]["nodeSelector"] == {"pool": "a100"}
+    assert {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_body["spec"]["tolerations"]
+
+
+def test_release_gives_the_quota_back_and_requeues_a_preempted_workload():
+    body = workload(GPU, status=evicted())
+    status = kueue.release(body, iso(NOW))
+    assert "admission" not in status
+    kinds = {cnd["type"]: cnd for cnd in status["conditions"]}
+    assert (kinds["QuotaReserved"]["status"], kinds["QuotaReserved"]["reason"]) == ("False", "Pending")
+    assert (kinds["Admitted"]["status"], kinds["Admitted"]["reason"]) == ("False", "NoReservation")
+    assert (kinds["Requeued"]["status"], kinds["Requeued"]["reason"]) == ("True", "Preempted")
+    assert kinds["Evicted"]["status"] == "True"  # Kueue's own, kept
+    assert kueue.release({**body, "status": status}, iso(NOW)) is None  # nothing held any more
+    deactivated = kueue.release(workload(GPU, status=evicted("InactiveWorkload", "deactivated")), iso(NOW))
+    assert {cnd["type"]: cnd["status"] for cnd in deactivated["conditions"]}["Requeued"] == "False"
+
+
+def test_finish_marks_the_workload_finished_once():
+    body = workload(GPU, status=admitted())
+    status = kueue.finish(body, True, "training finished", iso(NOW))
+    done = {cnd["type"]: cnd for cnd in status["conditions"]}["Finished"]
+    assert (done["status"], done["reason"], done["message"]) == ("True", "Succeeded", "training finished")
+    assert kueue.finish({**body, "status": status}, True, "again", iso(NOW)) is None
+
+
+# ---- the job's decision ------------------------------------------------------------
+
+
+def test_a_labelled_job_creates_its_workload_and_no_worker():
+    plan = decide(queued(GPU), [], NOW, POLICY)
+    assert plan.create_workload and not plan.create
+    assert plan.status.phase == "Pending"
+    assert cond(plan, c.QUEUED)["status"] == "True" and cond(plan, c.QUEUED)["reason"] == c.WORKLOAD_CREATED
+
+
+def test_a_job_waiting_for_quota_says_kueues_reason_and_runs_nothing():
+    plan = decide(queued(GPU, wl=workload(GPU, status=PENDING)), [], NOW, POLICY)
+    assert not plan.create and not plan.create_workload
+    queued_cond = cond(plan, c.QUEUED)
+    assert queued_cond["status"] == "True" and queued_cond["reason"] == "Pending"
+    assert "insufficient unused quota for nvidia.com/gpu in flavor gpu-a, 8 more needed" in queued_cond["message"]
+    assert "LocalQueue team-a" in queued_cond["message"]
+    assert plan.status.phase == "Pending" and plan.status.workers.desired == 0
+
+
+def test_a_workload_of_an_older_spec_is_replaced_while_it_waits():
+    old = workload({**GPU, "nodes": 3}, status=PENDING)
+    plan = decide(queued(GPU, wl=old), [], NOW, POLICY)
+    assert plan.delete_workload and not plan.create_workload and not plan.create
+
+
+def test_an_admitted_job_creates_its_workers_and_says_where():
+    plan = decide(queued(GPU, {"phase": "Pending"}, wl=workload(GPU, status=admitted())), [], NOW, POLICY)
+    assert plan.create == [0, 1]
+    adm = cond(plan, c.ADMITTED)
+    assert adm["status"] == "True" and adm["message"] == "admitted by ClusterQueue cq-team-a: 2 workers"
+    assert cond(plan, c.QUEUED) is None  # never queued as far as this status knows: not added as False
+
+
+def test_an_elastic_job_admitted_with_fewer_nodes_runs_at_that_size():
+    plan = decide(queued(ELASTIC, wl=workload(ELASTIC, status=admitted(count=3))), [], NOW, POLICY)
+    assert plan.create == [0, 1, 2]
+    assert "3 of 4 workers (minNodes 2)" in cond(plan, c.ADMITTED)["message"]
+    pods = [pod(i, **ELASTIC) for i in range(4)]
+    shrink = decide(queued(ELASTIC, {"phase": "Running", "startTime": iso(NOW)},
+                           wl=workload(ELASTIC, status=admitted(count=3))), pods, NOW, POLICY)
+    assert [name for name, _ in shrink.delete] == ["demo-worker-3"]
+
+
+RUNNING = {"phase": "Running", "startTime": iso(at(-600)), "restarts": 0,
+           "conditions": [{"type": "Running", "status": "True", "reason": "PodsRunning", "message": "",
+                           "lastTransitionTime": iso(at(-600))}]}
+
+
+def test_an_evicted_job_checkpoints_first_then_its_pods_go_then_the_quota():
+    spec = {**GPU, "checkpoint": {"intervalSteps": 100, "evictGraceSeconds": 60}}
+    wl = workload(spec, status=evicted())
+    pods = [pod(i, **spec) for i in range(2)]
+    report = TrainerReport(step=250, checkpoint=CheckpointStatus(step=200, time=iso(at(-30))))
+    asking = decide(queued(spec, RUNNING, wl), pods, NOW, POLICY, report=report)
+    assert asking.ask_checkpoint == (120, 60.0) and not asking.delete and not asking.release_workload
+    assert asking.status.eviction.reason == "Evicted" and asking.status.eviction.handshake == "Requested"
+    assert cond(asking, c.EVICTED)["reason"] == "Preempted"
+    assert asking.status.phase == "Running"  # it keeps its phase while it checkpoints
+
+    held = TrainerReport(step=250, held_at_step=250, checkpoint=CheckpointStatus(step=250, time=iso(at(1))))
+    stopping = decide(queued(spec, asking.status, wl), pods, at(2), POLICY, report=held)
+    assert sorted(name for name, _ in stopping.delete) == ["demo-worker-0", "demo-worker-1"]
+    assert not stopping.release_workload  # the workers still hold the GPUs
+    assert stopping.status.eviction.handshake == "Checkpointed" and stopping.status.eviction.steps_lost == 0
+    assert stopping.status.phase == "Pending" and cond(stopping, c.QUEUED)["status"] == "True"
+
+    ending = [pod(i, terminating=True, **spec) for i in range(2)]
+    assert not decide(queued(spec, stopping.status, wl), ending, at(3), POLICY).release_workload
+    gone = decide(queued(spec, stopping.status, wl), [], at(5), POLICY)
+    assert gone.release_workload and not gone.create
+    assert gone.status.eviction.resume_from_step == 250
+
+
+def test_readmitted_after_an_eviction_the_job_runs_again_with_its_progress():
+    spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
+    wl = workload(spec, status=evicted())
+    gone = decide(queued(spec, RUNNING, wl), [], NOW, POLICY)
+    assert gone.release_workload and cond(gone, c.EVICTED)["status"] == "True"
+    again = decide(queued(spec, gone.status, workload(spec, status=admitted())), [], at(30), POLICY)
+    assert again.create == [0, 1]
+    assert cond(again, c.EVICTED)["status"] == "False" and cond(again, c.QUEUED)["status"] == "False"
+    assert cond(again, c.ADMITTED)["status"] == "True"
+
+
+def test_a_finished_job_finishes_its_workload():
+    spec = {**GPU, "nodes": 1}
+    done = [pod(0, phase="Succeeded", exit_code=0, **spec)]
+    plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), done, NOW, POLICY)
+    assert plan.status.phase == "Succeeded" and plan.finish_workload == (True, "training finished (demo-worker-0 "
+                                                                               "exited 0)")
+
+
+def test_a_suspended_job_deactivates_its_workload_and_gives_the_quota_back():
+    spec = {**GPU, "suspend": True}
+    plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), [], NOW, POLICY)
+    assert plan.status.phase == "Suspended" and plan.workload_active is False and not plan.release_workload
+    wl = workload(spec, status=evicted("InactiveWorkload", "The workload is deactivated"))
+    wl["spec"]["active"] = False
+    released = decide(queued(spec, plan.status, wl), [], at(1), POLICY)
+    assert released.release_workload and released.workload_active is None
+    resumed = decide(queued(GPU, released.status, {**wl, "status": PENDING}), [], at(2), POLICY)
+    assert resumed.workload_active is True and not resumed.create
+
+
+def test_the_label_on_an_operator_without_kueue_runs_the_job_and_warns():
+    plan = decide(dataclasses.replace(state(None, **GPU), queue_ignored="team-a"), [], NOW, POLICY)
+    assert plan.create == [0, 1]
+    assert any(e.reason == c.QUEUE_IGNORED and "kueue.x-k8s.io/queue-name=team-a" in e.message for e in plan.events)
+
+
+def test_queue_label_and_workload_names():
+    assert kueue.queue_of({kueue.QUEUE_LABEL: "team-a"}) == "team-a"
+    assert kueue.queue_of({kueue.QUEUE_LABEL: " "}) is None and kueue.queue_of(None) is None
+    long = kueue.workload_name("x" * 63, UID)
+    assert len(long) <= 63 and long != kueue.workload_name("x" * 63, UID.replace("0", "9"))
+    assert kueue.FRAMEWORK == "DistributedTraining.v1alpha1.disttrain.dev"

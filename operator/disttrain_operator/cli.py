@@ -29,6 +29,7 @@ from .api import types as t
 from .api.errors import FieldError
 from .api.validate import Validation, validate_document
 from .documents import Document, DocumentError, describe, is_distributed_training, load_documents
+from .kueue import QUEUE_LABEL, queue_of
 from .render import render_children
 from .sweep import command as sweep_command
 
@@ -269,6 +270,7 @@ def report(doc: Document, result: Validation) -> dict[str, Any]:
                              "maxNodes": r.max_nodes, "nprocPerNode": r.nproc_per_node,
                              "worldSize": r.world_size, "precision": r.precision}
         entry["gpusPerNode"] = result.job.spec.gpus_per_node
+        entry["queue"] = queue_of(result.job.labels)
     entry["warnings"] = [{"reason": w.reason, "field": w.path, "message": w.message,
                           "line": doc.line_of(w.path)} for w in result.warnings]
     entry["errors"] = [{"field": e.path, "message": str(e), "line": doc.line_of(e.path)}
@@ -287,6 +289,9 @@ def print_report(entry: dict[str, Any], out: TextIO) -> None:
         print(f"  topology: {elastic} x {_count(r['nprocPerNode'], 'process', 'processes')} = world size "
               f"{r['worldSize']}, strategy {r['strategy']}, precision {r['precision']}, "
               f"{device} per node", file=out)
+        if entry.get("queue"):
+            print(f"  queue: Kueue LocalQueue {entry['queue']} ({QUEUE_LABEL}): held, no worker created, until Kueue "
+                  "admits its Workload (an operator run with DISTTRAIN_KUEUE)", file=out)
     else:
         print(f"{where}: {entry['name'] or '(unnamed)'}: invalid", file=out)
     for w in entry["warnings"]:

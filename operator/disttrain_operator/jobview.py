@@ -58,6 +58,16 @@ class JobView:
         return self.phase in TERMINAL
 
     @property
+    def queued(self) -> bool:
+        """Waiting in a Kueue queue (the Queued condition is True)."""
+        return any(c.get("type") == "Queued" and c.get("status") == "True" for c in self.conditions)
+
+    @property
+    def shown_phase(self) -> str:
+        """The phase as get/top print it: a Pending job waiting in its Kueue queue is Queued."""
+        return "Queued" if self.queued and self.phase in (None, "Pending") else (self.phase or "Pending")
+
+    @property
     def eta_seconds(self) -> float | None:
         """Seconds left at the trainer's current throughput; None when it cannot be told."""
         if (self.step is None or not self.total_steps or not self.samples_per_second
@@ -192,7 +202,8 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         f"Name:        {view.name}",
         f"Namespace:   {view.namespace or '-'}",
         f"Phase:       {view.phase or 'Pending'}"
-        + (" (suspending)" if view.suspended and view.phase != "Suspended" else ""),
+        + (" (suspending)" if view.suspended and view.phase != "Suspended" else "")
+        + (" (queued: waiting for Kueue's admission, see Queued below)" if view.shown_phase == "Queued" else ""),
         f"Workers:     {workers} active, world size {view.world_size if view.world_size is not None else '-'}, "
         f"restarts {view.restarts}",
         f"Progress:    {bar(view.step, view.total_steps)}  step {_steps(view)}",
@@ -273,7 +284,7 @@ def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False,
     header = (("NAMESPACE",) if all_namespaces else ()) + TOP_COLUMNS + (WIDE_COLUMNS if wide else ())
     rows = [header]
     for v in sorted(views, key=lambda v: (v.namespace or "", v.name)):
-        row = (v.name, v.phase or "Pending", str(v.world_size) if v.world_size is not None else "-",
+        row = (v.name, v.shown_phase, str(v.world_size) if v.world_size is not None else "-",
                bar(v.step, v.total_steps, width=10), _steps(v), _rate(v.samples_per_second),
                _checkpoint(v, now).removeprefix("step "), str(v.restarts),
                duration((now - v.created).total_seconds()) if v.created else "-")

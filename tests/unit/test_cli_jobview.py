@@ -337,3 +337,17 @@ def test_status_says_where_the_worker_time_went():
     assert "Goodput:     85% of worker time (productive 14m, lost 2m30s, restarting 0s, waiting 12s)" in lines
     assert not any(line.startswith("Goodput:") for line in status_lines(
         view_of({"metadata": {"name": "j"}, "status": {}}), [], datetime(2026, 11, 25, 11, tzinfo=timezone.utc)))
+
+
+def test_a_job_waiting_in_its_kueue_queue_shows_as_queued():
+    waiting = {"type": "Queued", "status": "True", "reason": "Pending",
+               "message": "waiting in LocalQueue team: couldn't assign flavors to pod set workers: insufficient "
+                          "unused quota for nvidia.com/gpu in flavor default, 8 more needed"}
+    queued = view_of(job(phase="Pending", progress={}, checkpoint=None, conditions=[waiting]))
+    assert top_table([queued], NOW)[1].split()[:2] == ["gpt", "Queued"]
+    lines = status_lines(queued, [], NOW)
+    assert lines[2] == "Phase:       Pending (queued: waiting for Kueue's admission, see Queued below)"
+    assert any(line.startswith("  Queued=True Pending: waiting in LocalQueue team") and "8 more needed" in line
+               for line in lines)
+    admitted = view_of(job(conditions=[{**waiting, "status": "False", "reason": "Admitted"}]))
+    assert top_table([admitted], NOW)[1].split()[1] == "Running"

@@ -37,7 +37,8 @@ from .failures import avoiding
 from .nodes import NodeHealth
 from .pods import PodInfo, controller_uid
 from .record import JobRecord, Key, describe, foreign_conflicts, moved
-from .render import TEMPLATE_HASH_ANNOTATION, render_pod, render_pod_group, render_service, template_hash
+from .render import (TEMPLATE_HASH_ANNOTATION, render_disruption_budget, render_pod, render_pod_group, render_service,
+                     template_hash)
 from .render.network_policy import NetworkPolicySettings, render_network_policy
 from .report import parse_report
 from .settings import Settings
@@ -113,7 +114,7 @@ class Controller:
         self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
         self.nodes_index: Any = None  # kopf's index of node health by node name
         self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
-        self._node_lost: dict[str, Any] = {}  # node -> when it was lost, as last seen: to act on changes only
+        self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned), as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
         self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
 
@@ -136,16 +137,16 @@ class Controller:
         self.queue.add_after(key, COALESCE_SECONDS)
 
     def node_event(self, name: str, deleted: bool = False) -> None:
-        """A node was lost or came back: queue the jobs with workers on it (heartbeats
-        that change nothing cost one comparison)."""
+        """A node was lost or came back, cordoned or uncordoned: queue the jobs with workers
+        on it (heartbeats that change nothing cost one comparison)."""
         health = None if deleted else self._node(name)
-        lost = health.lost_since() if health is not None else None
-        if self._node_lost.get(name) == lost:
+        seen = (health.lost_since(), health.cordoned) if health is not None else (None, False)
+        if self._node_seen.get(name, (None, False)) == seen:
             return
-        if lost is None:
-            self._node_lost.pop(name, None)
+        if seen == (None, False):
+            self._node_seen.pop(name, None)
         else:
-            self._node_lost[name] = lost
+            self._node_seen[name] = seen
         for key, pods in list((self.pods_index or {}).items()):
             if any(p.node == name for p in pods):
                 self.queue.add(key)
@@ -478,6 +479,9 @@ class Controller:
                 children = [render_service(owned)]
                 if self.network_policy is not None:
                     children.append(render_network_policy(owned, self.network_policy))
+                budget = render_disruption_budget(owned)
+                if budget is not None:
+                    children.append(budget)
                 for child in children:
                     if not await self._ensure_child(child, rec, owned.uid):
                         self.queue.add(key)  # the conflict goes into status next pass

@@ -364,6 +364,7 @@ class Kube:
 _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",
           "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
           "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+          "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
           "PodGroup.scheduling.x-k8s.io": "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
           "PodGroup.scheduling.volcano.sh": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
           # Kueue (kueue.py); the last three are cluster-scoped (their namespace is "").

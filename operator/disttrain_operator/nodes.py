@@ -6,6 +6,9 @@ unhealthy; Unknown: the kubelet stopped posting status, as the node lifecycle co
 marks it), or when it carries the NoExecute taint node.kubernetes.io/unreachable or
 not-ready. Its pods stay `Running` in the API meanwhile: without this, a job would wait
 for the taint manager's 300 s toleration while its other ranks hang in a collective.
+
+A node is cordoned (spec.unschedulable: `kubectl cordon`, the first step of `kubectl
+drain`) while it still works: its workers are moved checkpoint first (plan._drain).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class NodeHealth:
     ready_reason: str  # e.g. NodeStatusUnknown, KubeletNotReady
     tainted_since: str | None  # the earliest unreachable/not-ready NoExecute taint's timeAdded
     tainted: str  # that taint's key ("" if none)
+    cordoned: bool = False  # spec.unschedulable: being drained, or about to be
 
     def lost_since(self) -> datetime | None:
         """When the node stopped being usable for training, or None while it is. A status
@@ -57,4 +61,5 @@ def summarize_node(node: Mapping[str, Any]) -> NodeHealth:
     return NodeHealth(name=meta.get("name", ""), ready=str(ready.get("status") or ""),
                       ready_since=ready.get("lastTransitionTime"), ready_reason=str(ready.get("reason") or ""),
                       tainted_since=taints[0].get("timeAdded") if taints else None,
-                      tainted=taints[0].get("key", "") if taints else "")
+                      tainted=taints[0].get("key", "") if taints else "",
+                      cordoned=(node.get("spec") or {}).get("unschedulable") is True)

@@ -233,8 +233,9 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     if failed_plan is not None:
         return failed_plan
     _replace_lost(pods, plan, lost)
+    drained, drain_wake = _drain(job, pods, plan, nodes, report, checkpoint_refused)
     hung, hang_wake = False, None
-    if not crashed and not lost:
+    if not crashed and not lost and not drained:
         hung, hang_wake, failed_plan = _restart_hung(job, pods, plan, report)
         if failed_plan is not None:
             return failed_plan
@@ -243,8 +244,8 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     _name_conflicts(plan, conflicts or {})
     _creation_refused(plan, refusal)
     _set_phase(job, pods, plan, old_phase, crashed, hung)
-    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake, hang_wake) if m is not None),
-                       default=None)
+    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake, hang_wake, drain_wake)
+                        if m is not None), default=None)
     return plan
 
 
@@ -573,7 +574,7 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     running = [p for p in live if p.phase == "Running"]
     # crashed covers the back-off wait and the restart round alike (the crashed pods are
     # still there); disrupted pods are recreated in this very pass.
-    disrupted = any(why in (c.WORKER_DISRUPTED, c.NODE_LOST) for _, why in plan.delete)
+    disrupted = any(why in (c.WORKER_DISRUPTED, c.NODE_LOST, c.NODE_DRAINED) for _, why in plan.delete)
     if crashed or disrupted or hung or (old_phase == "Restarting" and len(running) < resolved.nodes):
         phase = "Restarting"
     elif running and len(running) >= resolved.min_nodes:
@@ -723,12 +724,44 @@ def _stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why
         plan.wake_at = step.wake_at
         if step.began:
             message = step.eviction.message if step.eviction is not None else ""
-            doing = "suspending" if reason == "Suspended" else "evicted by Kueue"
+            doing = {"Suspended": "suspending", "Evicted": "evicted by Kueue"}.get(reason, "a worker's node is cordoned")
             plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
         return False
     st.eviction = settle(step.eviction, st.checkpoint, st.progress)
-    plan.delete = [(p.name, why) for p in pods if not p.terminating]
+    already = {name for name, _ in plan.delete}
+    plan.delete += [(p.name, why) for p in pods if not p.terminating and p.name not in already]
     return True
+
+
+def draining_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth]) -> list[PodInfo]:
+    """Workers on a node that is cordoned (a drain begins) and still works."""
+    out = []
+    for pod in pods:
+        node = nodes.get(pod.node) if pod.node else None
+        if pod.active and node is not None and node.cordoned and node.lost_since() is None:
+            out.append(pod)
+    return out
+
+
+def _drain(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Mapping[str, NodeHealth],
+           report: TrainerReport | None, refused: str | None) -> tuple[bool, datetime | None]:
+    """A worker's node is cordoned: the job moves checkpoint first. Every worker goes (a
+    partial world would only rendezvous again) and is recreated on the nodes left, as a
+    disruption: backoffLimit is not spent. The job's PodDisruptionBudget holds the drain's
+    evictions back meanwhile. (draining?, when the checkpoint's grace runs out.)"""
+    st = plan.status
+    draining = draining_workers(pods, nodes)
+    if not draining or not job.validation.job.spec.checkpoint.evict_grace_seconds:
+        if in_progress(st.eviction) and st.eviction.reason == "NodeDrain":  # type: ignore[union-attr]
+            st.eviction = cancelled(st.eviction)  # type: ignore[arg-type]  (uncordoned before the pods went)
+        return False, None
+    where = ", ".join(sorted({p.node for p in draining}))
+    if not _stop_first(job, pods, plan, "NodeDrain", c.NODE_DRAINED, stopped=False, report=report, refused=refused):
+        return True, plan.wake_at
+    message = st.eviction.message if st.eviction is not None else ""
+    plan.events.append(Event("Normal", c.NODE_DRAINED, f"node {where} is cordoned: {message}; recreating the "
+                             "workers on other nodes (does not count against backoffLimit)"))
+    return True, None
 
 
 def _gone(pods: list[PodInfo]) -> bool:

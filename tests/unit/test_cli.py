@@ -109,9 +109,9 @@ def test_render_prints_service_and_pods(tmp_path):
     result = disttrain("render", "-n", "ml", write(tmp_path, GOOD))
     assert result.returncode == 0, result.stderr
     objects = list(yaml.safe_load_all(result.stdout))
-    assert [o["kind"] for o in objects] == ["Service", "NetworkPolicy", "Pod", "Pod"]
-    assert objects[2]["metadata"]["namespace"] == "ml"
-    env = {e["name"]: e.get("value") for e in objects[2]["spec"]["containers"][0]["env"]}
+    assert [o["kind"] for o in objects] == ["Service", "NetworkPolicy", "PodDisruptionBudget", "Pod", "Pod"]
+    assert objects[3]["metadata"]["namespace"] == "ml"
+    env = {e["name"]: e.get("value") for e in objects[3]["spec"]["containers"][0]["env"]}
     assert env["PET_RDZV_ENDPOINT"] == "demo-worker-0.demo.ml.svc:29400"
     # The NetworkPolicy the operator creates, admitting the operator from where it runs.
     policy = objects[1]
@@ -121,7 +121,7 @@ def test_render_prints_service_and_pods(tmp_path):
     other = disttrain("render", "--operator-namespace", "ops", write(tmp_path, GOOD))
     assert '"kubernetes.io/metadata.name": ops' in other.stdout or "kubernetes.io/metadata.name: ops" in other.stdout
     none = disttrain("render", "--no-network-policy", write(tmp_path, GOOD))
-    assert [o["kind"] for o in yaml.safe_load_all(none.stdout)] == ["Service", "Pod", "Pod"]
+    assert [o["kind"] for o in yaml.safe_load_all(none.stdout)] == ["Service", "PodDisruptionBudget", "Pod", "Pod"]
 
 
 def test_render_refuses_invalid_specs(tmp_path):

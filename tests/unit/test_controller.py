@@ -173,6 +173,7 @@ def test_a_new_job_gets_its_service_and_workers_after_the_job_is_read_once():
     calls, again = run(scenario())
     creates = [c for c in calls if c[0] in ("get-job", "get", "create")]
     assert creates == [("get-job", "team-a", "demo"), ("get", "Service", "demo"), ("create", "Service", "demo"),
+                       ("get", "PodDisruptionBudget", "demo"), ("create", "PodDisruptionBudget", "demo"),
                        ("create", "Pod", "demo-worker-0"), ("create", "Pod", "demo-worker-1")]
     assert ("patch-status", "demo", "conditions", "goodput", "observedGeneration", "phase", "resolved", "restarts",
             "selector", "startTime", "warnings", "workers") in calls
@@ -257,7 +258,7 @@ def test_a_status_the_api_refuses_does_not_stop_the_pass():
         return kube.verbs("create"), again, errors, shell.records["u1"].last_status.phase
 
     creates, again, errors, remembered = run(scenario())
-    assert [c[2] for c in creates] == ["demo", "demo-worker-0", "demo-worker-1"]
+    assert [c[2] for c in creates] == ["demo", "demo", "demo-worker-0", "demo-worker-1"]  # Service, budget, pods
     assert errors == 1 and remembered == "Pending"
     assert again == Settings().resync_seconds
 
@@ -459,7 +460,7 @@ def test_a_pass_never_waits_for_its_creates_and_a_second_pass_creates_nothing_tw
 
     (creating, creates_while_waiting, status_written), creates, still = run(scenario())
     assert creating and creates_while_waiting == [] and status_written
-    assert [c[2] for c in creates] == ["demo", "demo-worker-0", "demo-worker-1"] and still is False
+    assert [c[2] for c in creates] == ["demo", "demo", "demo-worker-0", "demo-worker-1"] and still is False
 
 
 def test_a_creation_that_fails_on_the_way_uncounts_the_pods_and_is_retried_with_back_off():

@@ -32,7 +32,8 @@ def test_a_coscheduling_gang_is_one_podgroup_of_min_nodes_owned_by_the_job_and_e
     assert group["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert group["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 30}
     pods = [c for c in render_children(j, r) if c["kind"] == "Pod"]
-    assert [c["kind"] for c in render_children(j, r)][:2] == ["Service", "PodGroup"]  # the group before its pods
+    kinds = [c["kind"] for c in render_children(j, r)]
+    assert kinds.index("PodGroup") < kinds.index("Pod")  # the group before its pods
     assert {p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] for p in pods} == {"demo"}
     assert {p["spec"]["schedulerName"] for p in pods} == {"scheduler-plugins-scheduler"}
 
@@ -103,13 +104,14 @@ def test_the_shell_creates_the_podgroup_before_any_worker():
     kube = FakeKube({("team-a", "demo"): "u1"})
     _first_pass(kube)
     created = [c[1:] for c in kube.verbs("create")]
-    assert created == [("Service", "demo"), ("PodGroup", "demo"), ("Pod", "demo-worker-0"), ("Pod", "demo-worker-1")]
+    assert created == [("Service", "demo"), ("PodDisruptionBudget", "demo"), ("PodGroup", "demo"),
+                       ("Pod", "demo-worker-0"), ("Pod", "demo-worker-1")]
 
 
 def test_a_podgroup_kind_not_served_creates_no_worker_and_the_job_says_how_to_fix_it():
     kube = NoPodGroups({("team-a", "demo"): "u1"})
     status = _first_pass(kube)
-    assert [c[1] for c in kube.verbs("create")] == ["Service", "PodGroup"]
+    assert [c[1] for c in kube.verbs("create")] == ["Service", "PodDisruptionBudget", "PodGroup"]
     forbidden = next(c for c in status.conditions if c.type == "PodCreationForbidden")
     assert forbidden.status == "True" and forbidden.message.startswith("creating PodGroup demo was refused (404")
     assert "install the CRD of the scheduler that reads it" in forbidden.message

@@ -186,7 +186,7 @@ def test_command_starting_with_a_launcher_is_translated_with_a_warning(command, 
     message = {w.reason: w.message for w in result.warnings}["LauncherTranslated"]
     assert message == (f"starts with {dropped!r}, but the pod already runs torchrun: running "
                        f"`torchrun {' '.join(runs)}`; write command: {runs!r} to silence this")
-    pod = render_children(result.job, result.resolved)[1]
+    pod = next(c for c in render_children(result.job, result.resolved) if c["kind"] == "Pod")
     assert pod["spec"]["containers"][0]["command"] == ["torchrun", *runs, "--epochs", "2"]
 
 

@@ -14,7 +14,8 @@ def render(**spec):
     doc = job(**spec)
     doc["metadata"]["uid"] = "0b6a1c52-uid"
     j, r, _ = load_job(doc)
-    return render_children(j, r)
+    # The Service and the pods (the PodDisruptionBudget and PodGroup have tests of their own).
+    return [c for c in render_children(j, r) if c["kind"] in ("Service", "Pod")]
 
 
 def env_of(pod) -> dict:

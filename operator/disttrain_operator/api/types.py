@@ -478,7 +478,7 @@ class FailureRecord:
         "checkpoint was taken at the step it stopped on.")
 
 
-StopReason = Literal["Suspended", "Evicted"]
+StopReason = Literal["Suspended", "Evicted", "NodeDrain"]
 Handshake = Literal["Requested", "Checkpointed", "TimedOut", "NotSupported", "NotRunning", "Off", "Cancelled"]
 
 
@@ -488,8 +488,9 @@ class Eviction:
     before it (docs/operations.md)."""
 
     reason: StopReason | None = spec_field(
-        "reason: Suspended (spec.suspend), or Evicted (Kueue evicted the job's Workload: a "
-        "preemption, a deactivation, a stopped queue; the message says which).")
+        "reason: Suspended (spec.suspend); Evicted (Kueue evicted the job's Workload: a "
+        "preemption, a deactivation, a stopped queue; the message says which); NodeDrain (a "
+        "worker's node was cordoned: the workers were moved to other nodes).")
     request_time: str | None = spec_field("requestTime: when the operator decided to stop the job (RFC 3339).")
     step: int | None = spec_field("step: the trainer's step when the operator asked for a checkpoint.")
     handshake: Handshake | None = spec_field(

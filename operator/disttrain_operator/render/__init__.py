@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from ..api import types as t
 from .pod import TEMPLATE_HASH_ANNOTATION, render_pod, template_hash
+from .disruption_budget import render_disruption_budget
 from .pod_group import render_pod_group
 from .service import render_service
 
 
 def render_children(job: t.Job, resolved: t.Resolved) -> list[dict]:
-    """The Service first, the PodGroup of a gang, then one pod per desired node."""
-    group = render_pod_group(job, resolved)
-    return [render_service(job), *([group] if group else []), *(render_pod(job, resolved, i)
-                                                                for i in range(resolved.nodes))]
+    """The Service first, the PodDisruptionBudget, the PodGroup of a gang, then one pod per
+    desired node."""
+    extra = [obj for obj in (render_disruption_budget(job), render_pod_group(job, resolved)) if obj]
+    return [render_service(job), *extra, *(render_pod(job, resolved, i) for i in range(resolved.nodes))]
 
 
-__all__ = ["render_children", "render_pod", "render_pod_group", "render_service", "template_hash",
-           "TEMPLATE_HASH_ANNOTATION"]
+__all__ = ["render_children", "render_disruption_budget", "render_pod", "render_pod_group", "render_service",
+           "template_hash", "TEMPLATE_HASH_ANNOTATION"]

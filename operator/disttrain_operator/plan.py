@@ -241,11 +241,12 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
             return failed_plan
     _reshape(job, pods, plan)
     _create_missing(job, pods, plan, old_phase, conflicts or {})
+    settle_wake = _after_a_drain(plan)
     _name_conflicts(plan, conflicts or {})
     _creation_refused(plan, refusal)
     _set_phase(job, pods, plan, old_phase, crashed, hung)
-    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake, hang_wake, drain_wake)
-                        if m is not None), default=None)
+    plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake, hang_wake, drain_wake,
+                                    settle_wake) if m is not None), default=None)
     return plan
 
 
@@ -764,6 +765,28 @@ def _drain(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Mapping[str, N
     return True, None
 
 
+# Workers moved off a cordoned node are recreated this long after they were deleted.
+# `kubectl drain` (and the cluster autoscaler) retry a refused eviction every 5 s, by pod
+# name: a replacement of the same name created sooner would be the one they evict next.
+# Later, their retry finds no pod of that name and the drain completes.
+DRAIN_SETTLE_SECONDS = 12.0
+
+
+def _after_a_drain(plan: Plan) -> datetime | None:
+    """Hold back the creations of a move off a cordoned node until the drain has seen the
+    workers gone; returns when they may go ahead."""
+    ev = plan.status.eviction
+    moved = parse_time(ev.stop_time) if ev is not None and ev.reason == "NodeDrain" else None
+    if not plan.create or moved is None:
+        return None
+    due = moved + timedelta(seconds=DRAIN_SETTLE_SECONDS)
+    if plan.now >= due:
+        return None
+    plan.create = []
+    plan.create_service = False
+    return due
+
+
 def _gone(pods: list[PodInfo]) -> bool:
     """No worker runs or is still ending: its resources are free."""
     return not any(p.active or p.terminating for p in pods)
@@ -801,7 +824,9 @@ def _queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerRepor
         return _waiting(job, pods, plan, reason, f"evicted by Kueue ({reason}: {message}); waiting in LocalQueue "
                         f"{queue} to be admitted again, to resume from the newest checkpoint")
     if not wl.admitted:
-        reason, message = wl.pending or ("Pending", "Kueue has not looked at the Workload yet")
+        # No word from Kueue yet: it evaluates one Workload of a shape and parks its twins
+        # unevaluated while they cannot fit.
+        reason, message = wl.pending or ("Pending", "not evaluated by Kueue yet")
         return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
     resolved = job.validation.resolved
     size = (f"{wl.count} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"

@@ -10,7 +10,7 @@ from disttrain_operator import conditions as c
 from disttrain_operator.api import load_job
 from disttrain_operator.api.types import CheckpointStatus
 from disttrain_operator.nodes import summarize_node
-from disttrain_operator.plan import decide, draining_workers
+from disttrain_operator.plan import DRAIN_SETTLE_SECONDS, decide, draining_workers
 from disttrain_operator.pods import summarize_pod
 from disttrain_operator.render import render_children, render_disruption_budget, render_pod
 from disttrain_operator.report import TrainerReport
@@ -76,8 +76,11 @@ def test_a_cordoned_node_asks_for_a_checkpoint_then_moves_every_worker():
     assert moving.status.phase == "Restarting" and moving.status.restarts == 0
     assert any(e.reason == c.NODE_DRAINED and e.message.startswith("node a is cordoned") for e in moving.events)
 
+    # Recreated once kubectl drain, retrying every 5 s by name, has seen them gone.
     gone = decide(state(moving.status, **SPEC), [], at(4), POLICY, nodes=DRAINING)
-    assert gone.create == [0, 1] and gone.status.restarts == 0
+    assert gone.create == [] and gone.wake_at == at(2 + DRAIN_SETTLE_SECONDS)
+    later = decide(state(gone.status, **SPEC), [], at(2 + DRAIN_SETTLE_SECONDS), POLICY, nodes=DRAINING)
+    assert later.create == [0, 1] and later.status.restarts == 0
 
 
 def test_without_a_trainer_answer_the_workers_move_when_the_grace_runs_out():

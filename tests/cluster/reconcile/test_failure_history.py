@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from .conftest import (condition, dump, get_job, job_manifest, pods_of, running_operator, wait_job,
+from .conftest import (CHECKPOINT_CLAIM, condition, dump, get_job, job_manifest, pods_of, running_operator, wait_job,
                        wait_phase)
 
 pytestmark = pytest.mark.cluster
@@ -45,7 +45,11 @@ def kubelet_reports(cluster, namespace: str, pod: dict, **status) -> None:
 def test_each_failure_is_recorded_from_the_pod_status_once_and_the_history_stays_bounded(
         cluster, namespace, operator_kubeconfig, tmp_path):
     with running_operator(cluster, namespace, operator_kubeconfig) as operator:
-        cluster.apply(job_manifest("hist", nodes=2, backoffLimit=30), namespace=namespace)
+        # evictGraceSeconds 0: no PodDisruptionBudget, so the Eviction API below evicts at
+        # once (with one, it refuses: test_node_drain.py).
+        cluster.apply(job_manifest("hist", nodes=2, backoffLimit=30,
+                                   checkpoint={"claimName": CHECKPOINT_CLAIM, "evictGraceSeconds": 0}),
+                      namespace=namespace)
         wait_phase(cluster, namespace, "hist", "Running")
 
         # 1. The trainer exits 1; its termination message ends with the error.

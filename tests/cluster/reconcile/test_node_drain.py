@@ -29,8 +29,9 @@ def now() -> str:
 
 @pytest.fixture
 def holding_trainer():
-    """(port, sink, control): the trainer's status server with /checkpoint, and a loop that
-    holds at its current step, checkpointed, when a request comes."""
+    """(port, sink, start): the trainer's status server with /checkpoint, started by
+    start(token) once the pod's UID is known, and a loop that holds at its current step,
+    checkpointed, when a request comes."""
     from prometheus_client import CollectorRegistry
 
     from disttrain_trainer.drain import CheckpointRequest
@@ -39,31 +40,33 @@ def holding_trainer():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    sink = StatusSink()
-    control = Control(token="", request=CheckpointRequest())
-    server = StatusServer(port, CollectorRegistry(), sink, control)
+    sink, request, servers = StatusSink(), CheckpointRequest(), []
     done = threading.Event()
 
     def loop() -> None:
         while not done.wait(0.05):
-            if control.request.pending():
+            if request.pending():
                 step = sink.doc["step"]
                 with sink.lock:
                     sink.doc.update(heldAtStep=step, checkpoint={"step": step, "time": now(),
                                                                  "path": f"/checkpoints/step-{step:08d}"})
-                control.request.taken()
-                control.request.held.set()
+                request.taken()
+                request.held.set()
+
+    def start(token: str) -> None:
+        servers.append(StatusServer(port, CollectorRegistry(), sink, Control(token=token, request=request)))
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
-    yield port, sink, control
+    yield port, sink, start
     done.set()
-    server.close()
+    for server in servers:
+        server.close()
 
 
 def test_a_drain_waits_for_the_checkpoint_and_the_workers_move_losing_no_step(cluster, namespace, operator,
                                                                               holding_trainer):
-    port, sink, control = holding_trainer
+    port, sink, start = holding_trainer
     cluster.apply(job_manifest("drained", nodes=2, gpusPerNode=1, metrics={"port": port},
                                trainer={"builtin": {"steps": 1000, "batchSize": 8}},
                                checkpoint={"claimName": "shared-checkpoints", "intervalSteps": 500,
@@ -73,9 +76,9 @@ def test_a_drain_waits_for_the_checkpoint_and_the_workers_move_losing_no_step(cl
     wait_phase(cluster, namespace, "drained", "Running")
     before = {p["metadata"]["name"]: p for p in pods_of(cluster, namespace, "drained")}
     node = before["drained-worker-1"]["spec"]["nodeName"]
-    control.token = before["drained-worker-0"]["metadata"]["uid"]  # the operator asks the lowest ready worker
     with sink.lock:
         sink.doc.update(step=420, totalSteps=1000, worldSize=2, lastUpdateTime=now())
+    start(before["drained-worker-0"]["metadata"]["uid"])  # the operator asks the lowest ready worker
     wait_job(cluster, namespace, "drained", lambda j: (j["status"].get("progress") or {}).get("step") == 420,
              what="progress at step 420")
     budget = cluster.get("pdb", "drained", namespace)

@@ -304,8 +304,9 @@ class Controller:
             log.info("%s/%s: deleted pod %s (%s)", job.namespace, job.name, pod_name, why)
             if uids.get(pod_name):
                 rec.expect_delete(uids[pod_name], clock.monotonic())
-        if not plan.create and not plan.create_workload:
-            rec.refusal, rec.refusals = None, 0  # nothing left to create: nothing refused
+        if not plan.create:
+            if not plan.create_workload:
+                rec.refusal, rec.refusals = None, 0  # nothing left to create: nothing refused
         elif clock.monotonic() >= rec.refused_until and not rec.creating:
             # Creating is the one step that must not act on a job that is gone (a deleted
             # CRD takes every job with it, and its watch may end before their DELETED
@@ -382,7 +383,7 @@ class Controller:
         status = change(body) if body is not None else None
         if status is None:
             return
-        if await self.kube.replace_status({**body, "status": status}) is None:  # type: ignore[dict-item]
+        if await self.kube.replace({**body, "status": status}, "status") is None:  # type: ignore[dict-item]
             self.queue.add_after((job.namespace, job.name), COALESCE_SECONDS)
 
     def _workload(self, key: Key, uid: str) -> kueue.WorkloadView | None:

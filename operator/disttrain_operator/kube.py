@@ -256,26 +256,15 @@ class Kube:
                            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
                            doing=f"deleting {namespace}/{name}", ok_missing=True)
 
-    async def replace(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """PUT with the object's resourceVersion (optimistic concurrency): the object as
-        stored, or None when someone else changed it first (409)."""
+    async def replace(self, obj: dict[str, Any], subresource: str = "") -> dict[str, Any] | None:
+        """PUT with the object's resourceVersion (optimistic concurrency), of the object or
+        of a subresource ("status"): the object as stored, or None when someone else changed
+        it first (409; read it and decide again)."""
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], kind_of(obj)
+        path = f"{_child_path(ns, kind)}/{name}" + (f"/{subresource}" if subresource else "")
         try:
-            _status, payload = await self.request("PUT", f"{_child_path(ns, kind)}/{name}", obj,
-                                                  doing=f"replacing {kind} {ns}/{name}")
-        except ApiError as exc:
-            if exc.status == 409:
-                return None
-            raise
-        return payload
-
-    async def replace_status(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """PUT of the status subresource with the object's resourceVersion: as stored, or
-        None when someone else changed the object first (409; read it and decide again)."""
-        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], kind_of(obj)
-        try:
-            _status, payload = await self.request("PUT", f"{_child_path(ns, kind)}/{name}/status", obj,
-                                                  doing=f"writing the status of {kind} {ns}/{name}")
+            _status, payload = await self.request("PUT", path, obj, doing=f"replacing {kind} {ns}/{name}"
+                                                  + (f" ({subresource})" if subresource else ""))
         except ApiError as exc:
             if exc.status == 409:
                 return None

@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CHART = os.path.join(REPO, "charts", "disttrain")
 ALL_ON = ["--set", "serviceMonitor.enabled=true", "--set", "podMonitor.enabled=true",
           "--set", "prometheusRule.enabled=true", "--set", "dashboards.enabled=true",
-          "--set", "replicaCount=2"]
+          "--set", "replicaCount=2", "--set", "kueue.enabled=true"]
 # Value sets the chart is linted and kubeconform-checked with: the default, everything
 # on, the namespaced mode, and other non-default values.
 VALUE_SETS = {
@@ -261,3 +261,22 @@ def test_alerts_fire_on_failure_stall_and_old_checkpoint(cluster, tmp_path):
     result = subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", "tests.yaml"], cwd=tmp_path,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_kueue_switch_grants_the_kueue_rules_and_turns_the_operator_to_kueue(cluster):
+    def env_of(objects: dict) -> dict:
+        deployment = next(d for (kind, _), d in objects.items() if kind == "Deployment")
+        return {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    plain = rendered(cluster)
+    assert env_of(plain)["DISTTRAIN_KUEUE"] == "false"
+    assert not [name for kind, name in plain if kind == "ClusterRole" and name.endswith("-kueue")]
+    on = rendered(cluster, "--set", "kueue.enabled=true")
+    assert env_of(on)["DISTTRAIN_KUEUE"] == "true"
+    role = next(d for (kind, name), d in on.items() if kind == "ClusterRole" and name.endswith("-kueue"))
+    with open(os.path.join(REPO, "manifests", "kueue", "rbac.yaml")) as handle:
+        assert role["rules"] == next(yaml.safe_load_all(handle))["rules"]
+    binding = next(d for (kind, name), d in on.items() if kind == "ClusterRoleBinding" and name.endswith("-kueue"))
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    err = helm_fails(cluster, "template", "x", CHART, "--set", "kueue.enabled=true", "--set", "watchNamespaces={a}")
+    assert "kueue.enabled needs the cluster-wide install" in err, err

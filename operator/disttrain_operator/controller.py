@@ -114,6 +114,7 @@ class Controller:
         self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
         self.nodes_index: Any = None  # kopf's index of node health by node name
         self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
+        self._local_queues: dict[Key, tuple[str | None, float]] = {}  # -> (its ClusterQueue, read again after)
         self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned), as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
         self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
@@ -243,10 +244,12 @@ class Controller:
         validation = self.validate(view, rec, key)
         base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
         queue = kueue.queue_of(view.labels)
+        workload = self._workload(key, view.uid) if self.settings.kueue and queue else None
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
-                       validation=validation, queue=queue if self.settings.kueue else None,
-                       workload=self._workload(key, view.uid) if self.settings.kueue and queue else None,
-                       queue_ignored=queue if not self.settings.kueue else None)
+                       validation=validation, queue=queue if self.settings.kueue else None, workload=workload,
+                       queue_ignored=queue if not self.settings.kueue else None,
+                       cluster_queue=await self._cluster_queue(namespace, queue)
+                       if workload is not None and not workload.admitted else None)
         pods, foreign = rec.own_pods(self._observed(key), clock.monotonic())
         await self._recheck_conflicts(namespace, rec)
         conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
@@ -385,6 +388,19 @@ class Controller:
             return
         if await self.kube.replace({**body, "status": status}, "status") is None:  # type: ignore[dict-item]
             self.queue.add_after((job.namespace, job.name), COALESCE_SECONDS)
+
+    async def _cluster_queue(self, namespace: str, queue: str | None) -> str | None:
+        """The ClusterQueue a LocalQueue feeds, for the words of a waiting job; read at most
+        once a minute per LocalQueue (None: it does not exist, Kueue says so itself)."""
+        if queue is None:
+            return None
+        now = self.clock.monotonic()
+        known = self._local_queues.get((namespace, queue))
+        if known is None or now >= known[1]:
+            found = await self.kube.get(namespace, LOCAL_QUEUE, queue)
+            known = ((found or {}).get("spec") or {}).get("clusterQueue"), now + 60.0
+            self._local_queues[(namespace, queue)] = known
+        return known[0]
 
     def _workload(self, key: Key, uid: str) -> kueue.WorkloadView | None:
         """The job's own Workload as the watch shows it (a finished one only if no other)."""
@@ -687,7 +703,8 @@ class Controller:
 
 
 CREATED, OURS, TAKEN = "created", "ours", "taken"
-WORKLOAD, FLAVOR = "Workload.kueue.x-k8s.io", "ResourceFlavor.kueue.x-k8s.io"
+WORKLOAD, FLAVOR, LOCAL_QUEUE = ("Workload.kueue.x-k8s.io", "ResourceFlavor.kueue.x-k8s.io",
+                                 "LocalQueue.kueue.x-k8s.io")
 
 # What to do when the API refuses a job's Workload (Kueue).
 _WORKLOAD_HINTS = {

@@ -358,6 +358,7 @@ _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/
           "PodGroup.scheduling.volcano.sh": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
           # Kueue (kueue.py); the last three are cluster-scoped (their namespace is "").
           "Workload.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads",
+          "LocalQueue.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues",
           "ResourceFlavor.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
           "WorkloadPriorityClass.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
           "PriorityClass.scheduling.k8s.io": "/apis/scheduling.k8s.io/v1/priorityclasses"}

@@ -61,6 +61,7 @@ class JobState:
     queue: str | None = None  # the Kueue LocalQueue it asks for (None: Kueue is not involved)
     workload: WorkloadView | None = None  # its Workload, once made
     queue_ignored: str | None = None  # the LocalQueue it names while this operator runs without Kueue
+    cluster_queue: str | None = None  # the ClusterQueue its LocalQueue feeds (None: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -801,7 +802,7 @@ def _queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerRepor
     when it may not run now (it waits, or is being evicted); None when it is admitted and
     the rest of decide applies, at the admitted size."""
     wl, st = job.workload, plan.status
-    queue = job.queue
+    queue = f"{job.queue} (ClusterQueue {job.cluster_queue})" if job.cluster_queue else job.queue
     if wl is None or (not wl.quota_reserved and wl.template != template_hash(job.validation.job,
                                                                               job.validation.resolved)):
         # No Workload yet, or one of an older spec while it waits: (re)made, and Kueue looks again.

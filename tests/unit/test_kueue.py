@@ -148,6 +148,9 @@ def test_a_job_waiting_for_quota_says_kueues_reason_and_runs_nothing():
     assert queued_cond["status"] == "True" and queued_cond["reason"] == "Pending"
     assert "insufficient unused quota for nvidia.com/gpu in flavor gpu-a, 8 more needed" in queued_cond["message"]
     assert "LocalQueue team-a" in queued_cond["message"]
+    named = decide(dataclasses.replace(queued(GPU, wl=workload(GPU, status=PENDING)), cluster_queue="cq-a"), [],
+                   NOW, POLICY)
+    assert cond(named, c.QUEUED)["message"].startswith("waiting in LocalQueue team-a (ClusterQueue cq-a): couldn't")
     assert plan.status.phase == "Pending" and plan.status.workers.desired == 0
 
 

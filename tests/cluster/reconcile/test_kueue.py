@@ -121,7 +121,8 @@ def test_three_jobs_on_quota_for_one_run_one_at_a_time_in_order(cluster, namespa
     second = wait_job(cluster, namespace, "second", lambda j: "insufficient unused quota for nvidia.com/gpu" in (
         condition(j, "Queued") or {}).get("message", ""), what="second Queued with Kueue's words")
     third = wait_job(cluster, namespace, "third", lambda j: status_of_job(j, "Queued") == "True", what="third Queued")
-    assert condition(third, "Queued")["message"] == f"waiting in LocalQueue {QUEUE}: not evaluated by Kueue yet"
+    assert condition(third, "Queued")["message"] == (f"waiting in LocalQueue {QUEUE} (ClusterQueue {cq}): not "
+                                                     "evaluated by Kueue yet")
     for job in (second, third):
         assert job["status"]["phase"] == "Pending" and not pods_of(cluster, namespace, job["metadata"]["name"])
     assert condition(get_job(cluster, namespace, "first"), "Admitted")["message"].startswith(

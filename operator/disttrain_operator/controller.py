@@ -357,15 +357,12 @@ class Controller:
             kind, name = source
             group = "scheduling.k8s.io" if kind == "PriorityClass" else kueue.GROUP
             found = await self.kube.get("", f"{kind}.{group}", name)
-            if found is None:
+            if found is None:  # said on the job and retried after the refusals' back-off
                 where = ("spec.scheduling.priorityClassName" if kind == "PriorityClass"
                          else f"the label {kueue.PRIORITY_LABEL}")
-                rec.refusals += 1
-                rec.refusal = Refusal(pod=f"the Workload of {job.name}", code=404, reason="NotFound",
-                                      message=f"{kind} {name!r} (from {where}) does not exist: create it, or "
-                                              f"change {where}")
-                rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
-                self.queue.add_after(key, refusal_retry_seconds(rec.refusals))
+                missing = ApiError(404, "NotFound", f"{kind} {name!r} (from {where}) does not exist",
+                                   f"reading {kind} {name}")
+                self._refused(rec, key, f"the Workload of {job.name}", missing, {404: f"create it, or change {where}"})
                 return
             priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
         body = kueue.render_workload(owned, resolved, render_pod(owned, resolved, 0), job.queue or "", priority,

@@ -8,6 +8,7 @@ namespace. The fake GPU nodes have 8 GPUs each; a job of 2 workers x 4 GPUs take
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -29,10 +30,10 @@ KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": QUEUE}
 
 
 @pytest.fixture
-def queued_operator(cluster, namespace, kueue, operator_kubeconfig, tmp_path) -> Iterator[Path]:
+def queued_operator(cluster, namespace, kueue, operator_kubeconfig, tmp_path) -> Iterator[Logs]:
     """The operator's real entry point with DISTTRAIN_KUEUE=true, as its ServiceAccount with
-    the Kueue rights applied from manifests/kueue/rbac.yaml. Yields its log; at the end it
-    must never have been refused by RBAC."""
+    the Kueue rights applied from manifests/kueue/rbac.yaml. Yields its log and Kueue's; at
+    the end it must never have been refused by RBAC."""
     cluster.kubectl("apply", "-f", str(MANIFESTS / "kueue" / "rbac.yaml"))
     health = free_port()
     log = tmp_path / "operator.log"
@@ -40,12 +41,27 @@ def queued_operator(cluster, namespace, kueue, operator_kubeconfig, tmp_path) ->
                                   env={"DISTTRAIN_KUEUE": "true"})
     try:
         cluster.wait_for(lambda: _answers(proc, health, log), timeout=60, what="the operator's /healthz")
-        yield log
+        yield Logs(operator=log, kueue=kueue)
     finally:
         kill(proc, signal.SIGTERM)
     output = log.read_text(errors="replace")
     assert "forbidden" not in output.lower(), "\n".join(line for line in output.splitlines()
                                                        if "forbidden" in line.lower())[:3000]
+
+
+@dataclasses.dataclass(frozen=True)
+class Logs:
+    operator: Path
+    kueue: Path
+
+    def tails(self) -> str:
+        """The last lines of both, for a failure's message."""
+        return "".join(f"--- {name} log ---\n{_tail(path, lines)}\n"
+                       for name, path, lines in (("operator", self.operator, 40), ("kueue", self.kueue, 30)))
+
+
+def _tail(path: Path, lines: int) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def _answers(proc: subprocess.Popen, port: int, log: Path) -> bool:
@@ -88,9 +104,22 @@ def queued_job(name: str, labels: dict | None = None, **spec) -> dict:
     return doc
 
 
-def running(cluster, namespace: str, name: str) -> dict:
-    return wait_job(cluster, namespace, name, lambda j: (j.get("status") or {}).get("phase") == "Running",
-                    what="Running", timeout=90)
+def running(cluster, namespace: str, name: str, logs: Logs) -> dict:
+    """The job once Running; on a timeout the failure also shows the namespace's Workloads
+    (Kueue's side) and the tails of the operator's and Kueue's logs."""
+    def current():
+        job = cluster.try_get("dt", name, namespace) or {}
+        return job if (job.get("status") or {}).get("phase") == "Running" else None
+
+    def seen() -> str:
+        job = cluster.try_get("dt", name, namespace) or {}
+        wls = [{"name": w["metadata"]["name"], "active": w["spec"].get("active"),
+                "conditions": [(c["type"], c["status"], c.get("reason"), c.get("message", "")[:160])
+                               for c in (w.get("status") or {}).get("conditions", [])]}
+               for w in workloads(cluster, namespace)]
+        return yaml.safe_dump({"status": job.get("status"), "workloads": wls}, sort_keys=False) + logs.tails()
+
+    return cluster.wait_for(current, timeout=180, interval=0.3, what=f"{name}: Running", describe=seen)
 
 
 def status_of(cluster, namespace: str, name: str, type_: str) -> str | None:
@@ -115,7 +144,7 @@ def test_three_jobs_on_quota_for_one_run_one_at_a_time_in_order(cluster, namespa
     for name in ("first", "second", "third"):
         cluster.apply(queued_job(name), namespace=namespace)
         wait_job(cluster, namespace, name, lambda j: j.get("status", {}).get("conditions"), what=f"{name} seen")
-    running(cluster, namespace, "first")
+    running(cluster, namespace, "first", queued_operator)
     # StrictFIFO: Kueue evaluates the head of the queue first. The second gets its words;
     # the third waits behind it (evaluated or not, as Kueue gets to it).
     second = wait_job(cluster, namespace, "second", lambda j: "insufficient unused quota for nvidia.com/gpu" in (
@@ -130,10 +159,10 @@ def test_three_jobs_on_quota_for_one_run_one_at_a_time_in_order(cluster, namespa
     assert len(workloads(cluster, namespace)) == 3  # one each, made by the operator
 
     finish(cluster, namespace, "first")
-    running(cluster, namespace, "second")
+    running(cluster, namespace, "second", queued_operator)
     assert status_of(cluster, namespace, "third", "Queued") == "True" and not pods_of(cluster, namespace, "third")
     finish(cluster, namespace, "second")
-    running(cluster, namespace, "third")
+    running(cluster, namespace, "third", queued_operator)
     assert len(pods_of(cluster, namespace, "third")) == 2
 
 
@@ -141,7 +170,7 @@ def test_the_admitted_flavors_node_labels_and_tolerations_land_on_the_workers(cl
     toleration = {"key": "disttrain.dev/pool", "operator": "Equal", "value": "a", "effect": "NoSchedule"}
     queues(cluster, namespace, flavor={"nodeLabels": {"disttrain.dev/fake-node": "gpu"}, "tolerations": [toleration]})
     cluster.apply(queued_job("placed"), namespace=namespace)
-    running(cluster, namespace, "placed")
+    running(cluster, namespace, "placed", queued_operator)
     for pod in pods_of(cluster, namespace, "placed"):
         assert pod["spec"]["nodeSelector"]["disttrain.dev/fake-node"] == "gpu"
         assert toleration in pod["spec"]["tolerations"]
@@ -150,7 +179,7 @@ def test_the_admitted_flavors_node_labels_and_tolerations_land_on_the_workers(cl
 def test_an_elastic_job_admitted_below_its_size_runs_at_the_admitted_size(cluster, namespace, queued_operator):
     queues(cluster, namespace, gpus=12)  # room for 3 workers of 4 GPUs, not 4
     cluster.apply(queued_job("elastic", nodes=4, minNodes=2, maxNodes=4), namespace=namespace)
-    job = running(cluster, namespace, "elastic")
+    job = running(cluster, namespace, "elastic", queued_operator)
     assert job["status"]["workers"]["desired"] == 3
     assert len(pods_of(cluster, namespace, "elastic")) == 3
     assert "3 of 4 workers (minNodes 2)" in condition(job, "Admitted")["message"]
@@ -159,7 +188,7 @@ def test_an_elastic_job_admitted_below_its_size_runs_at_the_admitted_size(cluste
 def test_a_job_without_the_label_ignores_kueue(cluster, namespace, queued_operator):
     queues(cluster, namespace, gpus=0)  # no quota at all
     cluster.apply(job_manifest("free", nodes=2, gpusPerNode=4), namespace=namespace)
-    job = running(cluster, namespace, "free")
+    job = running(cluster, namespace, "free", queued_operator)
     assert condition(job, "Queued") is None and not workloads(cluster, namespace)
 
 
@@ -180,7 +209,7 @@ def test_a_preempted_job_checkpoints_first_waits_and_resumes_to_its_exact_step_c
                 checkpoint={"intervalSteps": 1000, "claimName": CHECKPOINT_CLAIM, "evictGraceSeconds": 120},
                 podTemplate={"metadata": {"annotations": {cluster.POD_IP_ANNOTATION: "127.0.0.1"}}})
     cluster.apply(queued_job("victim", **spec), namespace=namespace)
-    running(cluster, namespace, "victim")
+    running(cluster, namespace, "victim", queued_operator)
     workdir = tmp_path / "work"
     first, _ = start_trainer(cluster, namespace, "victim", spec, workdir, port)
     try:
@@ -199,10 +228,10 @@ def test_a_preempted_job_checkpoints_first_waits_and_resumes_to_its_exact_step_c
     # Asked at `step`, every rank agreed on the stop at the next stop check and saved that step.
     assert eviction["stepsLost"] == 0 and eviction["resumeFromStep"] >= eviction["step"] >= 5, eviction
     assert condition(job, "Evicted")["reason"] == "Preempted"
-    running(cluster, namespace, "urgent")
+    running(cluster, namespace, "urgent", queued_operator)
 
     finish(cluster, namespace, "urgent")
-    running(cluster, namespace, "victim")
+    running(cluster, namespace, "victim", queued_operator)
     second, report = start_trainer(cluster, namespace, "victim", spec, workdir, port)
     try:
         assert second.wait(timeout=480) == 0, trainer_log(workdir)

@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
 # `make test`: every stage in order (virtualenv, tools, images, the whole suite), then
-# how long each took, the suite per test directory; printed even when a stage fails.
-# pytest also lists the 30 slowest tests: where the CI budget (docs/contributing.md) goes.
+# how long each took, the suite per group and per test directory; printed even when a
+# stage fails. Each group also lists its 30 slowest tests: where the CI budget
+# (docs/contributing.md) goes.
 #
-#   hack/test.sh [pytest args...]
+#   hack/test.sh [pytest args...]          (the args go to every group's pytest)
+#
+# The suite runs in groups, DISTTRAIN_TEST_SLOTS (3) at a time, the longest first. Each
+# group is its own pytest process with its own control plane (the `cluster` fixture names
+# it after the process), so groups share nothing but the machine: the cluster tests mostly
+# wait on the API server while the trainer and unit tests compute. tests/e2e is one group:
+# it owns the one real node. A group's output is printed whole when it ends, and the
+# failures of all groups again at the very end.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 times=$(mktemp)
-declare -a stages=()
+logs=$(mktemp -d)
+declare -a stages=() groups_done=()
+declare -A pgid=()
 summary() {
   local rc=$?
+  for name in "${!pgid[@]}"; do  # interrupted: each running group ends its session (its control plane goes)
+    kill -INT -- "-${pgid[$name]}" 2>/dev/null || true
+  done
+  wait || true
   {
+    if compgen -G "$logs/*.log" >/dev/null; then
+      echo "---- make test: what failed, all groups"
+      grep -h -E '^(FAILED|ERROR) ' "$logs"/*.log || echo "  nothing"
+    fi
     echo "---- make test: time per stage (rc $rc)"
     printf '  %s\n' "${stages[@]}"
+    (( ${#groups_done[@]} )) && printf '    %s\n' "${groups_done[@]}"
     sed 's/^/  /' "$times"
   } >&2
-  rm -f "$times"
+  rm -rf "$times" "$logs"
 }
 trap summary EXIT
 stage() {
@@ -31,5 +50,60 @@ venv=$(bash hack/venv.sh)
 stage tools bash -c 'bash hack/build-tools.sh && bash hack/ensure-promtool.sh && bash hack/node/host-packages.sh'
 stage images bash hack/images.sh build
 bin=$(bash hack/build-tools.sh --print-bin)
-stage tests env DISTTRAIN_STAGE_TIMES="$times" PYTHONPATH="$root/operator:$root/trainer" \
-  PATH="$venv/bin:$bin:$PATH" python -m pytest --durations=30 "$@" tests
+
+# The groups, longest first (their times on 2 cores are in docs/contributing.md). The
+# reconcile tests are the longest directory: two groups, its files dealt alternately.
+mapfile -t reconcile < <(ls tests/cluster/reconcile/test_*.py)
+half_a=() half_b=()
+for i in "${!reconcile[@]}"; do
+  if (( i % 2 )); then half_b+=("${reconcile[$i]}"); else half_a+=("${reconcile[$i]}"); fi
+done
+declare -A paths=(
+  [reconcile-a]="${half_a[*]}"
+  [reconcile-b]="${half_b[*]}"
+  [e2e]="tests/e2e"
+  [trainer]="tests/trainer"
+  [cluster]="tests/cluster --ignore=tests/cluster/reconcile"
+  [unit]="tests/unit"
+)
+order=(reconcile-a reconcile-b e2e trainer cluster unit)
+slots=${DISTTRAIN_TEST_SLOTS:-3}
+suite_start=$SECONDS
+suite_from=$(date -u +%T)
+declare -A started=() begun=()
+failed=0
+
+finish() {  # print one ended group: its whole output, then its time
+  local name=$1 rc=$2
+  echo "==== group $name ended (rc $rc, $((SECONDS - started[$name]))s): ${paths[$name]} ===="
+  cat "$logs/$name.log"
+  groups_done+=("group $name $((SECONDS - started[$name]))s (${begun[$name]} to $(date -u +%T)), rc $rc")
+  unset "pgid[$name]"
+  (( rc == 0 )) || failed=1
+}
+
+set -m  # each group in a process group of its own: SIGINT reaches pytest, which then tears down
+declare -A by_pid=()
+for name in "${order[@]}"; do
+  while (( ${#pgid[@]} >= slots )); do
+    wait -n -p ended "${!by_pid[@]}" && rc=0 || rc=$?
+    finish "${by_pid[$ended]}" "$rc"
+    unset "by_pid[$ended]"
+  done
+  started[$name]=$SECONDS
+  begun[$name]=$(date -u +%T)
+  echo "==== group $name started at ${begun[$name]} (its output follows when it ends)"
+  # shellcheck disable=SC2086  # paths holds several words on purpose
+  env DISTTRAIN_STAGE_TIMES="$times" PYTHONPATH="$root/operator:$root/trainer" PATH="$venv/bin:$bin:$PATH" \
+    python -m pytest --durations=30 "$@" ${paths[$name]} >"$logs/$name.log" 2>&1 &
+  pgid[$name]=$!
+  by_pid[$!]=$name
+done
+while (( ${#by_pid[@]} )); do
+  wait -n -p ended "${!by_pid[@]}" && rc=0 || rc=$?
+  finish "${by_pid[$ended]}" "$rc"
+  unset "by_pid[$ended]"
+done
+set +m
+stages+=("tests $((SECONDS - suite_start))s ($suite_from to $(date -u +%T)), $slots groups at a time:")
+exit "$failed"

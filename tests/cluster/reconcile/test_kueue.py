@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +145,13 @@ def test_three_jobs_on_quota_for_one_run_one_at_a_time_in_order(cluster, namespa
     for name in ("first", "second", "third"):
         cluster.apply(queued_job(name), namespace=namespace)
         wait_job(cluster, namespace, name, lambda j: j.get("status", {}).get("conditions"), what=f"{name} seen")
+        # Kueue orders a queue by the Workloads' creationTimestamp, which has whole seconds:
+        # two made in one second tie, and either may go first. Each job's comes a second later.
+        made = next(w["metadata"]["creationTimestamp"] for w in cluster.wait_for(
+            lambda: [w for w in workloads(cluster, namespace) if w["metadata"]["name"].startswith(
+                f"distributedtraining-{name}-")], what=f"{name}'s Workload"))
+        cluster.wait_for(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > made,
+                         what=f"the second after {made}")
     running(cluster, namespace, "first", queued_operator)
     # StrictFIFO: Kueue evaluates the head of the queue first. The second gets its words;
     # the third waits behind it (evaluated or not, as Kueue gets to it).

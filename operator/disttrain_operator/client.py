@@ -32,6 +32,7 @@ import yaml
 from .api import types as t
 from .api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
 from .api.validate import validate_document
+from .function_job import NotShippable, function_trainer, job_name_for
 from .jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
 from .manifest import manifest_of
 
@@ -187,6 +188,28 @@ class Client:
             # apply): the user is applying over their own submit, so take them.
             after = patch(True)
         return after, ("created" if before is None else "unchanged" if _same_content(before, after) else "configured")
+
+    def train(self, func: Callable[..., Any], kwargs: dict[str, Any] | None = None, *, name: str | None = None,
+              namespace: str | None = None, spec: dict[str, Any] | None = None, dry_run: bool = False) -> str:
+        """Run `func(**kwargs)` on every worker of a new job, as Kubeflow's
+        `TrainerClient.train(func)` does; returns the job's name (default: the function's,
+        with a random suffix). `spec` is the rest of the job (nodes, gpusPerNode, image,
+        env, ...); its trainer is the function. The function runs in the job's image
+        (the trainer image by default, with torch): it imports what it uses inside itself,
+        reads torchrun's RANK/WORLD_SIZE and sets up torch.distributed itself; its
+        arguments are JSON. A function that cannot run there (a lambda, a closure, a name
+        from the module around it, arguments that are not JSON) raises InvalidArgument
+        before anything is sent (function_job.py)."""
+        if spec is not None and "trainer" in spec:
+            raise InvalidArgument("spec.trainer: train() sets the trainer to the function; drop it from spec")
+        try:
+            trainer = function_trainer(func, kwargs)
+        except NotShippable as exc:
+            raise InvalidArgument(f"train(): {exc}") from None
+        job_name = name or job_name_for(func)
+        self.create({"metadata": {"name": job_name}, "spec": {**(spec or {}), "trainer": trainer}},
+                    namespace=namespace, dry_run=dry_run)
+        return job_name
 
     def _checked(self, job: dict[str, Any] | t.DistributedTrainingSpec, name: str | None,
                  namespace: str | None) -> tuple[dict[str, Any], str]:

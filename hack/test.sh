@@ -51,22 +51,13 @@ stage tools bash -c 'bash hack/build-tools.sh && bash hack/ensure-promtool.sh &&
 stage images bash hack/images.sh build
 bin=$(bash hack/build-tools.sh --print-bin)
 
-# The groups, longest first (their times on 2 cores are in docs/contributing.md). The
-# reconcile tests are the longest directory: two groups, its files dealt alternately.
-mapfile -t reconcile < <(ls tests/cluster/reconcile/test_*.py)
-half_a=() half_b=()
-for i in "${!reconcile[@]}"; do
-  if (( i % 2 )); then half_b+=("${reconcile[$i]}"); else half_a+=("${reconcile[$i]}"); fi
-done
-declare -A paths=(
-  [reconcile-a]="${half_a[*]}"
-  [reconcile-b]="${half_b[*]}"
-  [e2e]="tests/e2e"
-  [trainer]="tests/trainer"
-  [cluster]="tests/cluster --ignore=tests/cluster/reconcile"
-  [unit]="tests/unit"
-)
-order=(reconcile-a reconcile-b e2e trainer cluster unit)
+# The groups, longest first (hack/test_groups.py says why they are cut as they are).
+declare -A paths=()
+order=()
+while read -r name args; do
+  paths[$name]=$args
+  order+=("$name")
+done < <("$venv/bin/python" hack/test_groups.py "$root")
 slots=${DISTTRAIN_TEST_SLOTS:-3}
 suite_start=$SECONDS
 suite_from=$(date -u +%T)

@@ -4,6 +4,7 @@ so no test module imports another, and every golden file belongs to a test."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 from .helpers import ROOT
@@ -30,3 +31,22 @@ def test_every_golden_file_is_written_by_a_test():
     sources = "\n".join(p.read_text() for p in suite_modules())
     golden = sorted(p.stem for p in (TESTS / "unit" / "golden").glob("*.json"))
     assert golden and [name for name in golden if f'Golden("{name}")' not in sources] == []
+
+
+def test_make_test_runs_every_test_file_in_exactly_one_group():
+    """hack/test.sh runs the groups of hack/test_groups.py side by side: a test file in no
+    group would never run, one in two would run twice at once."""
+    spec = importlib.util.spec_from_file_location("test_groups", ROOT / "hack" / "test_groups.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seen: dict[Path, list[str]] = {}
+    for name, args in module.groups(ROOT):
+        ignored = [ROOT / a.removeprefix("--ignore=") for a in args if a.startswith("--ignore=")]
+        for arg in (a for a in args if not a.startswith("-")):
+            path = ROOT / arg
+            files = sorted(path.rglob("test_*.py")) if path.is_dir() else [path]
+            for file in files:
+                if not any(file.is_relative_to(i) for i in ignored):
+                    seen.setdefault(file, []).append(name)
+    assert {p.relative_to(ROOT).as_posix(): names for p, names in seen.items() if len(names) != 1} == {}
+    assert sorted(seen) == suite_modules()

@@ -215,11 +215,13 @@ def test_a_python_function_trains_on_every_worker_through_the_client(node_cluste
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(Path(node_cluster.kubeconfig).read_text())
     node_cluster.kubectl("config", "set-context", "--current", f"--namespace={ns}", f"--kubeconfig={kubeconfig}")
-    proc = subprocess.run([sys.executable, "-"], input=block, capture_output=True, text=True, timeout=900,
+    script = tmp_path / "train_function.py"  # a file, as a reader saves it: train() reads the function's source
+    script.write_text(block)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "KUBECONFIG": str(kubeconfig)})
-    (name,) = [j["metadata"]["name"] for j in json.loads(node_cluster.kubectl("get", "dt", "-n", ns, "-o",
-                                                                              "json").stdout)["items"]]
-    assert proc.returncode == 0, proc.stderr[-3000:] + json.dumps(job(node_cluster, ns, name).get("status"))
+    made = json.loads(node_cluster.kubectl("get", "dt", "-n", ns, "-o", "json").stdout)["items"]
+    assert proc.returncode == 0, proc.stderr[-3000:] + json.dumps([j.get("status") for j in made])
+    (name,) = [j["metadata"]["name"] for j in made]
     assert name.startswith("all-reduce-")
     assert sorted(line for line in proc.stdout.splitlines() if "sum" in line) == [
         "0 rank 0 of 2: sum 30", "1 rank 1 of 2: sum 30"]

@@ -10,6 +10,9 @@ Conventions (docs/contributing.md explains them to writers):
   command that starts with COMMAND.
 - `<!-- check-output -->` before a `$ ` block: every shown output line (except `...`) must
   appear, in order, in what the commands print.
+- `<!-- illustrative: REASON -->` before a `$ ` block whose shown output cannot be compared
+  (ages, times, a long build's progress): its commands still run, and REASON says why the
+  output is not compared. Every other run block that shows output is check-output.
 - `<!-- file: NAME -->` before a ```yaml block: its text is written to NAME in the
   directory the doc's commands run in (so `disttrain validate job.yaml` finds the job the
   doc just showed).
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 
 WATCH_SECONDS = 5
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
-_MARKER = re.compile(r"^<!--\s*(not-run|check-output|file)\b(.*?)-->\s*$")
+_MARKER = re.compile(r"^<!--\s*(not-run|check-output|illustrative|file)\b(.*?)-->\s*$")
 _NOT_RUN = re.compile(r"^(?:\s*`([^`]+)`)?\s*:\s*(.+?)\s*$", re.S)
 
 
@@ -36,6 +39,7 @@ class Block:
     not_run: str = ""  # reason, when the whole block is not run
     skip: dict[str, str] = field(default_factory=dict)  # command prefix -> reason
     check_output: bool = False
+    illustrative: str = ""  # why its shown output is not compared
     file: str = ""
 
     @property
@@ -71,6 +75,10 @@ def parse_blocks(doc: str, text: str) -> list[Block]:
         for kind, arg in _markers(text[:match.start()].splitlines()):
             if kind == "check-output":
                 block.check_output = True
+            elif kind == "illustrative":
+                block.illustrative = arg.lstrip(":").strip()
+                if not arg.startswith(":") or not block.illustrative:
+                    raise ValueError(f"{block.where}: write <!-- illustrative: REASON --> (got {arg!r})")
             elif kind == "file":
                 block.file = arg.lstrip(":").strip()
                 if not block.file or "/" in block.file:
@@ -145,3 +153,33 @@ def output_matches(shown: list[str], actual: str) -> str:
             return line
         position += 1
     return ""
+
+
+@dataclass(frozen=True)
+class OutputCounts:
+    run: int  # commands the docs test runs
+    compared: int  # of those, with shown output it compares
+    illustrative: int  # with shown output marked illustrative
+    unmarked: tuple[str, ...]  # 'where: command' with shown output and no marker
+
+
+def output_counts(blocks: list[Block]) -> OutputCounts:
+    """How the shown output of the commands the docs test runs is treated."""
+    run = compared = illustrative = 0
+    unmarked = []
+    for block in blocks:
+        if block.lang != "console" or block.not_run:
+            continue
+        for command in commands(block):
+            if skip_reason(block, command):
+                continue
+            run += 1
+            if not any(line.strip() not in ("", "...") for line in command.output):
+                continue
+            if block.check_output:
+                compared += 1
+            elif block.illustrative:
+                illustrative += 1
+            else:
+                unmarked.append(f"{block.where}: {command.text.splitlines()[0]}")
+    return OutputCounts(run, compared, illustrative, tuple(unmarked))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import REPORT
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
 doc_blocks = sys.modules.setdefault("doc_blocks", importlib.util.module_from_spec(_spec))
@@ -91,7 +93,8 @@ def test_output_lines_must_appear_in_order():
     assert doc_blocks.output_matches(["something else"], actual) == "something else"
 
 
-@pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!-- file: a/b.yaml -->"])
+@pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!-- file: a/b.yaml -->",
+                                    "<!-- illustrative -->", "<!-- illustrative: -->"])
 def test_malformed_markers_are_errors_naming_the_block(marker):
     with pytest.raises(ValueError, match=r"doc.md:2:"):
         doc_blocks.parse_blocks("doc.md", f"{marker}\n```console\nls\n```\n")
@@ -103,3 +106,40 @@ def test_every_shipped_doc_parses():
         for block in doc_blocks.parse_blocks(path.name, path.read_text()):
             if block.lang == "console" and not block.not_run:
                 assert doc_blocks.commands(block), block.where
+
+
+SHOWN = """<!-- illustrative: its AGE differs each run -->
+```console
+$ kubectl get dt
+NAME   AGE
+x      5s
+$ kubectl get dt y     # nothing shown: nothing to compare
+```
+
+```console
+$ disttrain version
+disttrain 0.1.0
+```
+"""
+
+
+def test_shown_output_is_compared_or_marked_illustrative_with_a_reason():
+    illustrative, unmarked = doc_blocks.parse_blocks("doc.md", SHOWN)
+    assert illustrative.illustrative == "its AGE differs each run"
+    counts = doc_blocks.output_counts([illustrative, unmarked])
+    assert (counts.run, counts.compared, counts.illustrative) == (3, 0, 1)
+    assert counts.unmarked == ("doc.md:9: disttrain version",)
+    checked = doc_blocks.parse_blocks("doc.md", DOC)
+    assert doc_blocks.output_counts(checked).compared == 1 and doc_blocks.output_counts(checked).unmarked == ()
+
+
+def test_every_shown_output_in_the_shipped_docs_is_compared_or_says_why_not():
+    """README.md, docs/*.md and the chart's README: what the docs test (tests/cluster/
+    test_docs.py) runs, and how it treats each output the docs show."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "charts" / "disttrain" / "README.md"]
+    blocks = [b for path in docs for b in doc_blocks.parse_blocks(str(path.relative_to(ROOT)), path.read_text())]
+    counts = doc_blocks.output_counts(blocks)
+    REPORT.append(f"docs console commands: {counts.run} run, {counts.compared} with their shown output compared, "
+                  f"{counts.illustrative} with it marked illustrative")
+    assert counts.unmarked == ()
+    assert counts.compared > counts.illustrative

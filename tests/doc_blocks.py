@@ -13,6 +13,10 @@ Conventions (docs/contributing.md explains them to writers):
 - `<!-- illustrative: REASON -->` before a `$ ` block whose shown output cannot be compared
   (ages, times, a long build's progress): its commands still run, and REASON says why the
   output is not compared. Every other run block that shows output is check-output.
+- A sample session (a ```text block of `$ ` lines and their output, for commands the docs
+  test cannot run: a real training job, another user) is either compared by a unit test,
+  `<!-- compared-by: tests/unit/FILE.py::TEST -->` (that test names the block's first
+  command), or `<!-- illustrative: REASON -->`.
 - `<!-- file: NAME -->` before a ```yaml block: its text is written to NAME in the
   directory the doc's commands run in (so `disttrain validate job.yaml` finds the job the
   doc just showed).
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 
 WATCH_SECONDS = 5
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
-_MARKER = re.compile(r"^<!--\s*(not-run|check-output|illustrative|file)\b(.*?)-->\s*$")
+_MARKER = re.compile(r"^<!--\s*(not-run|check-output|illustrative|compared-by|file)\b(.*?)-->\s*$")
 _NOT_RUN = re.compile(r"^(?:\s*`([^`]+)`)?\s*:\s*(.+?)\s*$", re.S)
 
 
@@ -40,6 +44,7 @@ class Block:
     skip: dict[str, str] = field(default_factory=dict)  # command prefix -> reason
     check_output: bool = False
     illustrative: str = ""  # why its shown output is not compared
+    compared_by: str = ""  # the unit test that compares a sample session with the code's output
     file: str = ""
 
     @property
@@ -75,6 +80,10 @@ def parse_blocks(doc: str, text: str) -> list[Block]:
         for kind, arg in _markers(text[:match.start()].splitlines()):
             if kind == "check-output":
                 block.check_output = True
+            elif kind == "compared-by":
+                block.compared_by = arg.lstrip(":").strip()
+                if "::" not in block.compared_by:
+                    raise ValueError(f"{block.where}: write <!-- compared-by: tests/unit/FILE.py::TEST --> (got {arg!r})")
             elif kind == "illustrative":
                 block.illustrative = arg.lstrip(":").strip()
                 if not arg.startswith(":") or not block.illustrative:
@@ -160,14 +169,28 @@ class OutputCounts:
     run: int  # commands the docs test runs
     compared: int  # of those, with shown output it compares
     illustrative: int  # with shown output marked illustrative
+    samples: int  # sample sessions (text blocks of `$ ` lines), each compared-by a test or illustrative
     unmarked: tuple[str, ...]  # 'where: command' with shown output and no marker
 
 
+def is_sample(block: Block) -> bool:
+    return block.lang == "text" and block.text.lstrip().startswith("$ ")
+
+
 def output_counts(blocks: list[Block]) -> OutputCounts:
-    """How the shown output of the commands the docs test runs is treated."""
-    run = compared = illustrative = 0
+    """How the shown output of the docs is treated: of the commands the docs test runs,
+    and of the sample sessions it cannot run."""
+    run = compared = illustrative = samples = 0
     unmarked = []
     for block in blocks:
+        if is_sample(block):
+            samples += 1
+            if block.compared_by:
+                compared += 1
+            elif block.illustrative:
+                illustrative += 1
+            else:
+                unmarked.append(f"{block.where}: {block.text.lstrip().splitlines()[0]}")
         if block.lang != "console" or block.not_run:
             continue
         for command in commands(block):
@@ -182,4 +205,4 @@ def output_counts(blocks: list[Block]) -> OutputCounts:
                 illustrative += 1
             else:
                 unmarked.append(f"{block.where}: {command.text.splitlines()[0]}")
-    return OutputCounts(run, compared, illustrative, tuple(unmarked))
+    return OutputCounts(run, compared, illustrative, samples, tuple(unmarked))

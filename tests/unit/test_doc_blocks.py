@@ -94,7 +94,8 @@ def test_output_lines_must_appear_in_order():
 
 
 @pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!-- file: a/b.yaml -->",
-                                    "<!-- illustrative -->", "<!-- illustrative: -->"])
+                                    "<!-- illustrative -->", "<!-- illustrative: -->",
+                                    "<!-- compared-by: tests/unit/test_x.py -->"])
 def test_malformed_markers_are_errors_naming_the_block(marker):
     with pytest.raises(ValueError, match=r"doc.md:2:"):
         doc_blocks.parse_blocks("doc.md", f"{marker}\n```console\nls\n```\n")
@@ -120,15 +121,27 @@ $ kubectl get dt y     # nothing shown: nothing to compare
 $ disttrain version
 disttrain 0.1.0
 ```
+
+<!-- compared-by: tests/unit/test_cli_samples.py::test_the_status_sample -->
+```text
+$ kubectl disttrain status x
+Phase: Running
+```
+
+```text
+$ kubectl disttrain logs x
+[worker-0] hello
+```
 """
 
 
 def test_shown_output_is_compared_or_marked_illustrative_with_a_reason():
-    illustrative, unmarked = doc_blocks.parse_blocks("doc.md", SHOWN)
+    illustrative, unmarked, pinned, sample = doc_blocks.parse_blocks("doc.md", SHOWN)
     assert illustrative.illustrative == "its AGE differs each run"
-    counts = doc_blocks.output_counts([illustrative, unmarked])
-    assert (counts.run, counts.compared, counts.illustrative) == (3, 0, 1)
-    assert counts.unmarked == ("doc.md:9: disttrain version",)
+    assert pinned.compared_by == "tests/unit/test_cli_samples.py::test_the_status_sample"
+    counts = doc_blocks.output_counts([illustrative, unmarked, pinned, sample])
+    assert (counts.run, counts.compared, counts.illustrative, counts.samples) == (3, 1, 1, 2)
+    assert counts.unmarked == ("doc.md:9: disttrain version", "doc.md:20: $ kubectl disttrain logs x")
     checked = doc_blocks.parse_blocks("doc.md", DOC)
     assert doc_blocks.output_counts(checked).compared == 1 and doc_blocks.output_counts(checked).unmarked == ()
 
@@ -139,7 +152,14 @@ def test_every_shown_output_in_the_shipped_docs_is_compared_or_says_why_not():
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "charts" / "disttrain" / "README.md"]
     blocks = [b for path in docs for b in doc_blocks.parse_blocks(str(path.relative_to(ROOT)), path.read_text())]
     counts = doc_blocks.output_counts(blocks)
-    REPORT.append(f"docs console commands: {counts.run} run, {counts.compared} with their shown output compared, "
-                  f"{counts.illustrative} with it marked illustrative")
+    REPORT.append(f"docs: {counts.run} console commands run, {counts.samples} sample sessions; shown outputs: "
+                  f"{counts.compared} compared, {counts.illustrative} marked illustrative")
     assert counts.unmarked == ()
     assert counts.compared > counts.illustrative
+    for block in blocks:
+        if block.compared_by:  # the test exists and compares this very block (names its first command)
+            path, _, name = block.compared_by.partition("::")
+            source = (ROOT / path).read_text()
+            assert f"def {name}(" in source, block.where
+            body = source[source.index(f"def {name}("):].split("\ndef ", 1)[0]
+            assert block.text.lstrip().splitlines()[0] in body, f"{block.where}: {name} does not compare it"

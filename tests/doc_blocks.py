@@ -180,29 +180,21 @@ def is_sample(block: Block) -> bool:
 def output_counts(blocks: list[Block]) -> OutputCounts:
     """How the shown output of the docs is treated: of the commands the docs test runs,
     and of the sample sessions it cannot run."""
-    run = compared = illustrative = samples = 0
-    unmarked = []
+    run = samples = 0
+    shown: list[tuple[Block, bool, str]] = []  # (block, compared, its first line)
     for block in blocks:
         if is_sample(block):
             samples += 1
-            if block.compared_by:
-                compared += 1
-            elif block.illustrative:
-                illustrative += 1
-            else:
-                unmarked.append(f"{block.where}: {block.text.lstrip().splitlines()[0]}")
+            shown.append((block, bool(block.compared_by), block.text.lstrip().splitlines()[0]))
         if block.lang != "console" or block.not_run:
             continue
         for command in commands(block):
             if skip_reason(block, command):
                 continue
             run += 1
-            if not any(line.strip() not in ("", "...") for line in command.output):
-                continue
-            if block.check_output:
-                compared += 1
-            elif block.illustrative:
-                illustrative += 1
-            else:
-                unmarked.append(f"{block.where}: {command.text.splitlines()[0]}")
-    return OutputCounts(run, compared, illustrative, samples, tuple(unmarked))
+            if any(line.strip() not in ("", "...") for line in command.output):
+                shown.append((block, block.check_output, command.text.splitlines()[0]))
+    compared = sum(1 for _b, is_compared, _l in shown if is_compared)
+    illustrative = sum(1 for b, is_compared, _l in shown if not is_compared and b.illustrative)
+    unmarked = tuple(f"{b.where}: {line}" for b, is_compared, line in shown if not is_compared and not b.illustrative)
+    return OutputCounts(run, compared, illustrative, samples, unmarked)

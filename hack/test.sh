@@ -18,11 +18,11 @@ cd "$root"
 times=$(mktemp)
 logs=$(mktemp -d)
 declare -a stages=() groups_done=()
-declare -A pgid=()
+declare -A running=()  # pid (= its process group) -> group name, while it runs
 summary() {
   local rc=$?
-  for name in "${!pgid[@]}"; do  # interrupted: each running group ends its session (its control plane goes)
-    kill -INT -- "-${pgid[$name]}" 2>/dev/null || true
+  for pid in "${!running[@]}"; do  # interrupted: each running group ends its session (its control plane goes)
+    kill -INT -- "-$pid" 2>/dev/null || true
   done
   wait || true
   {
@@ -69,19 +69,22 @@ finish() {  # print one ended group: its whole output, then its time
   echo "==== group $name ended (rc $rc, $((SECONDS - started[$name]))s): ${paths[$name]} ===="
   cat "$logs/$name.log"
   groups_done+=("group $name $((SECONDS - started[$name]))s (${begun[$name]} to $(date -u +%T)), rc $rc")
-  unset "pgid[$name]"
   # 5: pytest selected nothing, which pytest args such as `-k NAME` make of most groups
   (( rc == 0 || (rc == 5 && selecting) )) || failed=1
 }
 selecting=$(( $# > 0 ))
 
+reap_one() {  # wait for any running group to end, then print it
+  local ended rc
+  wait -n -p ended "${!running[@]}" && rc=0 || rc=$?
+  finish "${running[$ended]}" "$rc"
+  unset "running[$ended]"
+}
+
 set -m  # each group in a process group of its own: SIGINT reaches pytest, which then tears down
-declare -A by_pid=()
 for name in "${order[@]}"; do
-  while (( ${#pgid[@]} >= slots )); do
-    wait -n -p ended "${!by_pid[@]}" && rc=0 || rc=$?
-    finish "${by_pid[$ended]}" "$rc"
-    unset "by_pid[$ended]"
+  while (( ${#running[@]} >= slots )); do
+    reap_one
   done
   started[$name]=$SECONDS
   begun[$name]=$(date -u +%T)
@@ -89,13 +92,10 @@ for name in "${order[@]}"; do
   # shellcheck disable=SC2086  # paths holds several words on purpose
   env DISTTRAIN_STAGE_TIMES="$times" PYTHONPATH="$root/operator:$root/trainer" PATH="$venv/bin:$bin:$PATH" \
     python -m pytest --durations=30 "$@" ${paths[$name]} >"$logs/$name.log" 2>&1 &
-  pgid[$name]=$!
-  by_pid[$!]=$name
+  running[$!]=$name
 done
-while (( ${#by_pid[@]} )); do
-  wait -n -p ended "${!by_pid[@]}" && rc=0 || rc=$?
-  finish "${by_pid[$ended]}" "$rc"
-  unset "by_pid[$ended]"
+while (( ${#running[@]} )); do
+  reap_one
 done
 set +m
 stages+=("tests $((SECONDS - suite_start))s ($suite_from to $(date -u +%T)), $slots groups at a time:")

@@ -36,10 +36,11 @@ def function_trainer(func: Callable[..., Any], kwargs: Mapping[str, Any] | None 
     """spec.trainer for running `func(**kwargs)` on every worker."""
     name, source = function_source(func)
     encoded = encode_kwargs(func, kwargs or {})
-    if len(source.encode()) + len(encoded.encode()) > MAX_SOURCE_BYTES:
-        raise NotShippable(f"{name}: its source and arguments take {len(source.encode()) + len(encoded.encode())} "
-                           f"bytes, more than the {MAX_SOURCE_BYTES} a job can carry: put the code in the image "
-                           "(spec.image) and run it with spec.trainer.command")
+    size = len(source.encode()) + len(encoded.encode())
+    if size > MAX_SOURCE_BYTES:
+        raise NotShippable(f"{name}: its source and arguments take {size} bytes, more than the {MAX_SOURCE_BYTES} "
+                           "a job can carry: put the code in the image (spec.image) and run it with "
+                           "spec.trainer.command")
     return {"command": ["--module", MODULE], "args": ["--name", name, "--kwargs", encoded, "--source", source]}
 
 

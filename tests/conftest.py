@@ -319,6 +319,86 @@ def start_cluster(request: pytest.FixtureRequest, name: str, extra_env: dict[str
     yield handle
 
 
+class S3Server:
+    """versitygw (hack/tools/versitygw) serving a temporary directory over S3 on `host`: a
+    real S3 server, no mock. It dies with the test process (PR_SET_PDEATHSIG), so a killed
+    run leaves no server behind; its data lives under pytest's temporary directories."""
+
+    ACCESS_KEY = "disttrain-test"
+    SECRET_KEY = "disttrain-test-secret"
+
+    def __init__(self, bin_dir: Path, root: Path, host: str = "127.0.0.1") -> None:
+        import ctypes
+        import signal
+        import socket
+
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        self.endpoint = f"http://{host}:{port}"
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.log = root.parent / f"versitygw-{port}.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [str(bin_dir / "versitygw"), "--access", self.ACCESS_KEY, "--secret", self.SECRET_KEY,
+                 "--port", f"{host}:{port}", "--quiet", "posix", str(root)],
+                stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))  # PR_SET_PDEATHSIG
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection((host, port), timeout=1):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    pytest.fail(f"versitygw did not start on {self.endpoint}:\n{self.log.read_text()[-3000:]}",
+                                pytrace=False)
+                time.sleep(0.1)
+
+    def env(self) -> dict[str, str]:
+        """What an AWS SDK (and the trainer) reads to reach this server."""
+        return {"AWS_ACCESS_KEY_ID": self.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": self.SECRET_KEY,
+                "AWS_ENDPOINT_URL_S3": self.endpoint, "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def filesystem(self):  # noqa: ANN201  (an s3fs.S3FileSystem)
+        import s3fs
+
+        return s3fs.S3FileSystem(key=self.ACCESS_KEY, secret=self.SECRET_KEY, endpoint_url=self.endpoint,
+                                 use_listings_cache=False, skip_instance_cache=True,
+                                 config_kwargs={"s3": {"addressing_style": "path"}})
+
+    def new_bucket(self, prefix: str = "ckpt") -> str:
+        """A fresh bucket, made through the S3 API (CreateBucket)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        self.filesystem().mkdir(name)
+        return name
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One S3 server on loopback for the session (tests take a fresh bucket each)."""
+    server = S3Server(tools_bin(), tmp_path_factory.mktemp("s3") / "data")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`s3://<fresh bucket>`, with this process's environment pointed at the server (as a
+    pod's would be by the operator), for in-process trainers and torchrun children alike."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    return f"s3://{s3_server.new_bucket()}"
+
+
 def _namespace_name(nodeid: str) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", nodeid.split("::")[-1].lower()).strip("-")[:40].strip("-")
     return f"t-{base}-{uuid.uuid4().hex[:5]}"

@@ -1,6 +1,6 @@
 """Sharded checkpoints with torch.distributed.checkpoint (DCP).
 
-Layout under the checkpoint dir:
+Layout under a checkpoint dir on a filesystem (an object-store URL: storage.py):
 
     step-00000100/          complete checkpoints (DCP files + .metadata + disttrain.json)
     .tmp-step-00000120-<id>  a save in progress; never read, removed on the next start
@@ -27,7 +27,6 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,7 +38,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from disttrain_trainer.config import CheckpointConfig
 from disttrain_trainer.context import RunContext
-from disttrain_trainer.storage import CheckpointStorage, LocalStorage, Purger, complete_checkpoints, step_dir_name
+from disttrain_trainer.storage import CheckpointStorage, Purger, complete_checkpoints, open_storage, step_dir_name
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -117,7 +116,7 @@ class CheckpointManager:
         self.ctx = ctx
         self.states = states
         if storage is None and cfg.dir:
-            storage = LocalStorage(cfg.dir, create=ctx.is_rank0)
+            storage = open_storage(cfg.dir, create=ctx.is_rank0)
         self.storage = storage
         self.purger = Purger(storage, cfg.keep) if storage is not None and ctx.is_rank0 else None
         self.latest: CheckpointInfo | None = None
@@ -129,7 +128,7 @@ class CheckpointManager:
             done = storage.list()
             if done:
                 self.latest = CheckpointInfo(step=done[-1], path=storage.location(done[-1]),
-                                             time=_mtime(storage.location(done[-1])))
+                                             time=storage.committed_time(done[-1]))
 
     @property
     def enabled(self) -> bool:
@@ -149,9 +148,10 @@ class CheckpointManager:
             return False
         path = self.storage.location(newest[0])
         t0 = time.perf_counter()
-        dcp.load(self.states, checkpoint_id=path, process_group=self.ctx.checkpoint_group)  # pragma: no mutate
+        dcp.load(self.states, storage_reader=self.storage.reader(path),
+                 process_group=self.ctx.checkpoint_group)  # pragma: no mutate
         log.info("resumed from %s in %.2fs", path, time.perf_counter() - t0)
-        self.latest = CheckpointInfo(step=newest[0], path=path, time=_mtime(path))
+        self.latest = CheckpointInfo(step=newest[0], path=path, time=self.storage.committed_time(newest[0]))
         return True
 
     def should_save(self, step: int) -> bool:
@@ -168,14 +168,15 @@ class CheckpointManager:
             dist.broadcast_object_list(run_id, src=0, group=self.ctx.checkpoint_group)  # pragma: no mutate
         staging = self.storage.staging(step, run_id[0])
         if self.cfg.async_save and not force_sync:
-            fut = dcp.async_save(self.states, checkpoint_id=staging,
+            fut = dcp.async_save(self.states, storage_writer=self.storage.writer(staging),
                                  process_group=self.ctx.checkpoint_group)  # pragma: no mutate
             if not isinstance(fut, Future):  # AsyncSaveResponse (newer torch)
                 fut = fut.upload_completion  # type: ignore[union-attr]
             blocked = time.perf_counter() - t0
             self._pending = (fut, step, staging, t0, blocked)
             return blocked
-        dcp.save(self.states, checkpoint_id=staging, process_group=self.ctx.checkpoint_group)  # pragma: no mutate
+        dcp.save(self.states, storage_writer=self.storage.writer(staging),
+                 process_group=self.ctx.checkpoint_group)  # pragma: no mutate
         self._commit(step, staging, time.perf_counter() - t0, 0.0)  # blocked: set below
         self.ctx.barrier()  # visible to every rank when save() returns
         blocked = time.perf_counter() - t0
@@ -206,7 +207,7 @@ class CheckpointManager:
 
     def _commit(self, step: int, staging: str, seconds: float, blocked: float) -> None:
         assert self.storage is not None
-        path = self.storage.location(step)
+        path = self.storage.committed_as(step, staging)  # the other ranks' view: no I/O
         if self.purger is not None:
             # rank 0's save returning means .metadata is written, hence every shard too.
             meta = {"step": step, "worldSize": self.ctx.world_size, "time": time.time()}
@@ -214,7 +215,3 @@ class CheckpointManager:
         self.latest = CheckpointInfo(step=step, path=path, time=time.time(), save_seconds=seconds,
                                      blocked_seconds=blocked)
         log.info("checkpoint step %d committed in %.2fs: %s", step, seconds, path)
-
-
-def _mtime(location: str) -> float:
-    return Path(location).stat().st_mtime

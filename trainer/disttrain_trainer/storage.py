@@ -2,9 +2,19 @@
 
 `CheckpointStorage` is the small interface the checkpoint manager needs from a backend:
 list the committed steps, name a staging location for a save in progress, commit a
-staged save atomically, delete a committed step. `LocalStorage` implements it on a local
-or shared filesystem (a ReadWriteMany volume); an object store would implement the same
-five calls (commit = write a marker object last, delete = remove the marker first).
+staged save atomically, delete a committed step, and hand DCP the reader and writer for
+a location. Two backends implement it:
+
+- `LocalStorage`: step directories on a local or shared filesystem (a ReadWriteMany
+  volume); a save is staged in a `.tmp-` directory and committed by a rename.
+- `ObjectStorage`: step folders under an object-store URL (`s3://bucket/prefix`), through
+  fsspec. An object store has no rename, so a save is written in place into a folder of
+  its own (`step-N-<token>/`) and committed by writing one small marker object last
+  (`step-N.commit`, naming that folder): a single PUT is atomic, so a reader sees a step
+  whole or not at all. A delete removes the marker first, then the folder.
+
+`open_storage` picks the backend from the configured folder: a URL with a scheme is an
+object store, anything else a path.
 
 `Purger` deletes the checkpoints beyond the newest `keep` on a background thread, so a
 slow delete (thousands of shard files on a network volume) never holds rank 0, and with
@@ -12,7 +22,6 @@ it every rank at the next collective. It never races a commit: commits go throug
 it never deletes the newest committed step, and a commit of a step it is deleting waits
 for that delete (both under one lock; the lock is never held during the slow part).
 """
-
 from __future__ import annotations
 
 import json
@@ -24,6 +33,9 @@ import threading
 import uuid
 from pathlib import Path
 from typing import Any, Protocol
+
+from torch.distributed.checkpoint import (FileSystemReader, FileSystemWriter, FsspecReader, FsspecWriter, StorageReader,
+                                          StorageWriter)
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -65,12 +77,29 @@ class CheckpointStorage(Protocol):
         """Make a complete staged save the committed `step`, atomically; returns its location."""
         ...
 
+    def committed_as(self, step: int, staging: str) -> str:
+        """Where the staged save of `step` is read from once rank 0 has committed it, without
+        any I/O (what the other ranks report)."""
+        ...
+
     def delete(self, step: int) -> None:
         """Remove a committed step: unlisted atomically first, then its data."""
         ...
 
     def discard_leftovers(self) -> None:
         """Remove what crashed saves and deletes left behind (at start, rank 0 only)."""
+        ...
+
+    def committed_time(self, step: int) -> float:
+        """When the committed `step` was committed (unix seconds)."""
+        ...
+
+    def writer(self, location: str) -> StorageWriter:
+        """DCP's writer for a staging location."""
+        ...
+
+    def reader(self, location: str) -> StorageReader:
+        """DCP's reader for a committed location."""
         ...
 
 
@@ -90,6 +119,9 @@ class LocalStorage:
 
     def location(self, step: int) -> str:
         return str(self.root / step_dir_name(step))
+
+    def committed_as(self, step: int, staging: str) -> str:
+        return self.location(step)
 
     def commit(self, step: int, staging: str, meta: dict[str, Any]) -> str:
         final = self.root / step_dir_name(step)
@@ -116,6 +148,141 @@ class LocalStorage:
             for stale in self.root.glob(pattern):
                 log.warning("removing incomplete checkpoint %s", stale)
                 self.remove_tree(stale)
+
+    def committed_time(self, step: int) -> float:
+        return (self.root / step_dir_name(step)).stat().st_mtime
+
+    def writer(self, location: str) -> StorageWriter:
+        return FileSystemWriter(location)
+
+    def reader(self, location: str) -> StorageReader:
+        return FileSystemReader(location)
+
+
+MARKER = re.compile(r"^step-(\d{8})\.commit$")
+DATA_FOLDER = re.compile(r"^step-(\d{8})-[0-9a-f]+$")
+
+
+def object_store_options(url: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """fsspec options for `url`. Credentials and region come from the environment as every
+    AWS SDK reads them (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    AWS_DEFAULT_REGION, ~/.aws); an S3-compatible store's address from AWS_ENDPOINT_URL_S3
+    or AWS_ENDPOINT_URL, reached with path-style requests (bucket in the path), which
+    every S3-compatible server accepts and virtual-host style does not always."""
+    env = os.environ if env is None else env
+    # Listings are never cached: a step committed by another incarnation must be seen.
+    options: dict[str, Any] = {"use_listings_cache": False}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if url.startswith("s3://") and endpoint:
+        options["endpoint_url"] = endpoint
+        options["config_kwargs"] = {"s3": {"addressing_style": "path"}}
+    return options
+
+
+def is_url(folder: str) -> bool:
+    return "://" in folder
+
+
+class ObjectStorage:
+    """Step folders under an object-store URL, committed by a marker written last (module
+    docstring). Every rank may construct one; only rank 0 commits, deletes and discards."""
+
+    def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
+        from fsspec.core import url_to_fs  # only a job with a URL needs fsspec's backends
+
+        self.url = url.rstrip("/")
+        self.options = object_store_options(self.url) if options is None else options
+        try:
+            self.fs, self.root = url_to_fs(self.url, **self.options)
+        except (ImportError, ValueError) as exc:  # no fsspec backend for the scheme
+            raise ValueError(f"checkpoint URL {url!r}: {exc}") from exc
+        self.root = self.root.rstrip("/")
+        self._protocol = self.url.split("://", 1)[0]
+
+    def _names(self) -> list[str]:
+        try:
+            return [entry.rstrip("/").rsplit("/", 1)[-1] for entry in self.fs.ls(self.root, detail=False)]
+        except FileNotFoundError:  # nothing saved under the prefix yet
+            return []
+
+    def _marker(self, step: int) -> str:
+        return f"{self.root}/{step_dir_name(step)}.commit"
+
+    def _read_marker(self, step: int) -> dict[str, Any]:
+        with self.fs.open(self._marker(step), "rb") as f:
+            return json.loads(f.read())
+
+    def _full(self, key: str) -> str:
+        return f"{self._protocol}://{key}"
+
+    def list(self) -> list[int]:
+        return sorted(int(m.group(1)) for m in map(MARKER.match, self._names()) if m)
+
+    def staging(self, step: int, token: str) -> str:
+        return self._full(f"{self.root}/{step_dir_name(step)}-{token}")
+
+    def location(self, step: int) -> str:
+        return self._full(f"{self.root}/{self._read_marker(step)['folder']}")
+
+    def committed_as(self, step: int, staging: str) -> str:
+        return staging  # written in place: the marker only makes it visible
+
+    def commit(self, step: int, staging: str, meta: dict[str, Any]) -> str:
+        folder = staging.rstrip("/").rsplit("/", 1)[-1]
+        try:  # the same step saved by an earlier incarnation: its folder is replaced
+            replaced = self._read_marker(step)["folder"]
+        except FileNotFoundError:
+            replaced = None
+        with self.fs.open(self._marker(step), "wb") as f:  # one PUT: the commit
+            f.write(json.dumps({**meta, "folder": folder}).encode())
+        if replaced and replaced != folder:
+            self._remove_folder(replaced)
+        return self._full(f"{self.root}/{folder}")
+
+    def delete(self, step: int) -> None:
+        try:
+            folder = self._read_marker(step)["folder"]
+        except FileNotFoundError:
+            return
+        self.fs.rm(self._marker(step))  # unlisted first: a delete cut short leaves no torn step
+        self._remove_folder(folder)
+
+    def _remove_folder(self, folder: str) -> None:
+        try:
+            self.fs.rm(f"{self.root}/{folder}", recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def discard_leftovers(self) -> None:
+        names = self._names()
+        committed = set()
+        for step in (int(m.group(1)) for m in map(MARKER.match, names) if m):
+            try:
+                committed.add(self._read_marker(step)["folder"])
+            except FileNotFoundError:  # deleted meanwhile
+                pass
+        for name in names:
+            if DATA_FOLDER.match(name) and name not in committed:
+                log.warning("removing incomplete checkpoint %s", self._full(f"{self.root}/{name}"))
+                self._remove_folder(name)
+
+    def committed_time(self, step: int) -> float:
+        return float(self._read_marker(step)["time"])
+
+    def writer(self, location: str) -> StorageWriter:
+        # An object exists once its upload completes on close: there is nothing to fsync
+        # (DCP would warn once per file that it cannot).
+        return FsspecWriter(location, sync_files=False, **self.options)
+
+    def reader(self, location: str) -> StorageReader:
+        return FsspecReader(location, **self.options)
+
+
+def open_storage(folder: str, *, create: bool) -> CheckpointStorage:
+    """The backend for a configured checkpoint folder: a URL is an object store."""
+    if is_url(folder):
+        return ObjectStorage(folder)
+    return LocalStorage(folder, create=create)
 
 
 class Purger:

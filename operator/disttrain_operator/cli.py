@@ -432,7 +432,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .local_run import run_local  # needs torch: imported only for this command
 
     return run_local(result.job, result.resolved, workdir=args.workdir,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, checkpoint_uri=args.checkpoint_uri)
 
 
 # ---- in a cluster -------------------------------------------------------------------
@@ -821,7 +821,22 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="start one torchrun agent per node on this machine")
     p.add_argument("--workdir", default=".disttrain",
                    help="where checkpoints and logs go (default: ./.disttrain/<job>)")
+    p.add_argument("--checkpoint-uri", metavar="S3_URI", type=_checkpoint_uri,
+                   help="write checkpoints to this object-store prefix instead (s3://bucket/prefix; credentials "
+                        "and endpoint from your AWS_* environment, as any AWS SDK reads them)")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
+
+
+def _checkpoint_uri(value: str) -> str:
+    """--checkpoint-uri checked as spec.checkpoint.uri is, with the same words."""
+    from .api.meta import matches
+    from .api.types import S3_URI
+
+    if not matches(S3_URI, value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an object-store prefix: write s3://<bucket>/<prefix>, the bucket 3-63 lowercase "
+            "letters, digits, '.' or '-'")
+    return value
 
 
 def _file_options(p: argparse.ArgumentParser) -> None:

@@ -54,6 +54,7 @@ NODE_DRAINED = "NodeDrained"            # a worker's node was cordoned: workers 
 NODE_LOST = "NodeLost"                  # a worker's node stopped being Ready: force-deleted, recreated elsewhere
 UNSCHEDULABLE = "Unschedulable"        # the scheduler cannot place a worker (its message follows)
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"  # a worker cannot pull its image (the kubelet's message follows)
+CONTAINER_CONFIG_ERROR = "ContainerConfigError"  # a worker waits for a Secret/ConfigMap it refers to
 NAME_TAKEN = "ChildNameTaken"          # NameConflict: which object holds which name
 NAMES_FREE = "ChildNamesFree"
 CREATION_REFUSED = "CreationRefused"   # PodCreationForbidden, when the API gave no reason

@@ -42,6 +42,8 @@ class JobView:
     global_batch: int | None = None  # samples per optimizer step, for the ETA
     checkpoint_step: int | None = None
     checkpoint_time: datetime | None = None
+    checkpoint_path: str | None = None  # status.checkpoint.path: a URL, or a path in the pod
+    checkpoint_claim: str | None = None  # spec.checkpoint.claimName: the volume that path is on
     restarts: int = 0
     suspended: bool = False
     created: datetime | None = None
@@ -94,6 +96,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         step=progress.get("step"), total_steps=progress.get("totalSteps"), loss=progress.get("loss"),
         samples_per_second=progress.get("samplesPerSecond"), global_batch=global_batch_of(spec, resolved),
         checkpoint_step=checkpoint.get("step"), checkpoint_time=parse_time(checkpoint.get("time")),
+        checkpoint_path=checkpoint.get("path") or None,
+        checkpoint_claim=(spec.get("checkpoint") or {}).get("claimName"),
         restarts=status.get("restarts") or 0, suspended=bool(spec.get("suspend")),
         created=parse_time(meta.get("creationTimestamp")), start_time=parse_time(status.get("startTime")),
         completion_time=parse_time(status.get("completionTime")),
@@ -178,6 +182,17 @@ def _checkpoint(view: JobView, now: datetime) -> str:
     return f"step {view.checkpoint_step}" + (f" ({duration(age)} ago)" if age is not None else "")
 
 
+def checkpoint_location(view: JobView) -> str:
+    """Where the newest checkpoint is: its object-store URL, or its path on the claim (or in
+    a pod's own emptyDir, which goes with the pod)."""
+    path = view.checkpoint_path
+    if not path:
+        return ""
+    if "://" in path:
+        return f"at {path}"
+    return f"on claim {view.checkpoint_claim} at {path}" if view.checkpoint_claim else f"at {path} (the pod's emptyDir)"
+
+
 def progress_line(view: JobView, now: datetime) -> str:
     """One line per change while following a job (submit, wait, watch)."""
     parts = [f"{view.name}: {view.phase or 'Pending'}"]
@@ -210,7 +225,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         f"Loss:        {view.loss:.6g}" if view.loss is not None else "Loss:        -",
         f"Throughput:  {_rate(view.samples_per_second)} samples/s",
         f"ETA:         {duration(view.eta_seconds)}",
-        f"Checkpoint:  {_checkpoint(view, now)}",
+        f"Checkpoint:  {' '.join(filter(None, (_checkpoint(view, now), checkpoint_location(view))))}",
         *([f"Goodput:     {goodput_words(view.goodput)}"] if view.goodput else []),
         *([f"Last stop:   {stop_words(view.eviction)}"] if view.eviction else []),
         f"Age:         {duration((now - view.created).total_seconds()) if view.created else '-'}",

@@ -7,7 +7,9 @@ cluster addresses are swapped for local ones (`localize`):
   PET_RDZV_ENDPOINT        <job>-worker-0.<job>.<ns>.svc:<port> -> 127.0.0.1:<free port>
   PET_RDZV_ID              job UID/name                         -> a fresh uuid
   DISTTRAIN_METRICS_PORT   9400 in every pod                    -> a free port per node
-  DISTTRAIN_CHECKPOINT_DIR the pod's volume mount               -> <workdir>/<job>/checkpoints
+  DISTTRAIN_CHECKPOINT_DIR the pod's volume mount or spec's uri  -> <workdir>/<job>/checkpoints,
+                           or --checkpoint-uri (an object store, reached with this shell's
+                           AWS_* credentials and endpoint, as any AWS SDK would)
   DISTTRAIN_TERMINATION_LOG /dev/termination-log               -> <workdir>/<job>/reports/<pod>.json
   valueFrom.fieldRef       metadata.name / metadata.namespace   -> the pod's name / namespace
                            metadata.uid (the /checkpoint token) -> a fresh uuid
@@ -71,7 +73,7 @@ class LocalNode:
 class LocalPlan:
     job: str
     nodes: list[LocalNode]
-    checkpoint_dir: Path
+    checkpoint_dir: str  # a local directory, or an object-store URL
     grace_seconds: int
     warnings: list[str] = field(default_factory=list)
 
@@ -83,14 +85,16 @@ def free_port() -> int:
 
 
 def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, metrics_ports: list[int],
-             rdzv_id: str, torchrun: str, cpus: int) -> LocalPlan:
-    """Rendered Service + Pods -> agents to start here. Pure (ports and ids are inputs)."""
+             rdzv_id: str, torchrun: str, cpus: int, checkpoint_uri: str | None = None) -> LocalPlan:
+    """Rendered Service + Pods -> agents to start here. Pure (ports and ids are inputs).
+    Checkpoints go under the workdir, or to `checkpoint_uri`: never to the spec's own
+    bucket by accident (a local try-out must not write into a team's production prefix)."""
     pods = [c for c in children if c.get("kind") == "Pod"]
     if not pods:
         raise ValueError("the job rendered no worker pods")
     job = pods[0]["metadata"]["labels"].get(JOB_LABEL, pods[0]["metadata"]["name"])
     root = (workdir / job).resolve()
-    ckpt_dir = root / "checkpoints"
+    ckpt_dir = checkpoint_uri.rstrip("/") if checkpoint_uri else str(root / "checkpoints")
     warnings: list[str] = []
     nodes, total_procs = [], 0
     for index, pod in enumerate(pods):
@@ -117,7 +121,7 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
         if "DISTTRAIN_TERMINATION_LOG" in env:
             env["DISTTRAIN_TERMINATION_LOG"] = str(report)
         if env.get("DISTTRAIN_CHECKPOINT_DIR"):
-            env["DISTTRAIN_CHECKPOINT_DIR"] = str(ckpt_dir)
+            env["DISTTRAIN_CHECKPOINT_DIR"] = ckpt_dir
         total_procs += int(env.get("PET_NPROC_PER_NODE", "1"))
         argv = list(container.get("command", [])) + list(container.get("args", []))
         if argv and argv[0] == "torchrun":
@@ -131,10 +135,19 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
     return LocalPlan(job=job, nodes=nodes, checkpoint_dir=ckpt_dir, grace_seconds=grace, warnings=warnings)
 
 
-def newest_checkpoint(root: Path) -> tuple[int, Path] | None:
+def newest_checkpoint(location: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """The newest committed step under a checkpoint directory or object-store URL."""
+    location = os.fspath(location)
+    if "://" in location:
+        from disttrain_trainer.storage import ObjectStorage  # the `local` extra: torch and s3fs
+
+        storage = ObjectStorage(location)
+        steps = storage.list()
+        return (steps[-1], storage.location(steps[-1])) if steps else None
+    root = Path(location)
     if not root.is_dir():
         return None
-    done = [(int(m.group(1)), p) for p in root.iterdir()
+    done = [(int(m.group(1)), str(p)) for p in root.iterdir()
             if (m := _STEP_DIR.match(p.name)) and (p / ".metadata").is_file()]
     return max(done) if done else None
 
@@ -145,9 +158,11 @@ def finished_note(plan: LocalPlan, newest: tuple[int, Path] | None) -> str | Non
     total = plan.nodes[0].env.get("DISTTRAIN_STEPS", "")
     if not total.isdigit() or newest is None or newest[0] < int(total):
         return None
+    fresh = (f"remove the objects under {plan.checkpoint_dir} (or pass another --checkpoint-uri)"
+             if "://" in plan.checkpoint_dir else f"rm -rf {Path(plan.checkpoint_dir).parent} (or pass another --workdir)")
     return (f"disttrain: {plan.job} already finished: its checkpoint at step {newest[0]} of {total} is in "
             f"{plan.checkpoint_dir}; nothing left to train.\n"
-            f"  start fresh: rm -rf {plan.checkpoint_dir.parent} (or pass another --workdir)\n"
+            f"  start fresh: {fresh}\n"
             f"  train longer: raise spec.trainer.builtin.steps and run again (it resumes from step {newest[0]})")
 
 
@@ -254,15 +269,16 @@ class LocalOutcome:
 
 
 def run_local(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".disttrain", progress: bool = True,
-              out: TextIO | None = None, poll_seconds: float = 0.5) -> int:
+              out: TextIO | None = None, poll_seconds: float = 0.5, checkpoint_uri: str | None = None) -> int:
     """Run the job's pods as local torchrun agents; 0 on success, 130 on Ctrl-C, else 1."""
     return run_local_job(job, resolved, workdir=workdir, progress=progress, out=out,
-                         poll_seconds=poll_seconds).code
+                         poll_seconds=poll_seconds, checkpoint_uri=checkpoint_uri).code
 
 
 def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = ".disttrain", progress: bool = True,
                   out: TextIO | None = None, poll_seconds: float = 0.5, cpus: int | None = None,
-                  watch: Callable[[dict[str, Any]], bool] | None = None) -> LocalOutcome:
+                  watch: Callable[[dict[str, Any]], bool] | None = None,
+                  checkpoint_uri: str | None = None) -> LocalOutcome:
     """run_local for callers that want the final report. `watch` sees rank 0's /status at
     every poll; when it returns True the run stops as on Ctrl-C (SIGTERM: checkpoint, exit
     75). Off the main thread no signal handler is bound: the caller's watch stops the run."""
@@ -272,7 +288,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     n_pods = sum(1 for c in children if c.get("kind") == "Pod")
     plan = localize(children, workdir=Path(workdir), rdzv_port=free_port(),
                     metrics_ports=[free_port() for _ in range(n_pods)], rdzv_id=uuid.uuid4().hex,
-                    torchrun=torchrun, cpus=cpus or os.cpu_count() or 1)
+                    torchrun=torchrun, cpus=cpus or os.cpu_count() or 1, checkpoint_uri=checkpoint_uri)
     for w in plan.warnings:
         print(f"warning: {w}", file=out)
     resume = newest_checkpoint(plan.checkpoint_dir)
@@ -347,7 +363,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     return LocalOutcome(code=0 if ok else (130 if interrupted else 1), final=final, stopped=stopped)
 
 
-def _summary(plan: LocalPlan, codes: list[int], final: TrainerReport | None, ckpt: tuple[int, Path] | None,
+def _summary(plan: LocalPlan, codes: list[int], final: TrainerReport | None, ckpt: tuple[int, str] | None,
              seconds: float, interrupted: bool, ok: bool) -> str:
     state = "interrupted" if interrupted else ("succeeded" if ok else "failed")
     final = final or TrainerReport()

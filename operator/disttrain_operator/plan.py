@@ -502,6 +502,17 @@ def _avoid_bad_nodes(plan: Plan, threshold: int) -> None:
                                  f"avoidNodeAfterFailures {threshold})"))
 
 
+def stuck_words(pod: PodInfo) -> tuple[str, str]:
+    """The Running condition's reason and message for a worker that cannot start."""
+    if pod.unschedulable:
+        return c.UNSCHEDULABLE, f"{pod.name} cannot be scheduled: {pod.unschedulable}"
+    if pod.image_pull:
+        return (c.IMAGE_PULL_BACK_OFF, f"{pod.name} cannot pull its image: {pod.image_pull}; "
+                "check spec.image and the pull secrets (podTemplate.spec.imagePullSecrets)")
+    return (c.CONTAINER_CONFIG_ERROR, f"{pod.name} cannot start: {pod.config_error}; create it in the job's "
+            "namespace (spec.checkpoint.secretRef, or a Secret or ConfigMap spec.env names): the kubelet retries")
+
+
 def _lift_avoidance(plan: Plan, stuck: list[PodInfo]) -> None:
     """A worker that fits on no node while the job avoids some: the job stops avoiding
     them (a job never avoids so many nodes that it cannot run) and recreates the stuck
@@ -587,16 +598,12 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     st.phase = phase
     st.workers = workers(pods, resolved.nodes)
     why = c.HUNG if hung else _restart_reason(st, crashed, disrupted)
-    stuck = [p for p in live if p.unschedulable or p.image_pull]
+    stuck = [p for p in live if p.unschedulable or p.image_pull or p.config_error]
     if phase != "Running":
         _lift_avoidance(plan, stuck)
     if phase != "Running" and stuck:
         # "Why is it Pending?" answered on the job itself, in the scheduler's or kubelet's words.
-        pod = stuck[0]
-        reason, message = ((c.UNSCHEDULABLE, f"{pod.name} cannot be scheduled: {pod.unschedulable}")
-                           if pod.unschedulable else
-                           (c.IMAGE_PULL_BACK_OFF, f"{pod.name} cannot pull its image: {pod.image_pull}; "
-                            "check spec.image and the pull secrets (podTemplate.spec.imagePullSecrets)"))
+        reason, message = stuck_words(stuck[0])
         before = c.get_condition(st.conditions, c.RUNNING)
         if before is None or before.reason != reason or before.message != c.cap(message):
             plan.events.append(Event("Warning", reason, message))

@@ -19,6 +19,8 @@ DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Shutdown", "Terminated
 # A container waiting for these cannot start until the image (or its name) is fixed.
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
                                 "RegistryUnavailable"})
+# ... and these until a Secret or ConfigMap it refers to (checkpoint.secretRef, env) exists.
+CONFIG_ERROR_REASONS = frozenset({"CreateContainerConfigError"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,7 @@ class PodInfo:
     disruption: str = ""
     message: str = ""  # the cluster's words about the pod: status.message, else DisruptionTarget's
     image_pull: str = ""  # "ErrImagePull: ..." while the trainer container waits for its image
+    config_error: str = ""  # "CreateContainerConfigError: secret ... not found" while it waits for one
 
     @property
     def active(self) -> bool:
@@ -121,7 +124,8 @@ def summarize_pod(pod: Mapping[str, Any]) -> PodInfo:
         ended_at=terminated.get("finishedAt") if terminated else None,
         disruption=(disruption.get("reason") or "") if disrupting else "",
         message=_capped(status.get("message") or (disruption.get("message") if disrupting else "")),
-        image_pull=_image_pull(status),
+        image_pull=_waiting_for(status, IMAGE_PULL_REASONS, "the image cannot be pulled"),
+        config_error=_waiting_for(status, CONFIG_ERROR_REASONS, "a Secret or ConfigMap it refers to is missing"),
     )
 
 
@@ -129,14 +133,14 @@ def _capped(text: object, limit: int = 300) -> str:
     return " ".join(text.split())[:limit] if isinstance(text, str) else ""
 
 
-def _image_pull(status: Mapping[str, Any]) -> str:
-    """"REASON: message" while the trainer container waits for an image it cannot pull."""
+def _waiting_for(status: Mapping[str, Any], reasons: frozenset[str], default: str) -> str:
+    """"REASON: message" while the trainer container waits for one of `reasons`."""
     for container in status.get("containerStatuses") or []:
         if container.get("name") == CONTAINER_NAME:
             waiting = (container.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason") or ""
-            if reason in IMAGE_PULL_REASONS:
-                return _capped(f"{reason}: {waiting.get('message') or 'the image cannot be pulled'}")
+            if reason in reasons:
+                return _capped(f"{reason}: {waiting.get('message') or default}")
     return ""
 
 

@@ -76,6 +76,29 @@ def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pyte
     assert f"rm -rf {(tmp_path / 'local2').resolve()}" in again.getvalue() and "world size" not in again.getvalue()
 
 
+@pytest.mark.dist
+@pytest.mark.slow
+def test_run_local_can_checkpoint_to_an_object_store(tmp_path: Path, s3_bucket: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in base_env().items():
+        monkeypatch.setenv(k, v)
+    uri = f"{s3_bucket}/local"
+    result = validate_document(job_doc("locals3", 20))
+    out = io.StringIO()
+    assert run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=out, checkpoint_uri=uri) == 0, \
+        out.getvalue()
+    text = out.getvalue()
+    assert f"checkpoints {uri} " in text or f"checkpoints {uri}\n" in text, text
+    newest = newest_checkpoint(uri)
+    assert newest is not None and newest[0] == 20 and newest[1].startswith(f"{uri}/step-00000020-")
+    assert f"checkpoint  step 20 at {newest[1]}" in text, text
+    assert not (tmp_path / "locals3" / "checkpoints").exists()  # nothing went to the workdir
+    again = io.StringIO()
+    assert run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=again, checkpoint_uri=uri) == 0
+    assert f"its checkpoint at step 20 of 20 is in {uri}" in again.getvalue(), again.getvalue()
+    assert f"remove the objects under {uri}" in again.getvalue()
+
+
 def _start_cli(tmp_path: Path, name: str, **popen: object) -> subprocess.Popen:
     """`disttrain run --local` on a long job, returned once worker-0 logged step 10."""
     job = tmp_path / "job.yaml"

@@ -17,12 +17,14 @@ SHARED_CLAIM = "shared-checkpoints"
 
 def job(*, shared_claim: bool = True, **spec: Any) -> dict:
     """A minimal valid DistributedTraining document with `spec` overrides. A spec that can
-    have more than one pod gets checkpoint.claimName (required then) unless it names one,
-    or `shared_claim=False` asks for none."""
+    have more than one pod gets checkpoint.claimName (the built-in trainer needs it or a uri
+    then) unless it names one, a uri or storage none, or `shared_claim=False` asks for none."""
     spec = copy.deepcopy(spec)
     pods = [spec.get(k) for k in ("nodes", "maxNodes")]
-    if shared_claim and any(isinstance(n, int) and n > 1 for n in pods) and isinstance(spec.get("checkpoint", {}), dict):
-        spec["checkpoint"] = {"claimName": SHARED_CLAIM, **spec.get("checkpoint", {})}
+    ckpt = spec.get("checkpoint", {})
+    stated = isinstance(ckpt, dict) and ("uri" in ckpt or ckpt.get("storage") == "none")
+    if shared_claim and any(isinstance(n, int) and n > 1 for n in pods) and isinstance(ckpt, dict) and not stated:
+        spec["checkpoint"] = {"claimName": SHARED_CLAIM, **ckpt}
     return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": "demo", "namespace": "team-a"}, "spec": spec}
 

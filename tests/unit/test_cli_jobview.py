@@ -86,6 +86,21 @@ def test_progress_line_has_step_bar_loss_rate_eta_and_checkpoint_age():
                     "checkpoint step 40 (30s ago)")
 
 
+def test_status_says_where_the_newest_checkpoint_is():
+    def checkpoint_line(obj: dict) -> str:
+        return next(line for line in status_lines(view_of(obj), [], NOW) if line.startswith("Checkpoint:"))
+
+    url = "s3://team-ckpt/gpt/step-00000040-9f2c41aa"
+    assert checkpoint_line(job(checkpoint={"step": 40, "time": stamp(30), "path": url})) == (
+        f"Checkpoint:  step 40 (30s ago) at {url}")
+    on_claim = job(checkpoint={"step": 40, "time": stamp(30), "path": "/checkpoints/step-00000040"})
+    on_claim["spec"]["checkpoint"] = {"claimName": "gpt-ckpt"}
+    assert checkpoint_line(on_claim) == "Checkpoint:  step 40 (30s ago) on claim gpt-ckpt at /checkpoints/step-00000040"
+    in_pod = job(checkpoint={"step": 40, "time": stamp(30), "path": "/checkpoints/step-00000040"})
+    assert checkpoint_line(in_pod).endswith("at /checkpoints/step-00000040 (the pod's emptyDir)")
+    assert checkpoint_line(job()) == "Checkpoint:  step 40 (30s ago)"  # no path reported yet
+
+
 def test_status_lines_show_conditions_with_messages_and_newest_events_last():
     obj = job(conditions=[{"type": "Running", "status": "True", "reason": "WorkersRunning", "message": "2/2 ready"},
                           {"type": "CheckpointStale", "status": "False"}])

@@ -245,14 +245,41 @@ def test_pod_template_cannot_override_owned_fields():
     assert any("Fix: use spec.trainer.command" in m for m in messages)
 
 
-def test_jobs_of_several_pods_need_a_shared_claim():
+def test_the_built_in_trainer_on_several_pods_needs_storage_every_pod_reaches():
     (message,) = errors_of(job(nodes=2, shared_claim=False))
-    assert message.startswith("spec.checkpoint.claimName: is required when the job can have more than one pod "
-                              "(maxNodes 2): without a shared volume no checkpoint can be resumed (not set)")
-    assert "Fix: create one (see docs/guide.md, Checkpoints)" in message
-    assert errors_of(job(nodes=1, maxNodes=3, shared_claim=False))[0].startswith("spec.checkpoint.claimName: is required")
-    assert errors_of(job(nodes=2, checkpoint={"claimName": "ckpt"})) == []
-    assert "EphemeralCheckpoints" not in warnings_of(job(nodes=2, checkpoint={"claimName": "ckpt"}))
+    assert message.startswith("spec.checkpoint: has no storage every pod reaches, and the job can have more than "
+                              "one pod (maxNodes 2): the built-in trainer could never resume (not set)")
+    assert "Fix: set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName" in message
+    assert errors_of(job(nodes=1, maxNodes=3, shared_claim=False))[0].startswith("spec.checkpoint: has no storage")
+    for enough in ({"claimName": "ckpt"}, {"uri": "s3://team-ckpt/run"}, {"storage": "none"}):
+        doc = job(nodes=2, checkpoint=enough)
+        assert errors_of(doc) == [], enough
+        assert not {"EphemeralCheckpoints", "CheckpointsNotShared"} & set(warnings_of(doc)), enough
+
+
+def test_your_own_command_on_several_pods_runs_without_storage_with_a_warning():
+    doc = job(nodes=2, shared_claim=False, trainer={"command": ["python", "-m", "team.train"]})
+    assert errors_of(doc) == []
+    assert "lives nowhere durable" in warnings_of(doc)["CheckpointsNotShared"]
+    stated = job(nodes=2, trainer={"command": ["--module", "team.train"]}, checkpoint={"storage": "none"})
+    assert errors_of(stated) == [] and "CheckpointsNotShared" not in warnings_of(stated)
+
+
+def test_checkpoint_storage_is_said_once_and_consistently():
+    uri = "s3://team-ckpt/run"
+    assert errors_of(job(checkpoint={"uri": uri, "claimName": "c"}))[0].startswith(
+        "spec.checkpoint.uri: is set together with claimName")
+    assert errors_of(job(checkpoint={"endpoint": "http://minio:9000"}))[0].startswith(
+        "spec.checkpoint.endpoint: only applies to an object store")
+    assert errors_of(job(checkpoint={"storage": "none", "claimName": "c"}))[0].startswith(
+        "spec.checkpoint.storage: says the job keeps no checkpoints, but claimName names where")
+    (bad,) = errors_of(job(checkpoint={"uri": "s3://Team_Ckpt/run"}))
+    assert bad.startswith("spec.checkpoint.uri: has an invalid format (got 's3://Team_Ckpt/run')")
+    assert errors_of(job(checkpoint={"uri": uri, "endpoint": "http://minio:9000", "secretRef": {"name": "s3"}},
+                         env=[{"name": "AWS_ENDPOINT_URL_S3", "value": "http://other"}]))[0].startswith(
+        "spec.env[0].name: is set from spec.checkpoint.endpoint")
+    # Without the settings that set them, the AWS names are the user's own.
+    assert errors_of(job(checkpoint={"uri": uri}, env=[{"name": "AWS_ACCESS_KEY_ID", "value": "k"}])) == []
 
 
 def test_a_single_pod_keeps_its_emptydir_with_a_warning():

@@ -113,6 +113,25 @@ def test_unschedulable_pods_say_why_on_the_job():
     assert [e.reason for e in plan.events].count(c.UNSCHEDULABLE) == 1
 
 
+def test_a_worker_waiting_for_a_missing_secret_says_which_on_the_job_and_fails_nothing():
+    spec = {"nodes": 2, "checkpoint": {"uri": "s3://team-ckpt/run", "secretRef": {"name": "s3-creds"}}, **QUIET}
+    j, r, _ = load_job(job_doc(**spec))
+    waiting = []
+    for index in (0, 1):
+        body = render_pod(j, r, index)
+        body["status"] = {"phase": "Pending", "containerStatuses": [{"name": "trainer", "state": {"waiting": {
+            "reason": "CreateContainerConfigError", "message": 'secret "s3-creds" not found'}}}]}
+        waiting.append(summarize_pod(body))
+    plan = run(state({}, **spec), waiting)
+    running = cond(plan, c.RUNNING)
+    assert written(plan)["phase"] == "Pending" and plan.create == [] and plan.delete == []
+    assert (running["status"], running["reason"]) == ("False", c.CONTAINER_CONFIG_ERROR)
+    assert running["message"].startswith('demo-worker-0 cannot start: CreateContainerConfigError: secret "s3-creds" '
+                                         "not found; create it in the job's namespace")
+    assert [e.reason for e in plan.events] == [c.CONTAINER_CONFIG_ERROR]
+    assert not written(plan).get("failures")  # waiting for a Secret is no failure of the job
+
+
 def test_a_refused_creation_is_tried_again_later_each_time_up_to_half_a_minute():
     from disttrain_operator.plan import refusal_retry_seconds
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from disttrain_operator.api import load_job
@@ -117,6 +119,38 @@ def test_volumes_shm_tmp_and_checkpoint_claim():
     assert {v["name"]: v for v in pod["spec"]["volumes"]}["checkpoints"] == {"name": "checkpoints", "emptyDir": {}}
 
 
+def test_an_object_store_gets_its_url_and_credentials_by_reference_and_no_volume():
+    pod = render(nodes=2, checkpoint={"uri": "s3://team-ckpt/runs/a", "secretRef": {"name": "s3-creds"},
+                                      "endpoint": "http://minio.storage:9000"})[1]
+    env = env_of(pod)
+    assert env["DISTTRAIN_CHECKPOINT_DIR"] == "s3://team-ckpt/runs/a"
+    assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}}
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}}
+    assert env["AWS_SESSION_TOKEN"] == {"secretKeyRef": {"name": "s3-creds", "key": "AWS_SESSION_TOKEN",
+                                                         "optional": True}}
+    assert env["AWS_ENDPOINT_URL_S3"] == "http://minio.storage:9000"
+    assert "checkpoints" not in {v["name"] for v in pod["spec"]["volumes"]}
+    assert "checkpoints" not in {m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    # Without a Secret or endpoint the pod's own identity and AWS S3 are used: nothing set.
+    plain = render(nodes=2, checkpoint={"uri": "s3://team-ckpt/runs/a"})[1]
+    assert not [name for name in env_of(plain) if name.startswith("AWS_")]
+
+
+def test_storage_none_mounts_and_sets_nothing_for_checkpoints():
+    pod = render(nodes=2, trainer={"command": ["--module", "team.train"]}, checkpoint={"storage": "none"})[1]
+    assert not [name for name in env_of(pod) if name.startswith("DISTTRAIN_CHECKPOINT")]
+    assert "checkpoints" not in {v["name"] for v in pod["spec"]["volumes"]}
+
+
+def test_checkpoint_fields_added_later_change_no_running_jobs_template_hash():
+    """Hashes of jobs made before uri, secretRef, endpoint and storage existed (computed by
+    the operator of that time): an upgrade must not replace their workers."""
+    assert template_hash(*load_job(job(nodes=2))[:2]) == "62a7e61cff1e4409"
+    assert template_hash(*load_job(job(checkpoint={"claimName": "ckpt", "path": "/ckpt", "async": True}))[:2]) \
+        == "96efeb859f0843c8"
+    assert template_hash(*load_job(job(nodes=2, checkpoint={"uri": "s3://b-1/x"}))[:2]) != "62a7e61cff1e4409"
+
+
 def test_gpu_limits_and_resources():
     _, pod = render(gpusPerNode=8, gpuResourceName="amd.com/gpu",
                     resources={"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"memory": "64Gi"}})
@@ -190,9 +224,14 @@ def test_rendered_children_are_valid_kubernetes_api_objects():
                                   "nodeSelector": {"a": "b"}},
                       env=[{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
                       podTemplate={"spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}})
-    client.V1Service.from_dict(children[0])
+    api = client.ApiClient()
+
+    def typed(obj: dict, kind: str):  # noqa: ANN202  (the client's public deserializer reads a response's data)
+        return api.deserialize(type("Response", (), {"data": json.dumps(obj)})(), kind)
+
+    typed(children[0], "V1Service")
     for pod in children[1:]:
-        model = client.V1Pod.from_dict(pod)
+        model = typed(pod, "V1Pod")
         assert model.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
         assert model.spec.containers[1].name == "sidecar"
 

@@ -25,7 +25,8 @@ from .helpers import errors_of, job
 from .pod_escapes import ESCAPES
 
 EPHEMERAL_1 = ("spec.checkpoint.claimName: not set: checkpoints live in the pod's emptyDir and are lost when "
-               "the pod is recreated; set checkpoint.claimName to a PersistentVolumeClaim")
+               "the pod is recreated; set checkpoint.uri (object storage) or claimName (a volume), or storage: "
+               "none if the job keeps none")
 
 
 DEFAULT_TRAINER = ('spec.trainer: not set: running the built-in trainer (python -m disttrain_trainer): model gpt-nano on'
@@ -79,8 +80,30 @@ CASES = [
      [],
      [DEFAULT_TRAINER, EPHEMERAL_1]),
     ("ephemeral many nodes", job(nodes=3, shared_claim=False),
-     ["spec.checkpoint.claimName: is required when the job can have more than one pod (maxNodes 3): without a shared volume no checkpoint can be resumed (not set); allowed: a ReadWriteMany PersistentVolumeClaim in the job's namespace. Fix: create one (see docs/guide.md, Checkpoints) and set spec.checkpoint.claimName: <its name>; `disttrain run --local` keeps checkpoints in --workdir whatever the claim"],
+     ["spec.checkpoint: has no storage every pod reaches, and the job can have more than one pod (maxNodes 3): the built-in trainer could never resume (not set); allowed: uri (object storage) or claimName (a ReadWriteMany volume), or storage: none. Fix: set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName: <a ReadWriteMany claim> (docs/guide.md, Checkpoints), or storage: none to run without checkpoints; `disttrain run --local` keeps checkpoints in --workdir whatever the spec says"],
      [DEFAULT_TRAINER]),
+    ("your own command on several pods without storage", job(nodes=2, shared_claim=False, trainer={"command": ["python", "-m", "team.train"]}),
+     [],
+     ["spec.trainer.command: starts with 'python -m', but the pod already runs torchrun: running `torchrun --module team.train`; write command: ['--module', 'team.train'] to silence this",
+      "spec.checkpoint: no uri or claimName on a job of up to 2 pods: DISTTRAIN_CHECKPOINT_DIR is each pod's own emptyDir, so whatever your script saves there lives nowhere durable and no other pod sees it; set checkpoint.uri or claimName, or storage: none to say the job keeps no checkpoints"]),
+    ("storage none on several pods", job(nodes=2, trainer={"command": ["--module", "team.train"]}, checkpoint={"storage": "none"}),
+     [],
+     []),
+    ("an object store and a claim", job(checkpoint={"uri": "s3://team-ckpt/run", "claimName": "c"}),
+     ["spec.checkpoint.uri: is set together with claimName: checkpoints go to one place (got 's3://team-ckpt/run'); allowed: one of uri (object storage) or claimName (a volume). Fix: remove spec.checkpoint.claimName to use the object store, or uri to use the volume"],
+     [DEFAULT_TRAINER]),
+    ("a secret without an object store", job(checkpoint={"secretRef": {"name": "s3-creds"}}),
+     ["spec.checkpoint.secretRef: only applies to an object store, and uri is not set (got 's3-creds'); allowed: with spec.checkpoint.uri: s3://<bucket>/<prefix>. Fix: set spec.checkpoint.uri, or remove spec.checkpoint.secretRef"],
+     [DEFAULT_TRAINER, EPHEMERAL_1]),
+    ("storage none and an object store", job(checkpoint={"storage": "none", "uri": "s3://team-ckpt/run"}),
+     ["spec.checkpoint.storage: says the job keeps no checkpoints, but uri names where to keep them (got 'none'); allowed: none without uri and claimName, or auto. Fix: remove storage: none to checkpoint there, or remove spec.checkpoint.uri"],
+     [DEFAULT_TRAINER]),
+    ("credentials in env and in the secret", job(checkpoint={"uri": "s3://team-ckpt/run", "secretRef": {"name": "s3"}}, env=[{"name": "AWS_SECRET_ACCESS_KEY", "value": "x"}]),
+     ["spec.env[0].name: is set from spec.checkpoint.secretRef (got 'AWS_SECRET_ACCESS_KEY'); allowed: a name the checkpoint settings do not set. Fix: remove it from spec.env, or remove spec.checkpoint.secretRef"],
+     [DEFAULT_TRAINER]),
+    ("a gs:// uri", job(checkpoint={"uri": "gs://team-ckpt/run"}),
+     ["spec.checkpoint.uri: has an invalid format (got 'gs://team-ckpt/run'); allowed: s3://<bucket>/<prefix>, the bucket 3-63 lowercase letters, digits, '.' or '-' (the trainer image speaks S3 only: for Google Cloud Storage use its S3 API, endpoint https://storage.googleapis.com). Fix: rewrite it in that form"],
+     []),
     ("interval beyond steps", job(trainer={"builtin": {"steps": 10}}, checkpoint={"intervalSteps": 20, "claimName": "c"}),
      [],
      ['spec.checkpoint.intervalSteps: intervalSteps 20 is more than steps 10: no checkpoint before the end, a failure restarts from step 0']),

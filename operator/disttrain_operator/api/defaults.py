@@ -15,6 +15,7 @@ from typing import Any
 from . import types as t
 from .errors import FieldError, GuardrailWarning, unset
 from .meta import fields_of, meta_of
+from .names import CREDENTIAL_ENV, ENDPOINT_ENV
 from .parse import parse_object
 from . import reasons
 
@@ -246,26 +247,69 @@ def resolve_precision(spec: t.DistributedTrainingSpec, strategy: str, warnings: 
 
 
 def checkpoint_errors(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[FieldError]:
-    """Several pods without a shared claim cannot resume: each pod's emptyDir holds only its
-    own shards, rank 0 alone writes the checkpoint's metadata and purges old steps, so a
-    resume fails on every rank and the other pods' partial steps are never cleaned up."""
-    if spec.checkpoint.claim_name is not None or max_nodes <= 1:
-        return []
-    return [FieldError(
-        "spec.checkpoint.claimName", unset(), f"is required when the job can have more than one "
-        f"pod (maxNodes {max_nodes}): without a shared volume no checkpoint can be resumed",
-        "a ReadWriteMany PersistentVolumeClaim in the job's namespace",
-        "create one (see docs/guide.md, Checkpoints) and set spec.checkpoint.claimName: <its name>; "
-        "`disttrain run --local` keeps checkpoints in --workdir whatever the claim")]
+    """Where checkpoints go must be said once and consistently. Several pods running the
+    built-in trainer need storage every pod reaches (a claim or an object-store URI): each
+    pod's emptyDir holds only its own shards, rank 0 alone writes the checkpoint's metadata
+    and purges old steps, so a resume fails on every rank and the other pods' partial steps
+    are never cleaned up. A job of the user's own command decides that for itself
+    (checkpoint_warnings)."""
+    ckpt, errors = spec.checkpoint, []
+    if ckpt.uri is not None and ckpt.claim_name is not None:
+        errors.append(FieldError(
+            "spec.checkpoint.uri", ckpt.uri, "is set together with claimName: checkpoints go to one place",
+            "one of uri (object storage) or claimName (a volume)",
+            "remove spec.checkpoint.claimName to use the object store, or uri to use the volume"))
+    for field, value in (("secretRef", ckpt.secret_ref), ("endpoint", ckpt.endpoint)):
+        if value is not None and ckpt.uri is None:
+            shown = value.name if isinstance(value, t.SecretRef) else value
+            errors.append(FieldError(
+                f"spec.checkpoint.{field}", shown, "only applies to an object store, and uri is not set",
+                "with spec.checkpoint.uri: s3://<bucket>/<prefix>",
+                f"set spec.checkpoint.uri, or remove spec.checkpoint.{field}"))
+    if ckpt.storage == "none" and (ckpt.uri is not None or ckpt.claim_name is not None):
+        errors.append(FieldError(
+            "spec.checkpoint.storage", "none", "says the job keeps no checkpoints, but "
+            f"{'uri' if ckpt.uri is not None else 'claimName'} names where to keep them",
+            "none without uri and claimName, or auto",
+            "remove storage: none to checkpoint there, or remove "
+            f"spec.checkpoint.{'uri' if ckpt.uri is not None else 'claimName'}"))
+    ours = ({*CREDENTIAL_ENV} if ckpt.secret_ref is not None else set()) | (
+        {ENDPOINT_ENV} if ckpt.endpoint is not None else set())
+    for i, var in enumerate(spec.env or []):
+        if ckpt.uri is not None and var.name in ours:
+            source = "secretRef" if var.name in CREDENTIAL_ENV else "endpoint"
+            errors.append(FieldError(
+                f"spec.env[{i}].name", var.name, f"is set from spec.checkpoint.{source}",
+                "a name the checkpoint settings do not set",
+                f"remove it from spec.env, or remove spec.checkpoint.{source}"))
+    if (max_nodes > 1 and spec.trainer.builtin is not None and ckpt.storage != "none"
+            and ckpt.claim_name is None and ckpt.uri is None):
+        errors.append(FieldError(
+            "spec.checkpoint", unset(), f"has no storage every pod reaches, and the job can have more than "
+            f"one pod (maxNodes {max_nodes}): the built-in trainer could never resume",
+            "uri (object storage) or claimName (a ReadWriteMany volume), or storage: none",
+            "set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName: <a "
+            "ReadWriteMany claim> (docs/guide.md, Checkpoints), or storage: none to run without "
+            "checkpoints; `disttrain run --local` keeps checkpoints in --workdir whatever the spec says"))
+    return errors
 
 
 def checkpoint_warnings(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[GuardrailWarning]:
     ckpt, out = spec.checkpoint, []
-    if ckpt.claim_name is None and max_nodes <= 1:
+    unstated = ckpt.claim_name is None and ckpt.uri is None and ckpt.storage != "none"
+    if unstated and max_nodes <= 1:
         out.append(GuardrailWarning(
             reasons.EPHEMERAL_CHECKPOINTS, "spec.checkpoint.claimName",
             "not set: checkpoints live in the pod's emptyDir and are lost when the pod is "
-            "recreated; set checkpoint.claimName to a PersistentVolumeClaim"))
+            "recreated; set checkpoint.uri (object storage) or claimName (a volume), or "
+            "storage: none if the job keeps none"))
+    elif unstated and spec.trainer.builtin is None:
+        out.append(GuardrailWarning(
+            reasons.CHECKPOINTS_NOT_SHARED, "spec.checkpoint",
+            f"no uri or claimName on a job of up to {max_nodes} pods: DISTTRAIN_CHECKPOINT_DIR is "
+            "each pod's own emptyDir, so whatever your script saves there lives nowhere durable "
+            "and no other pod sees it; set checkpoint.uri or claimName, or storage: none to say "
+            "the job keeps no checkpoints"))
     builtin = spec.trainer.builtin
     if builtin is not None and ckpt.interval_steps > builtin.steps:
         out.append(GuardrailWarning(

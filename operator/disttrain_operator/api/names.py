@@ -20,6 +20,11 @@ CONTAINER_NAME = "trainer"
 # Directories every worker pod mounts besides the checkpoint volume (render/pod.py):
 # NCCL and DataLoader workers share tensors through a memory-backed /dev/shm, and the
 # read-only root filesystem needs a writable /tmp.
+# The names every AWS SDK (botocore under the trainer's s3fs, boto3 in a user's script)
+# reads, set from spec.checkpoint.secretRef and endpoint (render/env.py object_store_env).
+CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+OPTIONAL_CREDENTIAL_ENV = frozenset({"AWS_SESSION_TOKEN"})
+ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
 SHM_MOUNT = "/dev/shm"
 TMP_MOUNT = "/tmp"
 # Kernel filesystems the container runtime mounts: a volume may not be, hold or cover them.

@@ -6,7 +6,7 @@ import json
 
 from . import types as t
 from .meta import FieldMeta, Shape, fields_of, json_name, meta_of
-from .schema import SPEC_RULES, TRAINER_RULES
+from .schema import CHECKPOINT_RULES, SPEC_RULES, TRAINER_RULES
 
 
 def _type_word(shape: Shape) -> str:
@@ -60,7 +60,7 @@ def _table(cls: type) -> list[str]:
 
 
 def api_reference() -> str:
-    rules = [f"- {r['message']}" for r in SPEC_RULES + TRAINER_RULES]
+    rules = [f"- {r['message']}" for r in SPEC_RULES + TRAINER_RULES + CHECKPOINT_RULES]
     out = [
         "# API reference: `disttrain.dev/v1alpha1` DistributedTraining",
         "",

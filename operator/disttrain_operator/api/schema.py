@@ -31,9 +31,12 @@ SPEC_RULES: list[dict[str, str]] = [
                 "both equal to spec.nodes",
      "fieldPath": ".mesh"},
     {"rule": "(has(self.maxNodes) ? self.maxNodes : self.nodes) <= 1 || "
-             "(has(self.checkpoint) && has(self.checkpoint.claimName))",
-     "message": "checkpoint.claimName is required when the job can have more than one pod: "
-                "set it to a ReadWriteMany PersistentVolumeClaim, or run one pod",
+             "(has(self.trainer) && has(self.trainer.command)) || "
+             "(has(self.checkpoint) && (has(self.checkpoint.claimName) || has(self.checkpoint.uri) || "
+             "(has(self.checkpoint.storage) && self.checkpoint.storage == 'none')))",
+     "message": "checkpoint.uri or checkpoint.claimName is required when the built-in trainer can "
+                "have more than one pod: set uri: s3://<bucket>/<prefix>, or claimName: a "
+                "ReadWriteMany PersistentVolumeClaim, or storage: none, or run one pod",
      "fieldPath": ".checkpoint"},
 ]
 
@@ -44,6 +47,16 @@ TRAINER_RULES = [
     {"rule": "!has(self.args) || has(self.command)",
      "message": "trainer.args is only used with trainer.command: move the arguments or "
                 "set command"},
+]
+
+CHECKPOINT_RULES = [
+    {"rule": "!has(self.uri) || !has(self.claimName)",
+     "message": "set one of checkpoint.uri (object storage) or checkpoint.claimName (a volume), not both"},
+    {"rule": "has(self.uri) || (!has(self.secretRef) && !has(self.endpoint))",
+     "message": "checkpoint.secretRef and checkpoint.endpoint only apply to an object store: set "
+                "checkpoint.uri or remove them"},
+    {"rule": "!has(self.storage) || self.storage != 'none' || (!has(self.uri) && !has(self.claimName))",
+     "message": "checkpoint.storage none keeps no checkpoints: remove uri and claimName, or storage: none"},
 ]
 
 NPROC_RULE = {
@@ -150,6 +163,7 @@ def spec_schema() -> dict[str, Any]:
     spec["x-kubernetes-validations"] = SPEC_RULES + immutability_rules()
     props = spec["properties"]
     props["trainer"]["x-kubernetes-validations"] = TRAINER_RULES
+    props["checkpoint"]["x-kubernetes-validations"] = CHECKPOINT_RULES
     props["nprocPerNode"]["x-kubernetes-validations"] = [NPROC_RULE]
     return spec
 

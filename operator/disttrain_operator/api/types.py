@@ -37,6 +37,7 @@ Dataset = Literal["text", "synthetic-regression", "synthetic-classification"]
 CleanPodPolicy = Literal["All", "Running", "None"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 RendezvousBackend = Literal["c10d"]
+CheckpointStorageMode = Literal["auto", "none"]
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 
 # A Kubernetes quantity or count: 4, "500m", "16Gi".
@@ -183,6 +184,19 @@ class FailurePolicy:
         minimum=0, maximum=86400)
 
 
+# An S3 URL: a bucket name as S3 allows (3-63 of a-z 0-9 . -), then an optional prefix.
+S3_URI = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$"
+
+
+@dataclass(kw_only=True, slots=True)
+class SecretRef:
+    """A Secret in the job's namespace."""
+
+    name: str | None = spec_field(
+        "name: the Secret's name.", required=True, max_length=253, pattern=DNS1123_SUBDOMAIN,
+        pattern_hint="a Secret name (lowercase letters, digits, '-', '.')")
+
+
 @dataclass(kw_only=True, slots=True)
 class Checkpoint:
     """checkpoint: sharded torch.distributed.checkpoint saves; the trainer resumes from
@@ -203,10 +217,36 @@ class Checkpoint:
         "a copy of the state).", default=False, json_name="async")
     claim_name: str | None = spec_field(
         "claimName: a PersistentVolumeClaim (ReadWriteMany for several nodes) mounted at "
-        "path. Required when the job can have more than one pod (maxNodes > 1): only a "
-        "shared volume can be resumed from. A single-pod job without it keeps checkpoints "
-        "in the pod's emptyDir, lost when the pod is recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
+        "path. A job that can have more than one pod (maxNodes > 1) and runs the built-in "
+        "trainer needs it or uri: only storage every worker reaches can be resumed from. A "
+        "single-pod job with neither keeps checkpoints in the pod's emptyDir, lost when the "
+        "pod is recreated.", max_length=253, pattern=DNS1123_SUBDOMAIN,
         pattern_hint="a PersistentVolumeClaim name (lowercase letters, digits, '-')")
+    uri: str | None = spec_field(
+        "uri: an object-store prefix to write checkpoints under instead of a volume: "
+        "s3://<bucket>/<prefix> (AWS S3, or an S3-compatible store named by endpoint). "
+        "Every worker writes its shards there directly, so a job on several nodes needs no "
+        "ReadWriteMany volume. The bucket must exist; give each job a prefix of its own. "
+        "Instead of claimName.", max_length=1024, pattern=S3_URI,
+        pattern_hint="s3://<bucket>/<prefix>, the bucket 3-63 lowercase letters, digits, '.' or '-' (the "
+                     "trainer image speaks S3 only: for Google Cloud Storage use its S3 API, endpoint "
+                     "https://storage.googleapis.com)")
+    secret_ref: SecretRef | None = spec_field(
+        "secretRef: the Secret in the job's namespace with the store's credentials under the "
+        "keys AWS SDKs read: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally "
+        "AWS_SESSION_TOKEN. They reach the trainer as environment variables of those names "
+        "(the operator never reads the Secret) and never appear in status, events or logs. "
+        "Unset: whatever identity the node gives the pod. Only with uri.")
+    endpoint: str | None = spec_field(
+        "endpoint: the URL of an S3-compatible store (MinIO, Ceph RGW, GCS's XML API, ...), "
+        "set in the trainer as AWS_ENDPOINT_URL_S3 and reached with path-style requests; "
+        "unset = AWS S3. Only with uri.", max_length=1024, pattern=r"^https?://[^/\s?#]+(/[^\s?#]*)?$",
+        pattern_hint="http(s)://<host>[:<port>]")
+    storage: CheckpointStorageMode | None = spec_field(
+        "storage: auto (checkpoints go to uri, else claimName, else the pod's own emptyDir) or "
+        "none: the job keeps no checkpoints (no volume, no DISTTRAIN_CHECKPOINT_DIR; the "
+        "built-in trainer then restarts from step 0 after any failure). Say none for a job "
+        "of your own command that checkpoints elsewhere or not at all.", default="auto")
     evict_grace_seconds: int | None = spec_field(
         "evictGraceSeconds: before the operator stops a running job on purpose (suspend), it "
         "asks the trainer for a checkpoint of the current step (POST /checkpoint, "

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..api.names import service_name, worker_name
+from ..api import types as t
+from ..api.names import CREDENTIAL_ENV, ENDPOINT_ENV, OPTIONAL_CREDENTIAL_ENV, service_name, worker_name
 from .context import SHUTDOWN_TIMEOUT_SECONDS, TERMINATION_LOG, RenderContext
 
 
@@ -57,11 +58,16 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
         evaluation = {"DISTTRAIN_EVAL_FRACTION": (b.eval_fraction, 0.1), "DISTTRAIN_EVAL_FOLD": (b.eval_fold, 0),
                       "DISTTRAIN_EVAL_INTERVAL_STEPS": (b.eval_interval_steps, 0)}
         values |= {name: value for name, (value, default) in evaluation.items() if value != default}
+    if ckpt.storage != "none":
+        values |= {
+            # An object-store URL or the volume's mount: the trainer (storage.open_storage)
+            # and a user's script read the one variable either way.
+            "DISTTRAIN_CHECKPOINT_DIR": ckpt.uri or ckpt.path,
+            "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS": ckpt.interval_steps,
+            "DISTTRAIN_CHECKPOINT_KEEP": ckpt.keep,
+            "DISTTRAIN_CHECKPOINT_ASYNC": "true" if ckpt.async_ else "false",
+        }
     values |= {
-        "DISTTRAIN_CHECKPOINT_DIR": ckpt.path,
-        "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS": ckpt.interval_steps,
-        "DISTTRAIN_CHECKPOINT_KEEP": ckpt.keep,
-        "DISTTRAIN_CHECKPOINT_ASYNC": "true" if ckpt.async_ else "false",
         "DISTTRAIN_METRICS_PORT": spec.metrics.port,
         "DISTTRAIN_TERMINATION_LOG": TERMINATION_LOG,  # the container's terminationMessagePath
     }
@@ -71,10 +77,27 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
     # which the operator reads from the pod it watches; nothing that cannot read the pod
     # can guess it, and whoever can read the pod can delete it anyway.
     token = {"name": CONTROL_TOKEN_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
-    return [*_pairs(values), pod_name, token]
+    return [*_pairs(values), pod_name, token, *object_store_env(ckpt)]
 
 
 CONTROL_TOKEN_ENV = "DISTTRAIN_CONTROL_TOKEN"
+
+
+def object_store_env(ckpt: t.Checkpoint) -> list[dict]:
+    """The object store's credentials, by reference to the job's Secret (the operator never
+    reads them, and they appear in no status, event or log), and its endpoint."""
+    if ckpt.uri is None:
+        return []
+    out = []
+    if ckpt.secret_ref is not None:
+        for key in CREDENTIAL_ENV:
+            ref = {"name": ckpt.secret_ref.name, "key": key}
+            if key in OPTIONAL_CREDENTIAL_ENV:
+                ref["optional"] = True
+            out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
+    if ckpt.endpoint is not None:
+        out.append({"name": ENDPOINT_ENV, "value": ckpt.endpoint})
+    return out
 
 
 def user_env(ctx: RenderContext) -> list[dict]:

@@ -64,19 +64,21 @@ def resources(pod: dict, ctx: RenderContext) -> dict:
 
 def volumes(pod: dict, ctx: RenderContext) -> dict:
     ckpt = ctx.spec.checkpoint
-    checkpoint_source = ({"persistentVolumeClaim": {"claimName": ckpt.claim_name}}
-                         if ckpt.claim_name else {"emptyDir": {}})
     pod["spec"]["volumes"] = [
-        {"name": "checkpoints", **checkpoint_source},
         # NCCL and DataLoader workers share tensors through /dev/shm; the default 64Mi kills them.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         {"name": "tmp", "emptyDir": {}},
     ]
     pod["spec"]["containers"][0]["volumeMounts"] = [
-        {"name": "checkpoints", "mountPath": ckpt.path},
         {"name": "dshm", "mountPath": SHM_MOUNT},
         {"name": "tmp", "mountPath": TMP_MOUNT},
     ]
+    # An object store is reached over the network, and storage none keeps nothing: no volume.
+    if ckpt.uri is None and ckpt.storage != "none":
+        source = ({"persistentVolumeClaim": {"claimName": ckpt.claim_name}}
+                  if ckpt.claim_name else {"emptyDir": {}})
+        pod["spec"]["volumes"].insert(0, {"name": "checkpoints", **source})
+        pod["spec"]["containers"][0]["volumeMounts"].insert(0, {"name": "checkpoints", "mountPath": ckpt.path})
     return pod
 
 
@@ -194,13 +196,16 @@ _LIVE_FIELDS = frozenset(f.name for f, _ in fields_of(t.DistributedTrainingSpec)
 
 # builtin fields added after the hash was fixed, at the values that render no env.
 _ADDED_DEFAULTS = {"eval_fraction": 0.1, "eval_fold": 0, "eval_interval_steps": 0}
+_ADDED_CHECKPOINT_DEFAULTS = {"uri": None, "secret_ref": None, "endpoint": None, "storage": "auto"}
 
 
 def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     """Changes exactly when running pods no longer match the spec and must be replaced."""
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
     # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
-    spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items() if k != "evict_grace_seconds"}
+    spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items()
+                          if k != "evict_grace_seconds" and (k not in _ADDED_CHECKPOINT_DEFAULTS
+                                                             or v != _ADDED_CHECKPOINT_DEFAULTS[k])}
     if spec.get("scheduling") and spec["scheduling"].get("gang") is None:  # added later: unset changes no hash
         spec["scheduling"] = {k: v for k, v in spec["scheduling"].items() if k != "gang"}
     builtin = spec["trainer"].get("builtin")

@@ -49,6 +49,7 @@ def _root_conftest():
 
 _root = _root_conftest()
 HACK, REPO, Cluster, start_cluster = _root.HACK, _root.REPO, _root.Cluster, _root.start_cluster
+S3Server, tools_bin = _root.S3Server, _root.tools_bin
 
 HERE = Path(__file__).resolve().parent
 CHART = REPO / "charts" / "disttrain"
@@ -83,6 +84,18 @@ def node_cluster(request: pytest.FixtureRequest, images: None) -> Iterator[Clust
     for handle in start_cluster(request, f"e2e-{os.getpid()}", env):
         print(f"\n[e2e] control plane and real node up in {time.monotonic() - start:.0f}s")
         yield handle
+
+
+@pytest.fixture(scope="module")
+def node_s3(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3 server (versitygw) where the real node's pods reach it: on the host's
+    address on their bridge (hack/node.sh writes it to node/net.env). Nothing outside this
+    machine can reach that subnet."""
+    net = dict(line.split("=", 1) for line in
+               (Path(node_cluster.state_dir) / "node" / "net.env").read_text().split())  # type: ignore[arg-type]
+    server = S3Server(tools_bin(), tmp_path_factory.mktemp("node-s3") / "data", host=net["NODE_IP"])
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -17,9 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .conftest import (EXAMPLE, NODE, REPO, example_job, job, phase, shared_checkpoints, step, wait_job,
                        worker_pods)
+
+GUIDE = REPO / "docs" / "guide.md"
 
 pytestmark = [pytest.mark.slow]
 
@@ -87,42 +90,6 @@ def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
     assert phase(done) == "Succeeded", json.dumps(done["status"], indent=1)
     assert done["status"]["progress"]["step"] == steps, done["status"]["progress"]
     return done
-
-
-def test_graceful_delete_of_a_worker_is_a_disruption_not_a_success(node_cluster, chart_operator, ns):
-    steps = 300
-    long_job(node_cluster, ns, "drained", steps)
-    running_workers(node_cluster, ns, "drained", 2)
-    wait_checkpoint(node_cluster, ns, "drained", 10)
-    victim = next(p for p in worker_pods(node_cluster, ns, "drained")
-                  if p["metadata"]["name"] == "drained-worker-1")
-    node_cluster.kubectl("delete", "pod", "-n", ns, "drained-worker-1", "--wait=false")
-
-    def resumed_after_replacement() -> str | None:
-        """Once worker-1 is recreated, the training resumes from a checkpoint: rank 0 (in
-        either pod) logs it. Read while the pods run: cleanPodPolicy may remove them at the end."""
-        pods = [p for p in worker_pods(node_cluster, ns, "drained") if p["metadata"]["name"] == "drained-worker-1"]
-        if not pods or pods[0]["metadata"]["uid"] == victim["metadata"]["uid"]:
-            return None
-        logs = "".join(node_cluster.kubectl("logs", "-n", ns, f"drained-worker-{i}", check=False).stdout
-                       for i in range(2))
-        return logs if "resuming at step" in logs else None
-
-    logs = node_cluster.wait_for(resumed_after_replacement, timeout=300, interval=2,
-                                 what="worker-1 recreated and the training resumed")
-    assert "resuming at step 0 " not in logs, logs[-2000:]
-    # Until the end the job is never Succeeded short of its steps.
-    deadline = time.monotonic() + 360
-    while time.monotonic() < deadline:
-        obj = job(node_cluster, ns, "drained")
-        if phase(obj) == "Succeeded":
-            assert step(obj) == steps, f"Succeeded at step {step(obj)} of {steps} after a graceful delete"
-            break
-        assert phase(obj) != "Failed", json.dumps(obj["status"], indent=1)
-        time.sleep(1)
-    done = finish_exactly(node_cluster, ns, "drained", steps)
-    # A disruption, not a failure: recreated at once, backoffLimit untouched (docs/operations.md).
-    assert done["status"].get("restarts", 0) == 0, done["status"]
 
 
 def test_a_hung_rank_is_detected_restarted_and_the_job_finishes_exactly(node_cluster, chart_operator, ns):
@@ -226,3 +193,83 @@ def test_a_python_function_trains_on_every_worker_through_the_client(node_cluste
     assert sorted(line for line in proc.stdout.splitlines() if "sum" in line) == [
         "0 rank 0 of 2: sum 30", "1 rank 1 of 2: sum 30"]
     assert phase(job(node_cluster, ns, name)) == "Succeeded"
+
+
+def guide_file(name: str) -> dict:
+    """The YAML docs/guide.md shows under `<!-- file: NAME -->`, as a reader would save it."""
+    found = re.search(rf"<!-- file: {re.escape(name)} -->\n```yaml\n(.*?)^```", GUIDE.read_text(), re.S | re.M)
+    assert found, f"docs/guide.md has no {name}"
+    return yaml.safe_load(found.group(1))
+
+
+def test_graceful_delete_of_a_worker_resumes_from_object_storage_and_is_no_success(node_cluster, chart_operator, ns,
+                                                                                    node_s3):
+    """docs/guide.md's Secret and checkpoint settings, pointed at a real S3 server on the
+    node's bridge. The job first waits for its missing Secret and says which; then trains
+    with no volume at all. A graceful delete of a worker is a disruption: the job resumes
+    from the object store, is never Succeeded short of its steps, finishes at exactly its
+    steps, and spends no restart of backoffLimit."""
+    steps, name = 200, "s3-job"
+    bucket = node_s3.new_bucket()
+    secret, guide_job = guide_file("s3-checkpoints.yaml"), guide_file("s3-job.yaml")
+    secret["stringData"] = {"AWS_ACCESS_KEY_ID": node_s3.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": node_s3.SECRET_KEY}
+    uri = f"s3://{bucket}/{name}"
+    body = example_job(trainer={"builtin": {"model": "gpt-nano", "dataset": "text", "steps": steps, "batchSize": 8,
+                                            "learningRate": 0.001}},
+                       env=[{"name": "OMP_NUM_THREADS", "value": "1"}])
+    body["metadata"] = {"name": name}
+    body["spec"]["checkpoint"] = {**guide_job["spec"]["checkpoint"], "uri": uri, "endpoint": node_s3.endpoint,
+                                  "intervalSteps": 10, "keep": 2}
+    node_cluster.apply(body, namespace=ns)
+
+    # Before its Secret exists no worker can start, and the job says which Secret is missing.
+    waiting = wait_job(node_cluster, ns, name, "the missing Secret named on the Running condition", lambda o: any(
+        c["type"] == "Running" and c.get("reason") == "ContainerConfigError" and "s3-checkpoints" in c.get("message", "")
+        for c in o.get("status", {}).get("conditions", [])), timeout=300)
+    assert phase(waiting) == "Pending", waiting["status"]
+    pod = worker_pods(node_cluster, ns, name)[0]
+    assert not [v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints"], pod["spec"]["volumes"]
+    node_cluster.apply(secret, namespace=ns)  # the kubelet retries: nothing else to do
+
+    running_workers(node_cluster, ns, name, 2)
+    saved = wait_checkpoint(node_cluster, ns, name, 10)
+    assert saved["status"]["checkpoint"]["path"].startswith(f"{uri}/step-"), saved["status"]["checkpoint"]
+    victim = next(p for p in worker_pods(node_cluster, ns, name) if p["metadata"]["name"] == f"{name}-worker-1")
+    node_cluster.kubectl("delete", "pod", "-n", ns, f"{name}-worker-1", "--wait=false")
+
+    def resumed_from_the_store() -> str | None:
+        """Once worker-1 is recreated, every rank loads the newest checkpoint from the bucket.
+        Read while the pods run: cleanPodPolicy may remove them at the end."""
+        pods = [p for p in worker_pods(node_cluster, ns, name) if p["metadata"]["name"] == f"{name}-worker-1"]
+        if not pods or pods[0]["metadata"]["uid"] == victim["metadata"]["uid"]:
+            return None
+        logs = "".join(node_cluster.kubectl("logs", "-n", ns, f"{name}-worker-{i}", check=False).stdout
+                       for i in range(2))
+        return logs if f"resumed from {uri}/step-" in logs else None
+
+    logs = node_cluster.wait_for(resumed_from_the_store, timeout=300, interval=2,
+                                 what="worker-1 recreated and the training resumed from the object store")
+    assert "resuming at step 0 " not in logs, logs[-2000:]
+    # Until the end the job is never Succeeded short of its steps.
+    deadline = time.monotonic() + 360
+    while time.monotonic() < deadline:
+        obj = job(node_cluster, ns, name)
+        if phase(obj) == "Succeeded":
+            assert step(obj) == steps, f"Succeeded at step {step(obj)} of {steps} after a graceful delete"
+            break
+        assert phase(obj) != "Failed", json.dumps(obj["status"], indent=1)
+        time.sleep(1)
+    done = finish_exactly(node_cluster, ns, name, steps)
+    # A disruption, not a failure: recreated at once, backoffLimit untouched (docs/operations.md).
+    assert done["status"].get("restarts", 0) == 0, done["status"]
+    newest = done["status"]["checkpoint"]
+    assert newest["step"] == steps and newest["path"].startswith(f"{uri}/step-{steps:08d}-"), newest
+    # What the store holds: one committed marker per kept step (keep 2), each naming its folder.
+    store = node_s3.filesystem()
+    markers = sorted(p.rsplit("/", 1)[-1] for p in store.ls(f"{bucket}/{name}", detail=False) if p.endswith(".commit"))
+    assert markers == [f"step-{steps - 10:08d}.commit", f"step-{steps:08d}.commit"], markers
+    env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
+    shown = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "status", name, "-n", ns],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert f" at {newest['path']}" in shown.stdout, shown.stdout
+    assert node_s3.SECRET_KEY not in json.dumps(done) + shown.stdout, "the secret is never shown"

@@ -387,7 +387,9 @@ def _with_report(plan: Plan, report: TrainerReport | None, job: JobState) -> Non
     if st.phase not in ("Running", "Restarting") or report.outcome is not None:
         return
     spec, resolved = job.validation.job.spec, job.validation.resolved
-    stale, message, _age = checkpoint_staleness(st.checkpoint, spec.checkpoint.interval_steps, st.start_time, plan.now,
+    # storage none: the trainer keeps no checkpoints, so none can be late.
+    interval = spec.checkpoint.interval_steps if spec.checkpoint.storage != "none" else 0
+    stale, message, _age = checkpoint_staleness(st.checkpoint, interval, st.start_time, plan.now,
                                                 seconds_per_step(report, global_batch(spec, resolved)))
     if not stale and c.get_condition(st.conditions, c.CHECKPOINT_STALE) is None:
         return

@@ -74,7 +74,7 @@ def checkpoint_staleness(checkpoint: CheckpointStatus | None, interval_steps: in
         since = parse_time(start_time)
         age = (now - since).total_seconds() if since else None
     if interval_steps <= 0:
-        return False, "periodic checkpoints are off (intervalSteps 0)", age
+        return False, "periodic checkpoints are off (intervalSteps 0, or storage none)", age
     if not step_seconds or age is None:
         return False, "waiting for the trainer's throughput", age
     allowed = STALE_INTERVALS * interval_steps * step_seconds + STALE_GRACE_SECONDS

@@ -45,6 +45,14 @@ def test_no_checkpoint_since_the_start_is_stale_and_a_fresh_one_clears_it():
     assert after["message"].startswith("checkpoint of step 510, 1s old")
 
 
+def test_a_job_that_keeps_no_checkpoints_is_never_called_stale():
+    spec = {"nodes": 2, "checkpoint": {"storage": "none"}}
+    st = state({"phase": "Running", "startTime": iso(at(-7200)), "restarts": 0}, **spec)
+    plan = decide(st, [pod(0, **spec), pod(1, **spec)], NOW, POLICY,
+                  report=TrainerReport(step=5000, step_seconds=0.5))
+    assert cond(plan, c.CHECKPOINT_STALE) is None
+
+
 def test_checkpoint_stale_uses_the_trainers_measured_step_time():
     st = state({"phase": "Running", "startTime": iso(NOW - timedelta(hours=2))}, nodes=1,
                checkpoint={"intervalSteps": 10})

@@ -57,7 +57,7 @@ def test_throughput_stands_in_for_the_step_time():
 
 
 def test_staleness_is_off_with_interval_0_and_waits_for_a_throughput():
-    assert staleness(10_000, interval=0) == (False, "periodic checkpoints are off (intervalSteps 0)", 10_000)
+    assert staleness(10_000, interval=0) == (False, "periodic checkpoints are off (intervalSteps 0, or storage none)", 10_000)
     assert staleness(10_000, interval=1)[0]  # an interval of 1 step is checked like any other
     assert staleness(10_000, step_seconds=None) == (False, "waiting for the trainer's throughput", 10_000)
 

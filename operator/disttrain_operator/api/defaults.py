@@ -311,7 +311,7 @@ def checkpoint_warnings(spec: t.DistributedTrainingSpec, max_nodes: int) -> list
             "and no other pod sees it; set checkpoint.uri or claimName, or storage: none to say "
             "the job keeps no checkpoints"))
     builtin = spec.trainer.builtin
-    if builtin is not None and ckpt.interval_steps > builtin.steps:
+    if builtin is not None and ckpt.storage != "none" and ckpt.interval_steps > builtin.steps:
         out.append(GuardrailWarning(
             reasons.CHECKPOINT_INTERVAL_BEYOND_STEPS, "spec.checkpoint.intervalSteps",
             f"intervalSteps {ckpt.interval_steps} is more than steps {builtin.steps}: no "

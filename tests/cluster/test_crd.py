@@ -51,8 +51,15 @@ def test_every_example_is_stored(crd, namespace):
     ({"nprocPerNode": "many"}, "nprocPerNode must be an integer from 1 to 128 or the string auto"),
     ({"nprocPerNode": 0}, "nprocPerNode must be an integer from 1 to 128 or the string auto"),
     ({"nprocPerNode": 100000000000}, "nprocPerNode must be an integer from 1 to 128 or the string auto"),
-    ({"nodes": 2}, "checkpoint.claimName is required when the job can have more than one pod"),
-    ({"nodes": 1, "maxNodes": 2, "checkpoint": {"path": "/c"}}, "checkpoint.claimName is required"),
+    ({"nodes": 2}, "checkpoint.uri or checkpoint.claimName is required when the built-in trainer can have more "
+                   "than one pod"),
+    ({"nodes": 1, "maxNodes": 2, "checkpoint": {"path": "/c"}}, "checkpoint.uri or checkpoint.claimName is required"),
+    ({"checkpoint": {"uri": "s3://team-ckpt/run", "claimName": "c"}},
+     "set one of checkpoint.uri (object storage) or checkpoint.claimName (a volume), not both"),
+    ({"checkpoint": {"secretRef": {"name": "s3"}}}, "checkpoint.secretRef and checkpoint.endpoint only apply to an "
+                                                     "object store"),
+    ({"checkpoint": {"storage": "none", "claimName": "c"}}, "checkpoint.storage none keeps no checkpoints"),
+    ({"checkpoint": {"uri": "gs://team-ckpt/run"}}, "spec.checkpoint.uri in body should match"),
     ({"strategy": "ddpp"}, 'spec.strategy: Unsupported value: "ddpp"'),
     ({"gpusPerNode": -1}, "spec.gpusPerNode: Invalid value: -1: spec.gpusPerNode in body should be greater than or equal to 0"),
     ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "Duplicate value"),

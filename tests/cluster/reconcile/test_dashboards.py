@@ -230,8 +230,10 @@ def test_every_panel_and_alert_returns_series_from_live_data(cluster, namespace,
             wait_phase(cluster, namespace, "flaky", "Running")
             annotate_exit(cluster, namespace, "flaky-worker-0", 1)
             wait_phase(cluster, namespace, "flaky", "Failed")
-            needed = ["disttrain_checkpoint_last_step > 0", "disttrain_operator_checkpoint_age_seconds",
-                      "disttrain_operator_job_failures_total"]
+            # The first loss comes at the first log step (10), after the first checkpoint (5):
+            # wait for both, a loaded machine may be between them.
+            needed = ["disttrain_checkpoint_last_step > 0", "disttrain_train_loss > 0",
+                      "disttrain_operator_checkpoint_age_seconds", "disttrain_operator_job_failures_total"]
             try:
                 cluster.wait_for(lambda: kubelet_readiness(cluster, namespace, "live-worker-0")
                                  and all(scraped(q) for q in needed), timeout=180, interval=1,

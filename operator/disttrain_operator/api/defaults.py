@@ -266,13 +266,12 @@ def checkpoint_errors(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[F
                 f"spec.checkpoint.{field}", shown, "only applies to an object store, and uri is not set",
                 "with spec.checkpoint.uri: s3://<bucket>/<prefix>",
                 f"set spec.checkpoint.uri, or remove spec.checkpoint.{field}"))
-    if ckpt.storage == "none" and (ckpt.uri is not None or ckpt.claim_name is not None):
+    place = "uri" if ckpt.uri is not None else "claimName" if ckpt.claim_name is not None else None
+    if ckpt.storage == "none" and place is not None:
         errors.append(FieldError(
-            "spec.checkpoint.storage", "none", "says the job keeps no checkpoints, but "
-            f"{'uri' if ckpt.uri is not None else 'claimName'} names where to keep them",
-            "none without uri and claimName, or auto",
-            "remove storage: none to checkpoint there, or remove "
-            f"spec.checkpoint.{'uri' if ckpt.uri is not None else 'claimName'}"))
+            "spec.checkpoint.storage", "none", f"says the job keeps no checkpoints, but {place} names where "
+            "to keep them", "none without uri and claimName, or auto",
+            f"remove storage: none to checkpoint there, or remove spec.checkpoint.{place}"))
     ours = ({*CREDENTIAL_ENV} if ckpt.secret_ref is not None else set()) | (
         {ENDPOINT_ENV} if ckpt.endpoint is not None else set())
     for i, var in enumerate(spec.env or []):

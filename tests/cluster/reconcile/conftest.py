@@ -388,17 +388,17 @@ def pods_of(cluster, namespace: str, job: str) -> list[dict]:
     return sorted(json.loads(out)["items"], key=lambda p: p["metadata"]["name"])
 
 
-def wait_phase(cluster, namespace: str, name: str, phase: str, timeout: float = 60) -> dict:
-    def current():
-        job = cluster.try_get("dt", name, namespace) or {}
-        return job if (job.get("status") or {}).get("phase") == phase else None
-
-    return cluster.wait_for(current, timeout=timeout, interval=0.3, what=f"{name} phase {phase}")
+def wait_phase(cluster, namespace: str, name: str, phase: str, timeout: float = 60,
+               log: Path | None = None) -> dict:
+    return wait_job(cluster, namespace, name, lambda job: (job.get("status") or {}).get("phase") == phase,
+                    what=f"phase {phase}", timeout=timeout, log=log)
 
 
-def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, timeout: float = 60) -> dict:
+def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, timeout: float = 60,
+             log: Path | None = None) -> dict:
     """The job once `test(job)` holds. On a timeout the failure shows the job's status and
-    its pods (phase, readiness, IP): enough to tell a slow operator from a stuck pod."""
+    its pods (phase, readiness, IP), and the end of `log` where the test started its own
+    operator process: enough to tell a slow operator from a stuck pod or a stuck operator."""
     def current():
         job = cluster.try_get("dt", name, namespace) or {}
         return job if test(job) else None
@@ -408,7 +408,8 @@ def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, timeou
         pods = [{"name": p["metadata"]["name"], "phase": p.get("status", {}).get("phase"),
                  "ready": condition(p, "Ready"), "podIP": p.get("status", {}).get("podIP")}
                 for p in pods_of(cluster, namespace, name)]
-        return dump({"status": job.get("status"), "pods": pods})
+        tail = f"\noperator log (end):\n{log.read_text(errors='replace')[-4000:]}" if log else ""
+        return dump({"status": job.get("status"), "pods": pods}) + tail
 
     return cluster.wait_for(current, timeout=timeout, interval=0.3, what=f"{name}: {what}", describe=seen)
 

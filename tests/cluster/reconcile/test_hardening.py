@@ -86,8 +86,8 @@ def test_operator_survives_an_object_too_deep_to_decode_stored_under_an_older_cr
         try:
             # A ceiling, not a speed: a freshly started operator process on a loaded machine
             # (a cold `make test`, three groups beside the real node's training) took over 60 s.
-            job = wait_phase(cluster, namespace, "deep", "Failed", timeout=180)
-            wait_phase(cluster, namespace, "fine", "Running", timeout=180)
+            job = wait_phase(cluster, namespace, "deep", "Failed", timeout=180, log=log)
+            wait_phase(cluster, namespace, "fine", "Running", timeout=180, log=log)
             assert process.poll() is None, log.read_text()[-3000:]
         finally:
             kill(process, signal.SIGTERM)

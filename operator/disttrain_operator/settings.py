@@ -163,6 +163,10 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.watching.label_selectors["v1", "pods"] = JOB_LABEL
     # kopf's own retries of a broken watch follow the operator's one back-off schedule.
     settings.networking.error_backoffs = [exponential(1.0, 60.0, attempt) for attempt in range(1, 10)]
+    # Except where the API server says when: a watch refused with 429 "storage is
+    # (re)initializing" (its watch cache rebuilt after a CRD update, as `helm upgrade` does)
+    # is tried again after its Retry-After (1 s), not after a back-off grown to a minute.
+    settings.networking.enforce_retry_after = True
     # kopf logs "Handler ... succeeded" for every pod and job event at INFO: at 500 jobs that
     # is most of the log and a good share of the CPU. Our own lines say what was done.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)

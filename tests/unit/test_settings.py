@@ -20,6 +20,19 @@ def test_bad_settings_stop_with_the_variable_named(env, says):
         Settings.from_env(env)
 
 
+def test_kopf_watches_follow_the_operator_back_off_and_the_api_server_retry_after():
+    import kopf
+    from disttrain_operator.settings import configure_kopf
+
+    settings = kopf.OperatorSettings()
+    configure_kopf(settings, Settings())
+    assert list(settings.networking.error_backoffs) == [1, 2, 4, 8, 16, 32, 60, 60, 60]
+    # A 429 with Retry-After (the watch cache rebuilt after a CRD update) is tried again
+    # when the API server says, not after a back-off already grown to a minute.
+    assert settings.networking.enforce_retry_after is True
+    assert settings.persistence.finalizer and settings.watching.server_timeout == 300
+
+
 # ---- the settings table of docs/operations.md against the code and the installs ----------
 
 def documented_settings() -> dict[str, dict[str, str]]:

@@ -15,6 +15,7 @@ import yaml
 
 from disttrain_operator.__main__ import RECURSION_LIMIT
 from disttrain_operator.api import schema
+from disttrain_operator.api.types import GROUP, VERSION
 
 from .conftest import (MANIFESTS, NAMESPACED_SA, OPERATOR_NS, OPERATOR_SA, REPO, condition, job_manifest, kill,
                        pods_of, running_operator, start_operator_process, wait_phase)
@@ -63,6 +64,12 @@ def deep_job(name: str, depth: int) -> str:
     return head.replace('"HOLE"', '{"a": ' * depth + "1" + "}" * depth)
 
 
+def watch_served(cluster, namespace: str) -> bool:
+    """A one-second watch of the namespace's jobs is answered (not 429)."""
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/distributedtrainings"
+    return cluster.kubectl("get", "--raw", f"{path}?watch=1&timeoutSeconds=1", check=False).returncode == 0
+
+
 @pytest.fixture
 def deep_json_readable():
     """This test reads the deep object back too (kubectl -o json); the operator process
@@ -81,6 +88,12 @@ def test_operator_survives_an_object_too_deep_to_decode_stored_under_an_older_cr
                                                  input=deep_job("deep", 1100), check=False).returncode == 0,
                          timeout=30, what="the deep object stored under the loose CRD")
         cluster.apply(job_manifest("fine", nodes=1), namespace=namespace)
+        # The CRD change makes the API server rebuild its watch cache of the kind, and a watch
+        # meanwhile is refused (429 "storage is (re)initializing"); on a loaded machine that
+        # took minutes. The operator retries as the server says; this test is about what it
+        # does with the deep object, so it starts once watches are served again.
+        cluster.wait_for(lambda: watch_served(cluster, namespace), timeout=300, interval=1,
+                         what="the API server's watch cache of the kind rebuilt after the CRD change")
         log = tmp_path / "operator.log"
         process = start_operator_process(namespace, operator_kubeconfig, log)  # the real entry point
         try:

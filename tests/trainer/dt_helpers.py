@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -175,6 +176,17 @@ class Agent:
 
     def output(self) -> str:
         return self.log.read_text()
+
+
+RANK0_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[rank0\] ")
+
+
+def rank0_story(logs: list[Path]) -> str:
+    """Rank 0's lines from every agent's log, in time order. torchrun hands out ranks afresh
+    at each rendezvous, so after a node is lost or rejoins, rank 0 (the only rank that logs
+    progress) may live on any node: no one node's log tells the whole run."""
+    lines = [line for log in logs for line in log.read_text().splitlines(keepends=True) if RANK0_LINE.match(line)]
+    return "".join(sorted(lines, key=lambda line: line[:23]))  # stable: same-millisecond lines keep their order
 
 
 # One /proc walk for the CLI and the tests.

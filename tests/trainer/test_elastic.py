@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dt_helpers import Agent, free_port, pod_env, wait_for_step
+from dt_helpers import Agent, free_port, pod_env, rank0_story, wait_for_step
 from disttrain_trainer.checkpoint import complete_checkpoints
 
 pytestmark = [pytest.mark.dist, pytest.mark.slow]
@@ -126,7 +126,7 @@ def test_losing_a_worker_node_the_job_goes_on_and_the_recreated_pod_rejoins(tmp_
         rcs = [a.wait(timeout=300) for a in agents]
     finally:
         _kill_leftovers(agents)
-    out = _successful_output(agents, rcs)
+    out = _successful_output(tmp_path, agents, rcs)
     incarnations = out.split("resuming at step ")[1:]
     assert len(incarnations) == 2, out[-5000:]  # after the loss, after the rejoin
     first = int(incarnations[0].split()[0])
@@ -144,11 +144,10 @@ def _kill_leftovers(agents: list[Agent]) -> None:
             a.kill_node()
 
 
-def _successful_output(agents: list[Agent], rcs: list[int]) -> str:
-    """Node 0's log, once every agent exited 0."""
-    out = agents[0].output()
-    assert rcs == [0, 0], out[-5000:]
-    return out
+def _successful_output(tmp_path: Path, agents: list[Agent], rcs: list[int]) -> str:
+    """Rank 0's story across every node that ever ran (agent*.log), once every agent exited 0."""
+    assert rcs == [0, 0], "\n".join(a.output()[-3000:] for a in agents)
+    return rank0_story(sorted(tmp_path.glob("agent*.log")))
 
 
 def _wait_for(pred, port: int, agents: list[Agent], timeout: float = 240) -> dict:  # type: ignore[no-untyped-def]
@@ -182,7 +181,7 @@ def test_losing_the_rendezvous_host_recreating_the_pods_resumes(tmp_path: Path) 
         rcs = [a.wait(timeout=300) for a in agents]
     finally:
         _kill_leftovers(agents)
-    out = _successful_output(agents, rcs)
+    out = _successful_output(tmp_path, agents, rcs)
     resumed, logged = logged_steps_after_resume(out)
     assert resumed is not None and resumed >= before["step"] - interval
     assert logged[0] > resumed and logged[-1] == steps

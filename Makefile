@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi mutation planted-bugs dashboard-previews
+.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi contracts mutation planted-bugs dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -54,6 +54,9 @@ test-cluster: venv tools  ## operator and CRD against the real control plane + K
 
 e2e: venv tools images  ## the real node: our images, helm/kustomize installs, training scenarios (root)
 	$(RUN) python -m pytest $(PYTEST_ARGS) tests/e2e
+
+contracts: venv  ## regenerate tests/contracts.yaml, the inventory of documented contracts and the tests that use each
+	$(RUN) python -m tests.unit.contracts
 
 mutation: venv  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
 	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)

@@ -1,0 +1,319 @@
+"""The contract inventory (tests/contracts.yaml): every documented promise a user relies on,
+each with the tests that exercise it.
+
+The rows come from the sources of truth, never from the tests: the API types (spec and
+status fields), the CLI's parser (every flag of every command), docs/cli.md's exit-code
+table, the Python client's public methods, the operator's and the trainer's real metric
+registries, the trainer's `/status` document, and the chart's values.yaml. A row names the
+tests whose source (body and decorators) names the contract the way a test would use it:
+a field by its JSON or Python name (with its parent's name where the leaf name is shared,
+such as `port`), a flag together with its command, an exit code compared with a return
+code, a client method called on a client, a metric or `/status` key by name, a chart value
+by its leaf (with its parent where shared). That is a claim the test can keep only by using
+the contract: `test_contracts.py` re-checks it on every run, so a row cannot outlive its
+tests, and a contract added without any test fails there.
+
+Regenerate after adding a contract or a test: `make contracts` (it writes the file; the
+diff is the review)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "tests" / "contracts.yaml"
+TESTS_PER_ROW = 3  # the most telling few: a row is a pointer for a reader, not a census
+
+KINDS = ("field", "status", "flag", "exit-code", "client-method", "metric", "status-report", "chart-value")
+
+
+@dataclass(frozen=True)
+class Contract:
+    kind: str
+    id: str                 # unique within its kind: "spec.checkpoint.keep", "logs --tail", ...
+    patterns: tuple[str, ...]  # every one must match a test's source for the test to exercise it
+    doc: str                # where a user reads about it (a path under the repository)
+    use: str = ""           # how a test sets or reads it (a key, a keyword): such tests rank first
+
+
+# ---- the sources of truth ------------------------------------------------------------------
+
+
+def _word(*names: str) -> str:
+    alts = "|".join(re.escape(n) for n in dict.fromkeys(names))
+    return rf"(?<![\w-])(?:{alts})(?![\w-])"
+
+
+def _as_key(*names: str) -> str:
+    """A name used as a mapping key, a keyword argument, a YAML key or an attribute."""
+    alts = "|".join(re.escape(n) for n in dict.fromkeys(names))
+    return rf"""(?:["']?(?<![\w-])(?:{alts})["']?\s*[:=](?!=)|\.(?:{alts})\b)"""
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _walk_fields(cls: type, prefix: str) -> Iterator[tuple[str, str]]:
+    """(path, parent name) of every field under a dataclass of the API."""
+    from disttrain_operator.api.meta import fields_of, json_name
+    for f, shape in fields_of(cls):
+        path = f"{prefix}.{json_name(f)}"
+        yield path, prefix.rsplit(".", 1)[-1].removesuffix("[]")
+        inner = shape
+        while inner.kind in ("list", "map") and inner.inner is not None:
+            inner = inner.inner
+        if inner.kind == "object" and inner.cls is not None:
+            yield from _walk_fields(inner.cls, path + ("[]" if shape.kind == "list" else ""))
+
+
+def _leaf_contracts(kind: str, paths: list[tuple[str, str]], doc: str) -> list[Contract]:
+    """A contract per path, matched by its leaf name and, where that leaf names more than
+    one path, by its parent's too."""
+    leaves = [p.rsplit(".", 1)[-1].removesuffix("[]") for p, _ in paths]
+    out = []
+    for (path, parent), leaf in zip(paths, leaves):
+        patterns = [_word(leaf, _snake(leaf))]
+        if leaves.count(leaf) > 1:
+            patterns.append(_word(parent, _snake(parent)))
+        out.append(Contract(kind, path, tuple(patterns), doc, use=_as_key(leaf, _snake(leaf))))
+    return out
+
+
+def api_fields() -> list[Contract]:
+    from disttrain_operator.api import types as t
+    return _leaf_contracts("field", list(_walk_fields(t.DistributedTrainingSpec, "spec")), "docs/api.md")
+
+
+def status_fields() -> list[Contract]:
+    from disttrain_operator.api import types as t
+    return _leaf_contracts("status", list(_walk_fields(t.DistributedTrainingStatus, "status")), "docs/api.md")
+
+
+def cli_flags() -> list[Contract]:
+    """(command, flag) for every option of every subcommand, by its long name; a test uses
+    it when it names the command and the flag (long or short). An option every cluster
+    command shares (the same names and help: --context, --request-timeout, ...) is one row,
+    `* --flag`, used by a test of any command."""
+    from disttrain_operator import cli
+    seen: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    for action in cli.build_parser()._actions:  # argparse has no public walk of subparsers
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for command, parser in action.choices.items():
+            for option in parser._actions:
+                names = tuple(o for o in option.option_strings if o not in ("-h", "--help"))
+                if names:
+                    seen.setdefault((names, option.help or ""), []).append(command)
+    out = []
+    for (names, _), commands in seen.items():
+        long = max(names, key=len)
+        if len(commands) > 2:
+            out.append(Contract("flag", f"* {long}", (_word(*names),), "docs/cli.md", use=_word(*names)))
+            continue
+        for command in commands:
+            out.append(Contract("flag", f"{command} {long}",
+                                (_word(*names), rf"""["'\s]{re.escape(command)}["'\s]"""), "docs/cli.md",
+                                use=_word(*names)))
+    return sorted(out, key=lambda c: (c.id.startswith("*"), c.id))
+
+
+def exit_codes() -> list[Contract]:
+    """Every row of docs/cli.md's exit-code table: a test compares a return code with it."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    section = text[text.index("## Exit codes and errors"):]
+    codes = re.findall(r"^\| (\d+) \|", section, re.M)
+    return [Contract("exit-code", code, (rf"(?<![\w.]){code}(?![\w.])", r"returncode|\brc\b|exit_code|SystemExit"),
+                     "docs/cli.md", use=rf"(?:returncode|\brc|exit_code|SystemExit\()\s*(?:==\s*)?{code}\b")
+            for code in codes]
+
+
+def client_methods() -> list[Contract]:
+    from disttrain_operator.client import Client
+    names = [n for n, _ in inspect.getmembers(Client, inspect.isfunction) if not n.startswith("_")]
+    return [Contract("client-method", f"Client.{n}", (rf"\.{n}\(", r"\bClient\b|\bclient\b"), "docs/cli.md",
+                     use=rf"\bclient\.{n}\(") for n in names]
+
+
+def metrics() -> list[Contract]:
+    from .exported_metrics import exported_families
+    out = []
+    for name, kind in sorted(exported_families().items()):
+        base = name.removesuffix("_total") if kind == "counter" else name
+        out.append(Contract("metric", name, (rf"\b{re.escape(base)}(?:_total|_count|_sum|_bucket)?\b",), "docs/operations.md"))
+    return out
+
+
+def status_report_fields() -> list[Contract]:
+    """Keys of the trainer's `/status` document (and termination message), read from a real
+    StatusSink."""
+    from disttrain_trainer.metrics import StatusSink
+    sink = StatusSink()
+    sink.eval(1, 1.0)  # evalHistory appears with the first evaluation
+    keys = sorted(sink.doc)
+    return [Contract("status-report", k, (_word(k),), "docs/pod-contract.md", use=_as_key(k)) for k in keys]
+
+
+def chart_values() -> list[Contract]:
+    values = yaml.safe_load((ROOT / "charts" / "disttrain" / "values.yaml").read_text())
+    paths: list[tuple[str, str]] = []
+
+    def walk(node: Any, path: list[str]) -> None:
+        if isinstance(node, dict) and node:
+            for key, child in node.items():
+                walk(child, [*path, key])
+        else:
+            paths.append((".".join(path), path[-2] if len(path) > 1 else "values"))
+    walk(values, [])
+    return _leaf_contracts("chart-value", paths, "charts/disttrain/README.md")
+
+
+def contracts() -> list[Contract]:
+    return [*api_fields(), *status_fields(), *cli_flags(), *exit_codes(), *client_methods(), *metrics(),
+            *status_report_fields(), *chart_values()]
+
+
+# ---- the tests -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TestSource:
+    id: str      # pytest's node id: tests/unit/test_x.py::test_y (or ::Class::test_y)
+    name: str
+    text: str    # decorators and body
+
+
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_GOLDEN = re.compile(r"""\bGolden\(["'](\w+)["']\)""")
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("test"):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    return []
+
+
+@cache
+def test_sources() -> tuple[TestSource, ...]:
+    out = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.name == "test_contracts.py":  # it names contracts to check the inventory, it uses none
+            continue
+        source = path.read_text()
+        lines = source.splitlines(keepends=True)
+        rel = path.relative_to(ROOT).as_posix()
+
+        tree = ast.parse(source)
+
+        def text_of(node: ast.stmt) -> str:
+            start = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno]) - 1
+            return "".join(lines[start:node.end_lineno])
+
+        # Module-level helpers and constants a test names (ALL_ON = ["--set", ...], def _node(...)):
+        # what they use, the test uses. One level deep: a helper's helpers are the helper's.
+        helpers = {name: text_of(node) for node in tree.body for name in _defined_names(node)}
+
+        def add(node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str) -> None:
+            own = text_of(node)
+            used = [helpers[n] for n in sorted({m.group() for m in _IDENT.finditer(own)}) if n in helpers]
+            text = "\n".join([own, *used])
+            # A golden file pins outcomes whole: what it holds, the tests that check it use.
+            pinned = [(ROOT / "tests" / "unit" / "golden" / f"{g}.json").read_text() for g in _GOLDEN.findall(text)]
+            out.append(TestSource(f"{rel}::{prefix}{node.name}", node.name, "\n".join([text, *pinned])))
+
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                add(node, "")
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
+                        add(item, f"{node.name}::")
+    return tuple(out)
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def exercises(contract: Contract, test: TestSource) -> bool:
+    return all(_compiled(p).search(test.text) for p in contract.patterns)
+
+
+def tests_of(contract: Contract) -> list[str]:
+    """The few tests that exercise a contract most directly: those that set or read it
+    (`use`) first, then those that name it in their own name, then the shortest (a focused
+    test before one that touches everything)."""
+    leaf = re.sub(r"\W+", "_", contract.id.rsplit(".", 1)[-1].split()[-1].lstrip("-")).lower()
+    found = [t for t in test_sources() if exercises(contract, t)]
+    use = _compiled(contract.use) if contract.use else None
+    found.sort(key=lambda t: (bool(use) and not use.search(t.text), _snake(leaf) not in t.name, len(t.text)))
+    return [t.id for t in found[:TESTS_PER_ROW]]
+
+
+@cache
+def _doc_text(path: str) -> str:
+    return (ROOT / path).read_text()
+
+
+def doc_of(contract: Contract) -> str | None:
+    """The document a user reads about the contract in: its own (docs/api.md for a field),
+    else the first page of docs/, README.md or the chart's README that names it; None when
+    nothing does. It is found by the flag's or the metric's name, an exit code's table row,
+    a chart value's name or top-level key, and anything else's last part."""
+    if contract.kind == "flag":
+        pattern = contract.patterns[0]
+    elif contract.kind == "exit-code":
+        pattern = rf"^\| {contract.id} \|"
+    elif contract.kind == "metric":
+        pattern = contract.patterns[0]
+    elif contract.kind == "chart-value":  # the chart's README has a row per top-level value
+        leaf, top = contract.id.rsplit(".", 1)[-1], contract.id.split(".", 1)[0]
+        pattern = rf"(?<![\w-])(?:{re.escape(leaf)}|{re.escape(top)})(?![\w-])"
+    else:
+        pattern = rf"(?<![\w-]){re.escape(contract.id.rsplit('.', 1)[-1].removesuffix('[]'))}(?![\w-])"
+    pages = [contract.doc, *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")),
+             "README.md", "charts/disttrain/README.md"]
+    return next((p for p in dict.fromkeys(pages) if re.search(pattern, _doc_text(p), re.M)), None)
+
+
+def inventory() -> dict[str, dict[str, dict[str, Any]]]:
+    """{kind: {id: {"doc": ..., "tests": [...]}}} as tests/contracts.yaml holds it."""
+    out: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
+    for c in contracts():
+        out[c.kind][c.id] = {"doc": doc_of(c), "tests": tests_of(c)}
+    return out
+
+
+HEADER = """\
+# The contract inventory: every documented promise, with the tests that exercise it.
+# Generated by `make contracts` from the sources of truth (tests/unit/contracts.py says
+# which and how a test is matched); tests/unit/test_contracts.py fails when a contract has
+# no row, a row names a test that is gone or no longer uses it, or a contract has no test.
+"""
+
+
+def write() -> dict[str, int]:
+    rows = inventory()
+    INVENTORY.write_text(HEADER + yaml.safe_dump(rows, sort_keys=False, width=120))
+    return {kind: len(r) for kind, r in rows.items()}
+
+
+if __name__ == "__main__":  # python -m tests.unit.contracts, operator/ and trainer/ on PYTHONPATH
+    counts = write()
+    untested = sum(not row["tests"] for rows in yaml.safe_load(INVENTORY.read_text()).values() for row in rows.values())
+    print(f"wrote {INVENTORY.relative_to(ROOT)}: {sum(counts.values())} contracts "
+          f"({', '.join(f'{n} {k}' for k, n in counts.items())}); {untested} without a test")

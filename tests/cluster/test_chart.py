@@ -51,6 +51,13 @@ VALUE_SETS = {
                       "--set", "apiQPS=200", "--set", "apiBurst=400", "--set", "workers=32",
                       "--set", "extraEnv[0].name=DISTTRAIN_LEASE_NAME", "--set", "extraEnv[0].value=dt-leader",
                       "--set", "extraArgs={-v}"],
+    # What a monitoring stack selects on (kube-prometheus-stack's `release` label, Grafana's
+    # sidecar label) and the alert and restart timings tuned.
+    "monitoring-tuned": [*ALL_ON, "--set", "serviceMonitor.labels.release=kps", "--set", "podMonitor.labels.release=kps",
+                         "--set", "prometheusRule.labels.release=kps", "--set", "prometheusRule.stallMinutes=5",
+                         "--set", "prometheusRule.checkpointMaxAgeMinutes=30",
+                         "--set-string", "dashboards.labels.grafana_dashboard=yes",
+                         "--set", "restartBackoffSeconds=5", "--set", "restartBackoffMaxSeconds=120"],
     "cloud-identity": ["--set", "fullnameOverride=ml-operator",
                        "--set", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/dt"],
 }
@@ -146,6 +153,24 @@ def test_platform_values_land_where_kubernetes_reads_them(cluster):
     assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/dt"}
     assert identity[("ClusterRoleBinding", "ml-operator")]["subjects"][0]["name"] == "ml-operator"
     assert identity[("Deployment", "ml-operator")]["spec"]["template"]["spec"]["serviceAccountName"] == "ml-operator"
+
+
+def test_monitoring_and_restart_values_land_where_their_readers_look(cluster):
+    objects = rendered(cluster, *VALUE_SETS["monitoring-tuned"])
+    for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+        monitors = [d for (k, _), d in objects.items() if k == kind]
+        assert len(monitors) == 1 and monitors[0]["metadata"]["labels"]["release"] == "kps", kind
+    rule = next(d for (k, _), d in objects.items() if k == "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    stalled, old = alerts["DistTrainJobStalled"], alerts["DistTrainCheckpointTooOld"]
+    assert "changes(disttrain_train_step[5m])" in stalled["expr"] and "in 5 minutes" in stalled["annotations"]["summary"]
+    assert old["expr"].strip().endswith("> 1800") and "older than 30 minutes" in old["annotations"]["summary"]
+    dashboards = [d for (k, _), d in objects.items() if k == "ConfigMap" and any(n.endswith(".json") for n in d.get("data", {}))]
+    assert dashboards and all(d["metadata"]["labels"]["grafana_dashboard"] == "yes" for d in dashboards)
+    deployment = next(d for (k, _), d in objects.items() if k == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["DISTTRAIN_RESTART_BACKOFF_SECONDS"], env["DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS"]) == ("5", "120")
 
 
 def test_an_existing_account_must_be_named(cluster):

@@ -271,6 +271,22 @@ def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, ope
     client.resume("typed")
     assert client.wait("typed", "Running", timeout=60).phase == "Running"
     assert [o["metadata"]["name"] for o in client.list()] == ["typed"]
+    assert client.status("typed").phase == "Running"
+    assert [(v.name, v.phase) for v in client.jobs()] == [("typed", "Running")]
+    # The operator's Events about the job, and only about it: the suspend and the resume among them.
+    from disttrain_operator.conditions import JOB_RESUMED, JOB_SUSPENDED
+    events = cluster.wait_for(lambda: (found := client.events("typed"))
+                              and {JOB_SUSPENDED, JOB_RESUMED} <= {e["reason"] for e in found} and found,
+                              timeout=60, what="the Suspended and Resumed Events")
+    assert {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events} == {("DistributedTraining", "typed")}
+    # watch_all: the current jobs, SYNCED, then changes; here the label we add.
+    stream = client.watch_all()
+    first = [next(stream) for _ in range(2)]
+    assert [(kind, obj.get("metadata", {}).get("name")) for kind, obj in first] == [("ADDED", "typed"), ("SYNCED", None)]
+    cluster.kubectl("label", "dt", "typed", "-n", namespace, "team=a")
+    change = next((kind, obj) for kind, obj in stream if obj["metadata"].get("labels", {}).get("team") == "a")
+    assert change[0] == "MODIFIED"
+    stream.close()
 
     with pytest.raises(InvalidJob) as refused:
         client.create({"metadata": {"name": "bad"}, "spec": {"nodes": 0}})

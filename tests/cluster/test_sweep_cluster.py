@@ -111,8 +111,11 @@ def test_cluster_sweep_bounds_labels_reads_status_and_cleans_up(cluster, namespa
     env = cluster.env | {"PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
     fake.start()
     try:
-        proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "sweep", str(sweep_file(tmp_path, namespace)),
-                               "--workdir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=240)
+        # -n over the file's namespace, and --storage over the default study database.
+        proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "sweep",
+                               str(sweep_file(tmp_path, "not-this-namespace")), "-n", namespace,
+                               "--storage", f"sqlite:///{tmp_path / 'team-studies.db'}", "--workdir", str(tmp_path)],
+                              env=env, capture_output=True, text=True, timeout=240)
     finally:
         fake.stop.set()
         fake.join(timeout=10)
@@ -127,7 +130,8 @@ def test_cluster_sweep_bounds_labels_reads_status_and_cleans_up(cluster, namespa
         assert labels["disttrain.dev/sweep"] == "cl" and labels["disttrain.dev/trial"] == str(int(name[-3:]))
 
     # each objective is the evalLoss the job reported in its status; every job deleted
-    study = optuna.load_study(study_name="cl", storage=f"sqlite:///{tmp_path / 'cl' / 'study.db'}")
+    assert not (tmp_path / "cl" / "study.db").exists()
+    study = optuna.load_study(study_name="cl", storage=f"sqlite:///{tmp_path / 'team-studies.db'}")
     assert len(study.trials) == TRIALS
     for t in study.trials:
         lr = t.params["spec.trainer.builtin.learningRate"]

@@ -61,6 +61,11 @@ def test_logs_interleave_workers_with_a_prefix_and_follow(node_cluster, chart_op
                          capture_output=True, text=True, env=env, timeout=120)
     assert one.returncode == 0 and 0 < len(one.stdout.splitlines()) <= 5, one.stderr
     assert all(line.startswith("[worker-1] ") for line in one.stdout.splitlines())
+    # The Python client reads the same lines: one worker's, each with its index and the kubelet's time.
+    from disttrain import Client
+    tail = list(Client(ns, kubeconfig=node_cluster.kubeconfig).logs("cpu-ddp", worker=1, tail=5))
+    assert 0 < len(tail) <= 5 and {line.worker for line in tail} == {1}, tail
+    assert all(line.time.endswith("Z") for line in tail) and [line.time for line in tail] == sorted(line.time for line in tail)
     missing = subprocess.run(cli_command("logs", "cpu-ddp", "--worker", "7", "-n", ns), capture_output=True,
                              text=True, env=env, timeout=120)
     assert (missing.returncode, missing.stdout) == (1, "")

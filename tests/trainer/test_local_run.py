@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import signal
 import subprocess
 import sys
@@ -93,10 +94,15 @@ def test_run_local_can_checkpoint_to_an_object_store(tmp_path: Path, s3_bucket: 
     assert newest is not None and newest[0] == 20 and newest[1].startswith(f"{uri}/step-00000020-")
     assert f"checkpoint  step 20 at {newest[1]}" in text, text
     assert not (tmp_path / "locals3" / "checkpoints").exists()  # nothing went to the workdir
-    again = io.StringIO()
-    assert run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=again, checkpoint_uri=uri) == 0
-    assert f"its checkpoint at step 20 of 20 is in {uri}" in again.getvalue(), again.getvalue()
-    assert f"remove the objects under {uri}" in again.getvalue()
+    # The same job again, through the CLI's --checkpoint-uri: it finds the finished run there.
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(job_doc("locals3", 20)))
+    again = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", str(job), "--workdir",
+                            str(tmp_path), "--checkpoint-uri", uri, "--no-progress"], env={**os.environ},
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0 and f"its checkpoint at step 20 of 20 is in {uri}" in said, said
+    assert f"remove the objects under {uri}" in said
 
 
 def _start_cli(tmp_path: Path, name: str, **popen: object) -> subprocess.Popen:

@@ -160,3 +160,49 @@ def test_exported_names_and_status_fields() -> None:
     doc = status.doc
     assert (doc["gradNorm"], doc["mfu"], doc["flopsPerToken"]) == (0.75, None, 6e6)
     assert (doc["checkpointSaveSeconds"], doc["checkpointBlockedSeconds"]) == (2.0, 0.25)
+
+
+def test_status_and_prometheus_report_each_window_by_its_definition() -> None:
+    """One run of 4 steps (windows of 2, global batch 8, 16 tokens a sample, 2 ranks) on a
+    clock the test moves, into the real Prometheus and `/status` sinks. Window 2's steps
+    take 0.25 s each around a 3 s save: the save is left out. Every series and every key of
+    `/status` is its definition, computed from the run's own counts."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from disttrain_trainer.metrics import Metrics
+
+    ticks, registry, status = Ticks(), CollectorRegistry(), StatusSink()
+    prom = PrometheusSink(MetricsConfig(namespace="ns", job="j", pod="p"), restarts=1, registry=registry)
+    metrics = Metrics([prom, status], total_steps=4, world_size=2, samples_per_step=8, tokens_per_sample=16,
+                      clock=ticks)
+    saved = CheckpointInfo(step=4, path="/ck/step-00000004", time=1_790_000_000.0, save_seconds=3.0,
+                           blocked_seconds=0.5)
+    for step, seconds, loss in ((1, 0.5, None), (2, 0.5, 2.0), (3, 0.25, None), (4, 0.25, 1.5)):
+        ticks.now += seconds
+        if step == 3:
+            with metrics.paused():
+                ticks.now += 3.0
+        metrics.record_step(step, loss=loss, grad_norm=0.5 if loss else None)
+        if loss is not None:
+            metrics.record_eval(step, loss + 0.5)
+    metrics.record_checkpoint(saved)
+
+    series = {s.name: s.value for family in text_string_to_metric_families(generate_latest(registry).decode())
+              for s in family.samples if s.labels == {"namespace": "ns", "job": "j", "pod": "p"}}
+    busy, steps_in_window = 0.5, 2  # window 2: two steps of 0.25 s, the save left out
+    assert series["disttrain_train_step"] == 4 and series["disttrain_train_loss"] == 1.5
+    assert series["disttrain_train_step_seconds"] == busy / steps_in_window == 0.25
+    assert series["disttrain_train_samples_per_second"] == steps_in_window * 8 / busy == 32.0
+    assert series["disttrain_train_tokens_per_second"] == 32.0 * 16
+    assert series["disttrain_train_world_size"] == 2 and series["disttrain_train_restarts"] == 1
+    assert series["disttrain_train_eval_loss"] == 2.0
+    assert series["disttrain_checkpoint_last_step"] == 4
+    assert series["disttrain_checkpoint_last_timestamp_seconds"] == saved.time
+    assert (series["disttrain_checkpoint_save_seconds"], series["disttrain_checkpoint_blocked_seconds"]) == (3.0, 0.5)
+
+    doc = status.doc
+    assert (doc["step"], doc["totalSteps"], doc["loss"], doc["worldSize"]) == (4, 4, 1.5, 2)
+    assert (doc["stepSeconds"], doc["samplesPerSecond"], doc["tokensPerSecond"]) == (0.25, 32.0, 512.0)
+    assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (2.0, 4, [[2, 2.5], [4, 2.0]])
+    assert doc["checkpoint"] == {"step": 4, "time": "2026-09-21T14:13:20Z", "path": "/ck/step-00000004"}
+    assert (doc["checkpointSaveSeconds"], doc["checkpointBlockedSeconds"]) == (3.0, 0.5)

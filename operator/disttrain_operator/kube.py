@@ -33,6 +33,7 @@ import kopf
 
 from .api.types import GROUP, PLURAL, VERSION
 from .backoff import exponential
+from .permissions import check as check_use
 
 log = logging.getLogger("disttrain.kube")
 
@@ -164,7 +165,9 @@ class Kube:
                       content_type: str = "application/json", params: dict[str, str] | None = None,
                       ok_missing: bool = False) -> tuple[int, dict[str, Any]]:
         """One call; 429/5xx/connection errors are retried a few times here (honouring
-        Retry-After), then raised as a transient ApiError for the reconcile's back-off."""
+        Retry-After), then raised as a transient ApiError for the reconcile's back-off.
+        A call that permissions.USES does not list is refused before it is sent."""
+        check_use(method, path, params)
         prepaid = self._prepaid.get()
         if method == "POST" and prepaid and prepaid[0] > 0:
             prepaid[0] -= 1  # paid for by creating()
@@ -347,7 +350,6 @@ class Kube:
         return (data, None, True) if isinstance(data, dict) else (None, "POST /checkpoint answered no report", True)
 
 
-# Where each kind of child lives in the API.
 # Where each kind of child lives in the API. A kind that two API groups define (PodGroup)
 # is named kubectl's way, KIND.GROUP (kind_of).
 _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",

@@ -99,6 +99,13 @@ def test_before_its_time_nothing_happens_and_the_job_is_woken_when_it_is_up():
     assert plan.wake_at == at(55)
 
 
+def test_a_node_lost_seconds_of_0_replaces_the_worker_as_soon_as_its_node_is_seen_lost():
+    lost = node("bad", ready="Unknown", since=iso(NOW))
+    plan = decide_on({"good": node("good"), "bad": lost}, [running_on(0, "good"), running_on(1, "bad")],
+                     node_lost_seconds=0)
+    assert plan.delete == [("demo-worker-1", c.NODE_LOST)] and plan.wake_at is None
+
+
 def test_a_node_that_came_back_in_time_changes_nothing():
     plan = decide_on({"bad": node("bad")}, [running_on(0, "good"), running_on(1, "bad")])
     assert plan.delete == [] and plan.new_failures == [] and plan.wake_at is None

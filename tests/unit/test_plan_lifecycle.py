@@ -55,7 +55,19 @@ def test_finished_jobs_are_left_alone_until_their_ttl():
     plan = run(state(finished, ttlSecondsAfterFinished=60), [])
     assert not plan.delete_job and plan.create == []
     assert run(state(finished, ttlSecondsAfterFinished=30), []).delete_job
-    assert not run(state(finished), []).delete_job
+    assert not run(state(finished), []).delete_job  # unset: kept
+
+
+def test_a_ttl_of_0_deletes_a_job_as_soon_as_it_has_said_it_finished():
+    """The pass that finishes the job writes Succeeded (users see how it ended) and wakes
+    half a second after its completionTime; that pass deletes it. Unset: never."""
+    done = [pod(0, nodes=2, phase="Succeeded", exit_code=0), pod(1, nodes=2, phase="Succeeded", exit_code=0)]
+    finishing = run(state({"phase": "Running"}, nodes=2, ttlSecondsAfterFinished=0), done)
+    assert written(finishing)["phase"] == "Succeeded" and not finishing.delete_job
+    assert finishing.wake_at == NOW + timedelta(milliseconds=500)
+    later = NOW + timedelta(milliseconds=500)
+    assert run(state(finishing.status, nodes=2, ttlSecondsAfterFinished=0), [], now=later).delete_job
+    assert not run(state(finishing.status, nodes=2), [], now=later + timedelta(days=1)).delete_job
 
 
 def test_suspend_deletes_pods_and_resume_recreates_them():

@@ -70,7 +70,8 @@ class BuiltinTrainer:
         "learningRate: peak learning rate of AdamW (cosine schedule with warm-up).",
         default=0.0003, minimum=0, exclusive_minimum=True, maximum=10)
     seed: int | None = spec_field(
-        "seed: seeds weights, data order and dropout; the same seed gives the same run.",
+        "seed: seeds weights, data order and dropout; the same seed gives the same run (0 is a "
+        "seed like any other).",
         default=1234, minimum=0, maximum=2**31 - 1)
     eval_fraction: float | None = spec_field(
         "evalFraction: share of the dataset held out as a contiguous block, never trained "
@@ -168,7 +169,8 @@ class FailurePolicy:
     node_lost_seconds: int | None = spec_field(
         "nodeLostSeconds: how long a worker's node may be NotReady, Unknown or tainted "
         "unreachable/not-ready before the worker is force-deleted and recreated on another node "
-        "(a disruption: backoffLimit is not spent). Kubernetes itself waits 300 s before it evicts.",
+        "(a disruption: backoffLimit is not spent); 0 replaces it as soon as the node is seen lost. "
+        "Kubernetes itself waits 300 s before it evicts.",
         default=30, minimum=0, maximum=3600)
     avoid_node_after_failures: int | None = spec_field(
         "avoidNodeAfterFailures: after this many failures of this job on one node (ExitCode, "
@@ -386,11 +388,13 @@ class DistributedTrainingSpec:
         immutable_while_running=True)
     max_restarts: int | None = spec_field(
         "maxRestarts: how often torchrun restarts the workers inside a pod (after a "
-        "worker crash or a membership change) before the pod fails.", default=3,
+        "worker crash or a membership change) before the pod fails; 0: the first crash fails "
+        "the pod.", default=3,
         minimum=0, maximum=1000, immutable_while_running=True)
     backoff_limit: int | None = spec_field(
         "backoffLimit: how often the operator recreates failed worker pods before the "
-        "job fails. Evicted or preempted pods do not count.", default=6, minimum=0,
+        "job fails; 0: the first failed pod fails the job. Evicted or preempted pods do not "
+        "count.", default=6, minimum=0,
         maximum=1000)
     checkpoint: Checkpoint | None = spec_field(
         "checkpoint: sharded checkpoints and automatic resume.", default={},
@@ -405,7 +409,7 @@ class DistributedTrainingSpec:
         "does not count).", minimum=1, maximum=2**31 - 1)
     ttl_seconds_after_finished: int | None = spec_field(
         "ttlSecondsAfterFinished: delete the job (and its pods) this long after it "
-        "succeeded or failed.", minimum=0, maximum=2**31 - 1)
+        "succeeded or failed; 0 deletes it as soon as it finishes. Unset: kept.", minimum=0, maximum=2**31 - 1)
     clean_pod_policy: CleanPodPolicy | None = spec_field(
         "cleanPodPolicy: which pods to delete when the job finishes: All, Running "
         "(pods still running; keeps finished ones for their logs) or None.",

@@ -1,0 +1,105 @@
+"""How much of a planted-bug set a layer of the suite catches, measured from outside.
+
+For each bug of a set (a JSON file: {"bugs": [{"name", "layer", "file", "old", "new",
+"why"}]}, hack/planted/second-set.json), a temporary copy of the checkout, or of a commit
+with --rev (the suite as it stood then), gets the bug, and `pytest -x` runs the given test
+paths on it. CAUGHT names the first test that failed; MISSED means every test passed; STALE
+means the bug's `old` text is not in that tree exactly once. The same paths first run once
+on the unchanged copy and must pass, or a failure would mean nothing. Run the costly layers
+only on what the cheaper ones missed: --only takes the names a previous run printed.
+
+    python hack/planted_sweep.py [--rev REV] [--set FILE] [--only A,B] [--json OUT] PATH...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from planted_bugs import ROOT, copy_checkout, env_for  # noqa: E402  (a sibling script)
+
+DEFAULT_SET = ROOT / "hack" / "planted" / "second-set.json"
+
+
+def checkout(dest: Path, rev: str | None) -> None:
+    if rev is None:
+        copy_checkout(dest)
+        return
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+def run_tests(copy: Path, paths: list[str]) -> tuple[int, str | None, str]:
+    """(pytest's exit status, the first failed test or None, the output's end)."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *paths],
+                         cwd=copy, env=env_for(copy), capture_output=True, text=True)
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", run.stdout, flags=re.M)
+    return run.returncode, (failed[0] if failed else None), (run.stdout + run.stderr)[-3000:]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="test paths to run on each planted copy (a layer)")
+    parser.add_argument("--rev", help="plant into this commit's tree instead of the checkout")
+    parser.add_argument("--set", default=str(DEFAULT_SET), help="the bug set (JSON)")
+    parser.add_argument("--only", default="", help="comma-separated bug names (default: all)")
+    parser.add_argument("--json", help="write {name: verdict, first failed test} here")
+    args = parser.parse_args(argv)
+    bugs = json.loads(Path(args.set).read_text())["bugs"]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {b["name"] for b in bugs}
+        if unknown:
+            parser.error(f"unknown bug(s): {', '.join(sorted(unknown))}")
+        bugs = [b for b in bugs if b["name"] in wanted]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the temporary directory goes with it
+    results: dict[str, dict[str, str | None]] = {}
+    with tempfile.TemporaryDirectory(prefix="planted-sweep-") as tmp:
+        base = Path(tmp) / "base"
+        checkout(base, args.rev)
+        started = time.monotonic()
+        status, first, output = run_tests(base, args.paths)
+        print(f"baseline {args.rev or 'checkout'}: {' '.join(args.paths)}: "
+              f"{'pass' if status == 0 else 'FAIL'} ({time.monotonic() - started:.0f}s)", flush=True)
+        if status != 0:
+            print(output)
+            return 1
+        width = max(len(b["name"]) for b in bugs)
+        for i, bug in enumerate(bugs):
+            started = time.monotonic()
+            source = (base / bug["file"]).read_text()
+            if source.count(bug["old"]) != 1:
+                verdict, first = "STALE", None
+            else:
+                work = Path(tmp) / f"bug-{i}"
+                subprocess.run(["cp", "-a", str(base), str(work)], check=True)
+                (work / bug["file"]).write_text(source.replace(bug["old"], bug["new"]))
+                status, first, output = run_tests(work, args.paths)
+                subprocess.run(["rm", "-rf", str(work)], check=True)
+                verdict = "MISSED" if status == 0 else "CAUGHT" if first else "ERROR"
+            results[bug["name"]] = {"verdict": verdict, "first": first, "layer": bug["layer"]}
+            print(f"{bug['name']:<{width}}  {verdict:<6} {time.monotonic() - started:5.0f}s  {first or ''}", flush=True)
+    caught = [n for n, r in results.items() if r["verdict"] == "CAUGHT"]
+    missed = [n for n, r in results.items() if r["verdict"] == "MISSED"]
+    print(f"{len(caught)} of {len(results)} caught by {' '.join(args.paths)}")
+    if missed:
+        print("missed: " + ",".join(missed))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit("interrupted")

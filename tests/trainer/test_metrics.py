@@ -206,3 +206,33 @@ def test_status_and_prometheus_report_each_window_by_its_definition() -> None:
     assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (2.0, 4, [[2, 2.5], [4, 2.0]])
     assert doc["checkpoint"] == {"step": 4, "time": "2026-09-21T14:13:20Z", "path": "/ck/step-00000004"}
     assert (doc["checkpointSaveSeconds"], doc["checkpointBlockedSeconds"]) == (3.0, 0.5)
+
+
+@pytest.mark.dist
+def test_two_ranks_with_accumulation_report_optimizer_steps_of_the_global_batch(tmp_path: Path) -> None:
+    """`python -m disttrain_trainer` under torchrun, 2 processes (gloo), batch 4 a process,
+    accumulation 2: a step is one optimizer step of 4 x 2 ranks x 2 micro-batches = 16
+    samples of `context` tokens. The final report's own figures agree with that definition,
+    whatever the machine's speed: steps counted in optimizer steps, world size 2, step time
+    x samples/s = 16 samples, tokens/s = samples/s x 64 (gpt-nano's context)."""
+    import json
+
+    from dt_helpers import Agent, free_port, pod_env
+
+    report_file = tmp_path / "termination-log"
+    env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, steps=12, batch=4, max_restarts=0,
+                  metrics_port=free_port())
+    env.update(DISTTRAIN_ACCUMULATE_GRAD_BATCHES="2", DISTTRAIN_TERMINATION_LOG=str(report_file))
+    agent = Agent(env, tmp_path / "agent.log")
+    try:
+        rc = agent.wait(timeout=300)
+    finally:
+        if agent.proc.poll() is None:
+            agent.kill_node()
+    assert rc == 0, agent.output()[-4000:]
+    report = json.loads(report_file.read_text())
+    context = GPT_PRESETS["gpt-nano"].context
+    assert (report["outcome"], report["step"], report["totalSteps"], report["worldSize"]) == ("Finished", 12, 12, 2)
+    assert report["stepSeconds"] * report["samplesPerSecond"] == pytest.approx(4 * 2 * 2, rel=1e-3)
+    assert report["tokensPerSecond"] == pytest.approx(report["samplesPerSecond"] * context, rel=1e-5)
+    assert report["loss"] is not None and report["gradNorm"] > 0

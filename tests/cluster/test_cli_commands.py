@@ -277,7 +277,7 @@ def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, ope
     from disttrain_operator.conditions import JOB_RESUMED, JOB_SUSPENDED
     events = cluster.wait_for(lambda: (found := client.events("typed"))
                               and {JOB_SUSPENDED, JOB_RESUMED} <= {e["reason"] for e in found} and found,
-                              timeout=60, what="the Suspended and Resumed Events")
+                              timeout=120, what="the Suspended and Resumed Events")
     assert {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events} == {("DistributedTraining", "typed")}
     # watch_all: the current jobs, SYNCED, then changes; here the label we add.
     stream = client.watch_all()

@@ -92,9 +92,13 @@ def classify(method: str, path: str, params: dict[str, str] | None = None) -> tu
     return verb, found["group"] or "", resource
 
 
+# (verb, group, resource) of every row: what check() looks up on each request.
+_DECLARED = frozenset((verb, u.group, u.resource) for u in USES for verb in u.verbs)
+
+
 def check(method: str, path: str, params: dict[str, str] | None = None) -> None:
     """Raise UndeclaredApiUse unless the table lists this call."""
     verb, group, resource = classify(method, path, params)
-    if not any(u.group == group and u.resource == resource and verb in u.verbs for u in USES):
+    if (verb, group, resource) not in _DECLARED:
         raise UndeclaredApiUse(f"{verb} {resource}{'.' + group if group else ''} ({method} {path}) is not in "
                                "disttrain_operator/permissions.py: add it there and to the RBAC of every install mode")

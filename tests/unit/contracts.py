@@ -178,9 +178,10 @@ def chart_values() -> list[Contract]:
     return _leaf_contracts("chart-value", paths, "charts/disttrain/README.md")
 
 
-def contracts() -> list[Contract]:
-    return [*api_fields(), *status_fields(), *cli_flags(), *exit_codes(), *client_methods(), *metrics(),
-            *status_report_fields(), *chart_values()]
+@cache  # the sources import torch and build real registries: read them once per run
+def contracts() -> tuple[Contract, ...]:
+    return (*api_fields(), *status_fields(), *cli_flags(), *exit_codes(), *client_methods(), *metrics(),
+            *status_report_fields(), *chart_values())
 
 
 # ---- the tests -------------------------------------------------------------------------------

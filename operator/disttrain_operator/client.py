@@ -21,10 +21,12 @@ import json
 import math
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -385,7 +387,7 @@ class Client:
                            "cleanPodPolicy may have removed finished ones)")
         if not follow:
             lines = [line for index, pod in workers for line in self._pod_log(ns, pod, index, False, options)]
-            yield from sorted(lines, key=lambda line: line.time)
+            yield from sorted(lines, key=lambda line: log_time_order(line.time))
             return
         yield from _merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, options) for i, p in workers])
 
@@ -649,6 +651,22 @@ def _same_content(before: dict[str, Any], after: dict[str, Any]) -> bool:
         return obj.get("spec"), meta.get("labels"), meta.get("annotations")
 
     return content(before) == content(after)
+
+
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
+
+
+def log_time_order(stamp: str) -> tuple[int, int, int]:
+    """A sort key for the kubelet's RFC 3339 log stamps. Compared as text they misorder:
+    Go trims a fraction's trailing zeros, so "...:20.12Z" sorts after "...:20.123Z" and
+    "...:20Z" after "...:20.5Z". Nanoseconds are kept (datetime keeps microseconds). A
+    stamp that does not parse sorts after every one that does."""
+    match = _STAMP.fullmatch(stamp)
+    if match is None:
+        return (1, 0, 0)
+    zone = "+00:00" if match[3] == "Z" else match[3]
+    seconds = int(datetime.fromisoformat(match[1] + zone).timestamp())
+    return (0, seconds, int((match[2] or "").ljust(9, "0")))
 
 
 def _index(pod: Any) -> int | None:

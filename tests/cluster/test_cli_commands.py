@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
 import threading
@@ -461,6 +463,79 @@ def test_suspend_resume_delete_take_several_all_selectors_and_ignore_not_found(c
     assert suspended() == {}
     nothing = cli(cluster, "delete", "--all", *ns)
     assert (nothing.returncode, nothing.stderr) == (0, f"No resources found in {namespace} namespace.\n")
+
+
+def _connected_to(pid: int, port: int) -> bool:
+    """Whether the process holds an established TCP connection to `port` (the API server's:
+    a command that prints nothing while it waits is then inside its wait)."""
+    sockets = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:["):-1])
+    for table in ("tcp", "tcp6"):
+        for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "01" and fields[9] in sockets and int(fields[2].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+def test_ctrl_c_ends_what_follows_a_job_with_130_and_the_job_goes_on(cluster, namespace, tmp_path: Path):
+    """submit (following), get -w, wait and top block until Ctrl-C: each then exits 130 and
+    says "interrupted", and the job they followed is as it was. Also: status of a job the
+    operator has not seen yet exits 0, and top exits 0 when the reader of its output goes
+    away (`disttrain top | head`)."""
+    ns = ["-n", namespace]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job_manifest("follow", nodes=1)))
+    port = int(yaml.safe_load(Path(cluster.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+               .rsplit(":", 1)[1])
+    streams = {"submit": Streaming(cluster, "submit", str(path), *ns)}
+    try:
+        streams["submit"].wait_line(lambda line: line.startswith(REF))  # created; now following
+        streams["get"] = Streaming(cluster, "get", "-w", *ns)
+        streams["wait"] = Streaming(cluster, "wait", "follow", "--for", "Succeeded", *ns)
+        streams["top"] = Streaming(cluster, "top", *ns)
+        streams["get"].wait_line(lambda line: line.startswith("follow "))
+        streams["top"].wait_line(lambda line: "job(s)" in line)
+        cluster.wait_for(lambda: _connected_to(streams["wait"].proc.pid, port), timeout=60, what="wait watching")
+
+        status = cli(cluster, "status", "follow", *ns)
+        assert status.returncode == 0 and "follow" in status.stdout, status.stderr
+
+        commands = ("submit", "get", "wait", "top")
+        for command in commands:
+            streams[command].proc.send_signal(signal.SIGINT)
+        for command in commands:
+            ended = streams[command]
+            assert (ended.finish(timeout=60), ended.stderr().splitlines()[-1:]) == (130, ["interrupted"]), command
+        job = cluster.try_get("dt", "follow", namespace)
+        assert job is not None and not job["spec"].get("suspend") and "deletionTimestamp" not in job["metadata"]
+    finally:
+        for stream in streams.values():
+            stream.stop()
+
+    top = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "top", *ns], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=cli_env(cluster.kubeconfig))
+    try:
+        shown = b""
+        deadline = time.monotonic() + 60
+        while b"job(s)" not in shown and time.monotonic() < deadline:
+            if select.select([top.stdout], [], [], 1)[0]:
+                shown += os.read(top.stdout.fileno(), 1 << 16)
+        assert b"follow" in shown, shown
+        top.stdout.close()  # like `| head` ending: top's next redraw finds no reader
+        cluster.kubectl("label", "dt", "follow", "redraw=1", *ns)
+        assert top.wait(timeout=60) == 0
+        assert top.stderr.read() == b""
+    finally:
+        if top.poll() is None:
+            top.kill()
+            top.wait()
 
 
 def test_wait_for_condition_jsonpath_and_delete(cluster, namespace, operator_kubeconfig):  # noqa: F811

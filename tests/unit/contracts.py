@@ -2,14 +2,14 @@
 each with the tests that exercise it.
 
 The rows come from the sources of truth, never from the tests: the API types (spec and
-status fields), the CLI's parser (every flag of every command), docs/cli.md's exit-code
-table, the Python client's public methods, the operator's and the trainer's real metric
+status fields), the CLI's parser (every flag of every command), docs/cli.md's per-command
+exit-code table, the Python client's public methods, the operator's and the trainer's real metric
 registries, the trainer's `/status` document, and the chart's values.yaml. A row names the
 tests whose source (body and decorators) names the contract the way a test would use it:
 a field by its JSON or Python name (with its parent's name where the leaf name is shared,
-such as `port`), a flag together with its command, an exit code compared with a return
-code, a client method called on a client, a metric or `/status` key by name, a chart value
-by its leaf (with its parent where shared). That is a claim the test can keep only by using
+such as `port`), a flag together with its command, an exit code by a run of its command
+whose return code is compared with it, a client method called on a client, a metric or
+`/status` key by name, a chart value by its leaf (with its parent where shared). That is a claim the test can keep only by using
 the contract: `test_contracts.py` re-checks it on every run, so a row cannot outlive its
 tests, and a contract added without any test fails there.
 
@@ -129,13 +129,33 @@ def cli_flags() -> list[Contract]:
 
 
 def exit_codes() -> list[Contract]:
-    """Every row of docs/cli.md's exit-code table: a test compares a return code with it."""
+    """Every (command, code) of docs/cli.md's per-command exit-code table. A test exercises
+    one when it runs the command (its name a quoted word of the command line) and compares
+    that run's return code with the code: on the same line (`main(["validate", f]) == 1`,
+    `cli(c, "wait", ...).returncode == 0`), through the variable it assigned the run to
+    (`late = cli(c, "wait", ...)` ... `(late.returncode, late.stderr) == (124, ...)`), or
+    in a loop over a tuple of commands that names it (`commands = ("get", "status")` then
+    `for command in commands` and a return code compared with the code), or through a
+    helper of the test's module that runs the command (`proc = _start_cli(...)`,
+    `first = subprocess.Popen(**command(...))`)."""
     text = (ROOT / "docs" / "cli.md").read_text()
     section = text[text.index("## Exit codes and errors"):]
-    codes = re.findall(r"^\| (\d+) \|", section, re.M)
-    return [Contract("exit-code", code, (rf"(?<![\w.]){code}(?![\w.])", r"returncode|\brc\b|exit_code|SystemExit"),
-                     "docs/cli.md", use=rf"(?:returncode|\brc|exit_code|SystemExit\()\s*(?:==\s*)?{code}\b")
-            for code in codes]
+    out = []
+    for command, codes in re.findall(r"^\| `([a-z]+)` \| ([\d ]+) \|", section, re.M):
+        named = rf"""["']{command}["']"""
+        for code in codes.split():
+            equals = rf"[^\n]*(?:==|\bin)\s*[(\[{{]?\s*(?:\d+,\s*)*{code}\b"
+            inline = rf"\b(?:main|run|cli|cli_command|disttrain)\([^\n]*{named}[^\n]*\)(?:\.returncode)?\s*==\s*{code}\b"
+            held = (rf"\b(?P<run>\w+) = [\w.]+\([^\n]*{named}[\s\S]*?"
+                    rf"\b(?P=run)\.(?:returncode|(?:finish|wait)\([^)\n]*\)|value\.code){equals}")
+            looped = (rf"\A(?=[\s\S]*\bcommands = (?:[^\n]*\n)*?[^\n]*{named})(?=[\s\S]*\bfor \w+ in [^\n]*\bcommands\b)"
+                      rf"(?=[\s\S]*(?:\.returncode|\.finish\([^)\n]*\)|value\.code|\bmain\([^\n]*\)){equals})")
+            helped = (rf"\b(?P<out>\w+) = (?:[\w.]+\(\**)?(?P<helper>\w+)\([\s\S]*?"
+                      rf"\b(?P=out)\.(?:returncode|(?:finish|wait)\([^)\n]*\)){equals}"
+                      rf"[\s\S]*\ndef (?P=helper)\((?:(?!\ndef )[\s\S])*?{named}")
+            pattern = rf"{inline}|{held}|{looped}|{helped}"
+            out.append(Contract("exit-code", f"{command} {code}", (pattern,), "docs/cli.md", use=pattern))
+    return out
 
 
 def client_methods() -> list[Contract]:
@@ -277,8 +297,8 @@ def doc_of(contract: Contract) -> str | None:
     a chart value's name or top-level key, and anything else's last part."""
     if contract.kind == "flag":
         pattern = contract.patterns[0]
-    elif contract.kind == "exit-code":
-        pattern = rf"^\| {contract.id} \|"
+    elif contract.kind == "exit-code":  # the command's row of the per-command table
+        pattern = rf"^\| `{contract.id.split()[0]}` \|"
     elif contract.kind == "metric":
         pattern = contract.patterns[0]
     elif contract.kind == "chart-value":  # the chart's README has a row per top-level value

@@ -8,12 +8,19 @@ means the bug's `old` text is not in that tree exactly once. The same paths firs
 on the unchanged copy and must pass, or a failure would mean nothing. Run the costly layers
 only on what the cheaper ones missed: --only takes the names a previous run printed.
 
-    python hack/planted_sweep.py [--rev REV] [--set FILE] [--only A,B] [--json OUT] PATH...
+A bug that is caught costs only the tests before its first failure, so each bug's run puts
+first the test files that name the file it changed (its module, or a chart or manifest
+file's name); the order only changes how soon a failure shows, never what runs (a PATH
+that is a node id is run as given). --jobs runs
+that many bugs at once (each in its own copy).
+
+    python hack/planted_sweep.py [--rev REV] [--set FILE] [--only A,B] [--jobs N] [--json OUT] PATH...
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import re
 import signal
@@ -38,6 +45,34 @@ def checkout(dest: Path, rev: str | None) -> None:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 
+def names_for(changed: str) -> tuple[str, ...]:
+    """How a test file would name the changed file: a module's dotted names, else its name."""
+    path = Path(changed)
+    if path.suffix != ".py" or len(path.parts) < 2:
+        return (path.name,)
+    parts = path.with_suffix("").parts[1:]  # operator/ or trainer/ is a PYTHONPATH root
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    dotted = ".".join(parts)
+    package, _, module = dotted.rpartition(".")
+    return (dotted, f"from {package} import {module}") if package else (dotted,)
+
+
+def related_first(copy: Path, paths: list[str], changed: str) -> list[str]:
+    """The layer's test files, those that name the changed file first. A directory is
+    spelled out file by file: pytest keeps the order of files given one by one, but not of
+    a file given again inside a directory."""
+    names = names_for(changed)
+    files = []
+    for path in paths:
+        root = copy / path
+        found = sorted(root.rglob("test_*.py")) if root.is_dir() else [root]
+        files += [str(test.relative_to(copy)) for test in found if str(test.relative_to(copy)) not in files]
+    related = [f for f in files if (copy / f).is_file()
+               and any(name in (copy / f).read_text(errors="replace") for name in names)]
+    return [*related, *(f for f in files if f not in related)]
+
+
 def run_tests(copy: Path, paths: list[str]) -> tuple[int, str | None, str]:
     """(pytest's exit status, the first failed test or None, the output's end)."""
     run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *paths],
@@ -52,6 +87,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rev", help="plant into this commit's tree instead of the checkout")
     parser.add_argument("--set", default=str(DEFAULT_SET), help="the bug set (JSON)")
     parser.add_argument("--only", default="", help="comma-separated bug names (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="bugs run at once (default 1)")
     parser.add_argument("--json", help="write {name: verdict, first failed test} here")
     args = parser.parse_args(argv)
     bugs = json.loads(Path(args.set).read_text())["bugs"]
@@ -74,7 +110,8 @@ def main(argv: list[str]) -> int:
             print(output)
             return 1
         width = max(len(b["name"]) for b in bugs)
-        for i, bug in enumerate(bugs):
+
+        def sweep(i: int, bug: dict[str, str]) -> None:
             started = time.monotonic()
             source = (base / bug["file"]).read_text()
             if source.count(bug["old"]) != 1:
@@ -83,11 +120,16 @@ def main(argv: list[str]) -> int:
                 work = Path(tmp) / f"bug-{i}"
                 subprocess.run(["cp", "-a", str(base), str(work)], check=True)
                 (work / bug["file"]).write_text(source.replace(bug["old"], bug["new"]))
-                status, first, output = run_tests(work, args.paths)
+                status, first, _ = run_tests(work, related_first(work, args.paths, bug["file"]))
                 subprocess.run(["rm", "-rf", str(work)], check=True)
                 verdict = "MISSED" if status == 0 else "CAUGHT" if first else "ERROR"
             results[bug["name"]] = {"verdict": verdict, "first": first, "layer": bug["layer"]}
             print(f"{bug['name']:<{width}}  {verdict:<6} {time.monotonic() - started:5.0f}s  {first or ''}", flush=True)
+
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            for done in [pool.submit(sweep, i, bug) for i, bug in enumerate(bugs)]:
+                done.result()
+        results = {b["name"]: results[b["name"]] for b in bugs}  # the set's order, whatever finished first
     caught = [n for n, r in results.items() if r["verdict"] == "CAUGHT"]
     missed = [n for n, r in results.items() if r["verdict"] == "MISSED"]
     print(f"{len(caught)} of {len(results)} caught by {' '.join(args.paths)}")

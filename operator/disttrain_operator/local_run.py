@@ -117,6 +117,9 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
         env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{rdzv_port}"
         env["PET_RDZV_ID"] = rdzv_id
         env["DISTTRAIN_METRICS_PORT"] = str(metrics_ports[index])
+        # torchrun's agent makes a temporary directory per run and leaves it behind (and
+        # anything killed does): in the job's workdir, not the machine's /tmp.
+        env["TMPDIR"] = str(root / "tmp")
         report = root / "reports" / f"{meta['name']}.json"
         if "DISTTRAIN_TERMINATION_LOG" in env:
             env["DISTTRAIN_TERMINATION_LOG"] = str(report)
@@ -306,6 +309,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     for node in plan.nodes:
+        Path(node.env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
         node.log.parent.mkdir(parents=True, exist_ok=True)
         node.report.parent.mkdir(parents=True, exist_ok=True)
         node.report.unlink(missing_ok=True)  # a report from an earlier run would mislead

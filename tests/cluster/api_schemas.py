@@ -7,8 +7,10 @@ validates YAML text or files against it and returns kubeconform's per-object res
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -38,7 +40,9 @@ def schemas_dir(cluster) -> str:
             cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]), timeout=60,
             what="our CRDs in /openapi/v3")
         converter = _converter()
-        out = tempfile.mkdtemp(prefix="disttrain-schemas-")
+        # Inside the cluster's own state (removed with it, even after a kill), else removed at exit.
+        out = tempfile.mkdtemp(prefix="disttrain-schemas-", dir=cluster.state_dir)
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
         converter.write(converter.json_schemas(converter.fetch_documents(str(cluster.bin_dir / "kubectl"), cluster.env)), out)
         _DIRS[cluster.kubeconfig] = out
     return _DIRS[cluster.kubeconfig]

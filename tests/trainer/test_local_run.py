@@ -49,6 +49,7 @@ def test_localize_swaps_only_cluster_addresses(tmp_path: Path) -> None:
         assert node.env["DISTTRAIN_CHECKPOINT_DIR"] == str((tmp_path / "loc" / "checkpoints").resolve())
         assert node.argv == ["/venv/bin/torchrun"] + pod["spec"]["containers"][0]["command"][1:]
         assert node.env["OMP_NUM_THREADS"] == "2"
+        assert node.env["TMPDIR"] == str((tmp_path / "loc" / "tmp").resolve())  # not the machine's /tmp
     assert [n.metrics_port for n in plan.nodes] == [5000, 5001]
     assert "is_host=true" in plan.nodes[0].env["PET_RDZV_CONF"]
     assert "is_host=false" in plan.nodes[1].env["PET_RDZV_CONF"]
@@ -69,6 +70,8 @@ def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pyte
     assert newest is not None and newest[0] == 20
     assert "world 2" in (tmp_path / "local2" / "logs" / "local2-worker-0.log").read_text()
     assert "world size 2" in text, text
+    # torchrun's agents leave their temporary directories in the job's workdir, not in /tmp.
+    assert len(list((tmp_path / "local2" / "tmp").glob("torchelastic_*"))) == 2
     # The same command again: nothing left to train, and it says so (it once printed a
     # summary with "world size 0") with how to start fresh; no agent is started.
     again = io.StringIO()

@@ -51,6 +51,7 @@ class Mode:
     watched: tuple[str, ...]    # namespaces it must work in
     unwatched: str | None       # one it must not touch (None: it watches the whole cluster)
     kueue: bool
+    account_name: str | None = None  # the account the values name, where they name one
 
     @property
     def account(self) -> tuple[str, str]:
@@ -82,9 +83,11 @@ def modes(cluster) -> list[Mode]:
              ("lp-anywhere", "lp-cw-system"), None, kueue=False),
         Mode("chart, cluster-wide, kueue.enabled", helm_rbac(cluster, "lp-cq", "lp-cq-system", "--set", "kueue.enabled=true"),
              ("lp-anywhere",), None, kueue=True),
-        Mode("chart, namespaced (watching two other namespaces)",
-             helm_rbac(cluster, "lp-ns", "lp-ns-system", "--set", "watchNamespaces={lp-team-a,lp-team-b}"),
-             ("lp-team-a", "lp-team-b"), "lp-ns-system", kueue=False),
+        # Its own names too: the Roles' bindings must name the account the chart creates.
+        Mode("chart, namespaced (watching two other namespaces), nameOverride, serviceAccount.name",
+             helm_rbac(cluster, "lp-ns", "lp-ns-system", "--set", "watchNamespaces={lp-team-a,lp-team-b}",
+                       "--set", "nameOverride=trainer-ctl", "--set", "serviceAccount.name=lp-ns-controller"),
+             ("lp-team-a", "lp-team-b"), "lp-ns-system", kueue=False, account_name="lp-ns-controller"),
         Mode("kustomize manifests/ and manifests/kueue",
              kustomize_rbac(cluster, REPO / "manifests", "lp-kc") + _renamed(kueue_rbac, "lp-kc"),
              ("lp-anywhere",), None, kueue=True),
@@ -145,6 +148,7 @@ def test_each_install_mode_allows_exactly_what_the_operator_calls(cluster):
                 applied.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             cluster.apply(mode.objects)
             applied += mode.objects
+            assert mode.account_name in (None, mode.account[1]), f"{mode.name}: the chart made {mode.account}"
             checks = expectations(mode)
             # The authorizer reads RBAC from an informer: answers may predate the objects just
             # applied. Wait until every grant the mode must give is in force (grants only add,

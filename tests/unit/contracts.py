@@ -198,10 +198,86 @@ def chart_values() -> list[Contract]:
     return _leaf_contracts("chart-value", paths, "charts/disttrain/README.md")
 
 
+_ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.S)
+_VALUE = re.compile(r"\.Values((?:\.\w+)+)")
+_INCLUDE = re.compile(r'\binclude\s+"([\w.]+)"')
+_ASSIGN = re.compile(r"(\$\w+)\s*:?=\s*(.*)", re.S)
+_VARIABLE = re.compile(r"\$\w+")
+MODE_VALUE = "watchNamespaces"  # empty: the cluster-wide install; set: the namespaced one
+
+
+def _template_actions() -> Iterator[tuple[str, list[str]]]:
+    for path in sorted((ROOT / "charts" / "disttrain" / "templates").glob("*")):
+        actions = [a for a in (m.group(1) for m in _ACTION.finditer(path.read_text()))
+                   if a.split() and not a.startswith("/*")]
+        yield path.name, actions
+
+
+def values_by_install_mode() -> list[str]:
+    """The chart values whose rendering differs between the install modes: those a template
+    reads inside a branch on watchNamespaces (directly, through a helper it includes or a
+    variable it assigned), and those of the conditions around such a branch."""
+    helpers: dict[str, set[str]] = {}
+    for _, actions in _template_actions():  # what each `define` reads: values and other helpers
+        inside: list[str | None] = []
+        for action in actions:
+            head = action.split()[0]
+            if head in ("if", "range", "with", "block", "define"):
+                inside.append(re.search(r'"([\w.]+)"', action).group(1) if head == "define" else None)  # type: ignore[union-attr]
+            for name in filter(None, inside):
+                helpers.setdefault(name, set()).update(_VALUE.findall(action),
+                                                       (f"@{h}" for h in _INCLUDE.findall(action)))
+            if head == "end":
+                inside.pop()
+
+    def reads(expression: str, variables: dict[str, set[str]]) -> set[str]:
+        found = set(_VALUE.findall(expression))
+        pending = _INCLUDE.findall(expression)
+        while pending:
+            for ref in helpers.get(pending.pop(), ()):
+                (pending.append(ref[1:]) if ref.startswith("@") else found.add(ref))
+        for variable in _VARIABLE.findall(expression):
+            found |= variables.get(variable, set())
+        return found
+
+    found: set[str] = set()
+    for _, actions in _template_actions():
+        frames: list[tuple[bool, set[str]]] = []  # (a branch on the mode, what its condition reads)
+        variables: dict[str, set[str]] = {}
+        for action in actions:
+            head = action.split()[0]
+            if assigned := _ASSIGN.match(action):
+                variables[assigned.group(1)] = reads(assigned.group(2), variables)
+            if head in ("if", "range", "with", "block", "define"):
+                on_mode = MODE_VALUE in action
+                if on_mode:
+                    for _, condition in frames:
+                        found |= condition
+                frames.append((on_mode, reads(action, variables)))
+            if any(on_mode for on_mode, _ in frames):
+                found |= reads(action, variables)
+            if head == "end":
+                frames.pop()
+    return sorted(v.lstrip(".") for v in found if v.lstrip(".") != MODE_VALUE)
+
+
+def chart_values_namespaced() -> list[Contract]:
+    """A row per value that renders differently in the namespaced install: a test exercises
+    it when it sets that value together with watchNamespaces (the cluster-wide install is
+    the default, which the plain rows cover)."""
+    mode = _word(MODE_VALUE)
+    out = []
+    for contract in chart_values():
+        if contract.id in values_by_install_mode():
+            out.append(Contract("chart-value", f"{contract.id} [namespaced]", (*contract.patterns, mode),
+                                contract.doc, use=contract.use))
+    return out
+
+
 @cache  # the sources import torch and build real registries: read them once per run
 def contracts() -> tuple[Contract, ...]:
     return (*api_fields(), *status_fields(), *cli_flags(), *exit_codes(), *client_methods(), *metrics(),
-            *status_report_fields(), *chart_values())
+            *status_report_fields(), *chart_values(), *chart_values_namespaced())
 
 
 # ---- the tests -------------------------------------------------------------------------------

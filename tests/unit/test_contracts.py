@@ -53,3 +53,25 @@ def test_every_contract_has_a_test():
 def test_the_inventory_reaches_every_kind_it_promises():
     rows = committed()
     assert list(rows) == list(c.KINDS) and all(rows[kind] for kind in c.KINDS)
+
+
+def test_values_that_render_differently_when_namespaced_get_a_row_of_their_own():
+    """What the RoleBindings name (the account, the fullname) and what the namespaced mode
+    refuses (kueue) depend on watchNamespaces; the image does not."""
+    by_mode = c.values_by_install_mode()
+    assert {"serviceAccount.name", "serviceAccount.create", "fullnameOverride", "nameOverride", "rbac.create",
+            "kueue.enabled"} <= set(by_mode)
+    assert not {"image.tag", "resources.limits.memory", "watchNamespaces"} & set(by_mode)
+    assert set(committed()["chart-value"]) >= {f"{v} [namespaced]" for v in by_mode}
+
+
+def test_an_exit_code_row_needs_a_run_of_its_command_compared_with_that_code():
+    """Claimed by how a test runs the command and checks its code, not by the digits alone."""
+    wait_124 = next(x for x in c.exit_codes() if x.id == "wait 124")
+    held = c.TestSource("t", "t", 'late = cli(cluster, "wait", "j", "--timeout", "2s")\n'
+                                  'assert (late.returncode, late.stderr) == (\n    124, "")')
+    inline = c.TestSource("t", "t", 'assert cli(cluster, "wait", "j").returncode == 124')
+    other = c.TestSource("t", "t", 'out = cli(cluster, "wait", "j")\nassert out.returncode == 1\n'
+                                   'late = cli(cluster, "get", "j")\nassert late.returncode == 124')
+    digits = c.TestSource("t", "t", '"wait"\nsleep(124)\nassert rc == 0')
+    assert [c.exercises(wait_124, t) for t in (held, inline, other, digits)] == [True, True, False, False]

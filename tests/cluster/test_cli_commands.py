@@ -152,6 +152,7 @@ def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operat
             124, "", "error: timed out waiting for distributedtraining.disttrain.dev/cli\n")
 
         drawn = len(top.lines)
+        before = cluster.get("pod", "cli-worker-0", namespace)["metadata"]["uid"]
         suspended = cli(cluster, "suspend", "cli", *ns)
         assert suspended.returncode == 0 and suspended.stdout.startswith(f"{REF}/cli suspended"), suspended.stderr
         assert cli(cluster, "wait", "cli", "--for", "Suspended", "--timeout", "30s", *ns).returncode == 0
@@ -160,7 +161,8 @@ def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operat
         assert cli(cluster, "resume", "cli", *ns).stdout == f"{REF}/cli resumed\n"
         assert cli(cluster, "wait", "cli", "--for", "Running", "--timeout", "30s", *ns).returncode == 0
 
-        cluster.wait_for(lambda: cluster.try_get("pod", "cli-worker-0", namespace), timeout=30, what="pod back")
+        back = cluster.wait_for(lambda: cluster.try_get("pod", "cli-worker-0", namespace), timeout=30, what="pod back")
+        assert back["metadata"]["uid"] != before  # suspend deleted the pod; resume made a new one
         annotate_exit(cluster, namespace, "cli-worker-0", 0)
         assert submit.finish(timeout=60) == 0, submit.stderr()  # submit follows to the end: Succeeded is 0
         assert submit.lines[-1].startswith("cli: Succeeded")

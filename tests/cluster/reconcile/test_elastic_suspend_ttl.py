@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
-from .conftest import condition, get_job, job_manifest, pods_of, wait_phase
+from .conftest import condition, events_of, get_job, job_manifest, pods_of, wait_phase
 
 pytestmark = pytest.mark.cluster
+
+# What a job owns besides its pods, each named after the job (the budget: evictGraceSeconds > 0).
+CHILD_KINDS = ("service", "networkpolicy", "poddisruptionbudget")
 
 
 def names(cluster, namespace, job):
@@ -32,6 +37,12 @@ def test_kubectl_scale_adds_and_removes_workers_within_the_elastic_range(cluster
     cluster.wait_for(lambda: names(cluster, namespace, "elastic") == ["elastic-worker-0"], timeout=30,
                      what="scaled to 1")
     assert pods_of(cluster, namespace, "elastic")[0]["metadata"]["uid"] == uids["elastic-worker-0"]
+    # A scale-down is the user's choice: no restart, no failure recorded, one worker counted.
+    cluster.wait_for(lambda: get_job(cluster, namespace, "elastic")["status"]["workers"]["active"] == 1,
+                     timeout=30, what="status.workers.active == 1")
+    status = get_job(cluster, namespace, "elastic")["status"]
+    assert status.get("restarts", 0) == 0 and not status.get("failures"), status
+    assert "Scaled" in {e["reason"] for e in events_of(cluster, namespace, "elastic")}
     # Outside the range the API server refuses, naming the fix.
     refused = cluster.kubectl("scale", "dt/elastic", "-n", namespace, "--replicas=5", check=False)
     assert refused.returncode != 0 and "raise spec.maxNodes" in refused.stderr
@@ -41,9 +52,14 @@ def test_suspend_removes_pods_and_resume_recreates_them(cluster, namespace, oper
     cluster.apply(job_manifest("pausable", nodes=2), namespace=namespace)
     wait_phase(cluster, namespace, "pausable", "Running")
     cluster.kubectl("patch", "dt/pausable", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    uids = {p["metadata"]["uid"] for p in pods_of(cluster, namespace, "pausable")}
     job = wait_phase(cluster, namespace, "pausable", "Suspended")
     assert condition(job, "Suspended")["status"] == "True"
     cluster.wait_for(lambda: names(cluster, namespace, "pausable") == [], timeout=30, what="pods removed")
+    # How it stopped, as `status` prints it (no trainer answers on these fake nodes).
+    eviction = get_job(cluster, namespace, "pausable")["status"]["eviction"]
+    assert eviction["reason"] == "Suspended" and eviction["stopTime"], eviction
+    assert eviction["handshake"] in {"Checkpointed", "TimedOut", "NotSupported", "NotRunning"}, eviction
     # A Suspended job never shows workers it cannot have: its counters are not deferred
     # (they used to lag 30 s behind, saying 2 active with no pod left).
     cluster.wait_for(lambda: get_job(cluster, namespace, "pausable")["status"]["workers"]["active"] == 0,
@@ -56,6 +72,9 @@ def test_suspend_removes_pods_and_resume_recreates_them(cluster, namespace, oper
     assert condition(job, "Suspended")["status"] == "False"
     images = {p["spec"]["containers"][0]["image"] for p in pods_of(cluster, namespace, "pausable")}
     assert images == {"ghcr.io/disttrain/trainer:0.1.1"}
+    assert not uids & {p["metadata"]["uid"] for p in pods_of(cluster, namespace, "pausable")}  # new pods
+    reasons = [e["reason"] for e in events_of(cluster, namespace, "pausable")]
+    assert {"JobSuspended", "JobResumed"} <= set(reasons), reasons
 
 
 def test_changes_that_cannot_apply_live_are_rejected(cluster, namespace, operator):
@@ -73,22 +92,31 @@ def test_ttl_deletes_finished_jobs_and_deletion_cascades_to_children(cluster, na
     wait_phase(cluster, namespace, "short", "Running")
     cluster.kubectl("annotate", "pod", "short-worker-0", "-n", namespace,
                     f"{cluster.EXIT_CODE_ANNOTATION}=0")
-    wait_phase(cluster, namespace, "short", "Succeeded")
+    done = wait_phase(cluster, namespace, "short", "Succeeded")
     assert names(cluster, namespace, "short") == ["short-worker-0"]  # cleanPodPolicy None keeps it
+    # The TTL counts from the finish: when the job is seen gone, its 2 s have passed.
+    finished = datetime.fromisoformat(done["status"]["completionTime"])
     cluster.wait_for(lambda: cluster.try_get("dt", "short", namespace) is None, timeout=90,
                      what="TTL deletion (last state shown if it times out)")
+    assert datetime.now(timezone.utc) >= finished + timedelta(seconds=2)
+    assert "TTLExpired" in {e["reason"] for e in events_of(cluster, namespace, "short")}
     # The garbage collector removes what the job owned.
     # The garbage collector learns a new CRD's kind on its periodic resync (~30 s): be patient.
     cluster.wait_for(lambda: names(cluster, namespace, "short") == [], timeout=120, what="pods collected")
-    cluster.wait_for(lambda: cluster.try_get("service", "short", namespace) is None, timeout=120,
-                     what="service collected")
+    for kind in CHILD_KINDS:
+        cluster.wait_for(lambda: cluster.try_get(kind, "short", namespace) is None, timeout=120,
+                         what=f"{kind} collected")
 
 
 def test_deleting_a_running_job_removes_its_children(cluster, namespace, operator):
     cluster.apply(job_manifest("gone", nodes=2), namespace=namespace)
     wait_phase(cluster, namespace, "gone", "Running")
+    assert all(cluster.try_get(kind, "gone", namespace) for kind in CHILD_KINDS)  # each was made
     cluster.kubectl("delete", "dt/gone", "-n", namespace, "--wait=true", "--timeout=60s")
     cluster.wait_for(lambda: names(cluster, namespace, "gone") == [], timeout=120, what="pods collected")
+    for kind in CHILD_KINDS:  # a PodDisruptionBudget left behind would block every drain of those nodes
+        cluster.wait_for(lambda: cluster.try_get(kind, "gone", namespace) is None, timeout=120,
+                         what=f"{kind} collected")
 
 
 def test_deleted_worker_is_recreated_with_the_same_name(cluster, namespace, operator):

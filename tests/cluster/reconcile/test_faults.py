@@ -107,11 +107,16 @@ def test_squatters_are_never_adopted(cluster, namespace, operator):
     message = condition(job, "NameConflict")["message"]
     assert "taken is taken by service taken" in message
     assert pods_of(cluster, namespace, "taken") == []  # no pod without its Service
+    # Never adopted (no owner reference added) and never counted as a worker.
+    assert not cluster.get("service", "taken", namespace)["metadata"].get("ownerReferences")
+    assert not cluster.get("pod", "taken-worker-1", namespace)["metadata"].get("ownerReferences")
+    assert (job.get("status", {}).get("workers") or {}).get("active", 0) == 0
     cluster.kubectl("delete", "service", "taken", "-n", namespace)
     job = cluster.wait_for(lambda: "taken-worker-1 is taken by pod" in (
         condition(get_job(cluster, namespace, "taken"), "NameConflict") or {}).get("message", "")
         and get_job(cluster, namespace, "taken"), timeout=60, what="the pod squatter named")
-    assert cluster.get("pod", "taken-worker-1", namespace)["metadata"]["labels"] == {"app": "squatter"}
+    squatter = cluster.get("pod", "taken-worker-1", namespace)
+    assert squatter["metadata"]["labels"] == {"app": "squatter"} and not squatter["metadata"].get("ownerReferences")
     cluster.kubectl("delete", "pod", "taken-worker-1", "-n", namespace, "--wait=true")
     wait_phase(cluster, namespace, "taken", "Running", timeout=90)
     assert condition(get_job(cluster, namespace, "taken"), "NameConflict")["status"] == "False"
@@ -200,6 +205,9 @@ def test_a_deleted_service_is_restored_before_workers_are_recreated(cluster, nam
                                   if p["status"].get("phase") == "Running"
                                   and not p["metadata"].get("deletionTimestamp")]) == 2,
                      timeout=60, what="svc-worker-1 recreated")
+    # Before: the recreated worker did not exist before the name it resolves did.
+    worker = cluster.get("pod", "svc-worker-1", namespace)
+    assert service["metadata"]["creationTimestamp"] <= worker["metadata"]["creationTimestamp"]
 
 
 def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took(cluster, namespace, operator_kubeconfig, tmp_path):

@@ -37,12 +37,16 @@ DEFAULT_SET = ROOT / "hack" / "planted" / "second-set.json"
 
 
 def checkout(dest: Path, rev: str | None) -> None:
+    """The tree to plant into, as a git work tree of its own: some tests list the
+    checkout's files with git (`make planted-bugs` copies what git tracks)."""
     if rev is None:
         copy_checkout(dest)
-        return
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    else:
+        dest.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(command, cwd=dest, check=True, capture_output=True)
 
 
 def names_for(changed: str) -> tuple[str, ...]:

@@ -54,13 +54,20 @@ def cli_at_once(cluster, *calls: list[str], kubeconfig: str | None = None) -> li
     return done
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's default disposition, as a command typed at a terminal has it: a test run
+    started in the background (nohup, `&`) hands its children SIGINT ignored, and Python
+    keeps an inherited SIG_IGN (as every POSIX program should)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Streaming:
     """A CLI command left running (submit following, top); its stdout lines as they come."""
 
     def __init__(self, cluster, *args: str):
         self.proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", *args], text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(cluster.kubeconfig),
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_as_from_a_terminal)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
                                         daemon=True)
@@ -486,7 +493,8 @@ def _connected_to(pid: int, port: int) -> bool:
     return False
 
 
-def test_ctrl_c_ends_what_follows_a_job_with_130_and_the_job_goes_on(cluster, namespace, tmp_path: Path):
+def test_ctrl_c_ends_what_follows_a_job_with_130_and_the_job_goes_on(cluster, namespace, operator_kubeconfig,  # noqa: F811
+                                                                     tmp_path: Path):
     """submit (following), get -w, wait and top block until Ctrl-C: each then exits 130 and
     says "interrupted", and the job they followed is as it was. Also: status of a job the
     operator has not seen yet exits 0, and top exits 0 when the reader of its output goes

@@ -320,6 +320,51 @@ def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, ope
         client.get("typed")
 
 
+def test_a_job_lands_in_the_namespace_given_else_its_own_else_the_clients(cluster, namespace,
+                                                                         operator_kubeconfig):  # noqa: F811
+    """Where create() puts a job: the namespace argument, else the object's own
+    metadata.namespace, else the client's (its argument, else the kubeconfig context's)."""
+    from disttrain import Client
+
+    other = f"{namespace}-b"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    try:
+        client = Client(namespace, kubeconfig=cluster.kubeconfig)
+        doc = job_manifest("where", nodes=1)
+        assert client.create(doc)["metadata"]["namespace"] == namespace
+        own = {**doc, "metadata": {"name": "where", "namespace": other}}
+        assert client.create(own)["metadata"]["namespace"] == other
+        assert client.create(job_manifest("given", nodes=1), namespace=other)["metadata"]["namespace"] == other
+        assert client.create({**own, "metadata": {"name": "given2", "namespace": other}},
+                             namespace=namespace)["metadata"]["namespace"] == namespace
+        # No namespace for the client: the kubeconfig context's.
+        config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+        config["contexts"][0]["context"]["namespace"] = other
+        contextual = Path(cluster.kubeconfig).with_name(f"kubeconfig-{other}")
+        contextual.write_text(yaml.safe_dump(config))
+        assert Client(kubeconfig=str(contextual)).namespace == other
+        assert sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in client.list(all_namespaces=True)
+                      if o["metadata"]["namespace"] in (namespace, other)) == [
+            (namespace, "given2"), (namespace, "where"), (other, "given"), (other, "where")]
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false")
+
+
+def test_submit_following_a_job_that_fails_exits_1_with_the_reason(cluster, namespace, operator,
+                                                                   tmp_path: Path):  # noqa: F811
+    path = tmp_path / "doomed.yaml"
+    path.write_text(yaml.safe_dump(job_manifest("doomed", nodes=1, backoffLimit=0)))
+    submit = Streaming(cluster, "submit", str(path), "-n", namespace)
+    try:
+        submit.wait_line(lambda line: line.startswith("doomed: Running"))
+        annotate_exit(cluster, namespace, "doomed-worker-0", 1)
+        assert submit.finish(timeout=90) == 1  # a script must not take a failed training for a success
+        assert submit.lines[-1].startswith("doomed: Failed")
+        assert "doomed failed: BackoffLimitExceeded: " in submit.stderr()
+    finally:
+        submit.stop()
+
+
 def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespace, operator_kubeconfig):  # noqa: F811
     """kubectl's list conventions on `get`: -o name, -l, --no-headers, -o wide (no operator
     needed: the jobs are listed as they are stored)."""

@@ -123,6 +123,17 @@ def test_status_lines_show_conditions_with_messages_and_newest_events_last():
     assert "(x3): worker 0 failed" in tail[2]
 
 
+def test_status_shows_the_newest_eight_events_oldest_first():
+    """docs/cli.md: Events are the newest eight, oldest first; with more, the latest (the
+    failure a user is looking for) must be among them."""
+    events = [{"type": "Normal", "reason": f"Step{i}", "message": f"event {i}", "lastTimestamp": stamp(100 - i)}
+              for i in range(11)]
+    events[10]["reason"] = "WorkerFailed"
+    lines = status_lines(view_of(job()), list(reversed(events)), NOW)
+    tail = lines[lines.index("Events:") + 1:]
+    assert [line.split()[2].rstrip(":") for line in tail] == [f"Step{i}" for i in range(3, 10)] + ["WorkerFailed"]
+
+
 def test_event_line_without_a_time():
     assert event_line({"type": "Normal", "reason": "X", "message": "m"}, NOW) == "     -  Normal  X: m"
 

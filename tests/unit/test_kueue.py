@@ -84,6 +84,9 @@ def test_the_workload_holds_one_pod_set_of_the_worker_template_owned_by_the_job(
 def test_an_elastic_job_asks_for_partial_admission_down_to_min_nodes():
     (pod_set,) = workload(ELASTIC)["spec"]["podSets"]
     assert (pod_set["count"], pod_set["minCount"]) == (4, 2)
+    # It asks for the nodes it runs at now, not for maxNodes: 3 of 2..4 reserves 3 workers' quota.
+    (pod_set,) = workload({**ELASTIC, "nodes": 3})["spec"]["podSets"]
+    assert (pod_set["count"], pod_set["minCount"]) == (3, 2)
 
 
 def test_priority_comes_from_kueues_label_first_then_the_pods_priority_class():
@@ -107,6 +110,15 @@ def test_the_flavors_node_labels_and_tolerations_make_the_placement():
     pod_body = render_pod(job, resolved, 1, node_selector=placement.node_selector, tolerations=placement.tolerations)
     assert pod_body["spec"]["nodeSelector"] == {"pool": "a100"}
     assert {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_body["spec"]["tolerations"]
+
+
+def test_the_flavors_node_labels_win_over_the_specs_own_selector():
+    """operations.md, Kueue: a flavor's label wins over the spec's (the quota reserved is
+    that flavor's); the spec's other labels stay."""
+    job, resolved, _ = load_job(job_doc(**ELASTIC, podTemplate={"spec": {"nodeSelector": {
+        "pool": "cpu", "zone": "eu-1"}}}))
+    pod_body = render_pod(job, resolved, 0, node_selector={"pool": "a100"}, tolerations=())
+    assert pod_body["spec"]["nodeSelector"] == {"pool": "a100", "zone": "eu-1"}
 
 
 def test_release_gives_the_quota_back_and_requeues_a_preempted_workload():

@@ -1,0 +1,89 @@
+"""The Python client where no API server is needed: how `logs` orders the lines of several
+workers (tests/e2e/test_cli_logs.py reads real pods), and what `request_timeout` does to a
+slow server (a local HTTP server that answers late). Calls against the real API server are
+in tests/cluster/test_cli_commands.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from disttrain_operator import client as client_module
+from disttrain_operator.client import Client, DisttrainError, log_time_order
+
+# Go writes RFC 3339 with a fraction's trailing zeros trimmed: compared as text, stamps misorder.
+
+IN_ORDER = [
+    "2026-11-26T14:40:19.999999999Z",
+    "2026-11-26T14:40:20Z",
+    "2026-11-26T14:40:20.000000001Z",
+    "2026-11-26T14:40:20.1Z",
+    "2026-11-26T14:40:20.12Z",
+    "2026-11-26T14:40:20.123Z",
+    "2026-11-26T14:40:20.1234567Z",
+    "2026-11-26T14:40:20.5Z",
+    "2026-11-26T15:40:21+01:00",  # 14:40:21 UTC
+    "2026-11-26T14:40:21.5Z",
+]
+
+
+def test_stamps_with_trimmed_fractions_sort_as_times():
+    shuffled = IN_ORDER[:]
+    random.Random(7).shuffle(shuffled)
+    assert sorted(shuffled, key=log_time_order) == IN_ORDER
+    assert sorted(IN_ORDER) != IN_ORDER  # as text they would not
+
+
+def test_nanoseconds_decide_within_one_microsecond():
+    assert log_time_order("2026-11-26T14:40:20.000000998Z") < log_time_order("2026-11-26T14:40:20.000000999Z")
+
+
+def test_a_stamp_that_does_not_parse_sorts_last_and_keeps_its_place():
+    lines = ["garbage-1", "2026-11-26T14:40:21Z", "", "2026-11-26T14:40:20Z"]
+    assert sorted(lines, key=log_time_order) == ["2026-11-26T14:40:20Z", "2026-11-26T14:40:21Z", "garbage-1", ""]
+
+
+class _Late(BaseHTTPRequestHandler):
+    """Answers every GET with a job, `delay` seconds late."""
+    delay = 2.0
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        time.sleep(self.delay)
+        body = json.dumps({"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                           "metadata": {"name": "slow", "namespace": "n"}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_request_timeout_zero_means_no_limit_and_absent_means_the_default(tmp_path, monkeypatch):
+    """docs/cli.md, the Python client: request_timeout in seconds, 0 for no limit, absent for
+    the default. The default is shortened here to 1 s and the server answers after 2 s."""
+    monkeypatch.setattr(client_module, "REQUEST_TIMEOUT", (1, 1))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Late)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
+    try:
+        with pytest.raises(DisttrainError, match="timed out"):
+            Client(kubeconfig=str(kubeconfig)).get("slow")
+        assert Client(kubeconfig=str(kubeconfig), request_timeout=0).get("slow")["metadata"]["name"] == "slow"
+        assert Client(kubeconfig=str(kubeconfig), request_timeout=5).get("slow")["metadata"]["name"] == "slow"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import os
 import re
 import signal
 import subprocess
@@ -77,12 +78,28 @@ def related_first(copy: Path, paths: list[str], changed: str) -> list[str]:
     return [*related, *(f for f in files if f not in related)]
 
 
+RUNNING: set[subprocess.Popen[str]] = set()  # the pytest runs now going, stopped with the sweep
+
+
 def run_tests(copy: Path, paths: list[str]) -> tuple[int, str | None, str]:
     """(pytest's exit status, the first failed test or None, the output's end)."""
-    run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *paths],
-                         cwd=copy, env=env_for(copy), capture_output=True, text=True)
-    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", run.stdout, flags=re.M)
-    return run.returncode, (failed[0] if failed else None), (run.stdout + run.stderr)[-3000:]
+    with subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *paths],
+                          cwd=copy, env=env_for(copy), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as run:
+        RUNNING.add(run)
+        try:
+            stdout, stderr = run.communicate()
+        finally:
+            RUNNING.discard(run)
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", stdout, flags=re.M)
+    return run.returncode, (failed[0] if failed else None), (stdout + stderr)[-3000:]
+
+
+def stop(*_: object) -> None:
+    """SIGTERM: no new bug starts, the running pytest sessions end, the temporary tree goes."""
+    for run in list(RUNNING):
+        os.killpg(run.pid, signal.SIGKILL)
+    sys.exit(143)
 
 
 def main(argv: list[str]) -> int:
@@ -101,7 +118,7 @@ def main(argv: list[str]) -> int:
         if unknown:
             parser.error(f"unknown bug(s): {', '.join(sorted(unknown))}")
         bugs = [b for b in bugs if b["name"] in wanted]
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the temporary directory goes with it
+    signal.signal(signal.SIGTERM, stop)
     results: dict[str, dict[str, str | None]] = {}
     with tempfile.TemporaryDirectory(prefix="planted-sweep-") as tmp:
         base = Path(tmp) / "base"
@@ -130,9 +147,12 @@ def main(argv: list[str]) -> int:
             results[bug["name"]] = {"verdict": verdict, "first": first, "layer": bug["layer"]}
             print(f"{bug['name']:<{width}}  {verdict:<6} {time.monotonic() - started:5.0f}s  {first or ''}", flush=True)
 
-        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(max(1, args.jobs))
+        try:
             for done in [pool.submit(sweep, i, bug) for i, bug in enumerate(bugs)]:
                 done.result()
+        finally:
+            pool.shutdown(cancel_futures=True)
         results = {b["name"]: results[b["name"]] for b in bugs}  # the set's order, whatever finished first
     caught = [n for n, r in results.items() if r["verdict"] == "CAUGHT"]
     missed = [n for n, r in results.items() if r["verdict"] == "MISSED"]

@@ -4,6 +4,7 @@ A plant whose source moved (STALE) fails here too, so the table cannot rot unsee
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,3 +25,29 @@ def test_every_planted_bug_is_caught_by_its_named_tests():
     lines = [line for line in report.splitlines() if " CAUGHT " in f" {line} "]
     assert len(lines) >= 13, report
     assert "planted bugs caught" in report
+
+
+@pytest.mark.slow  # a copy of the checkout and three short pytest runs
+def test_the_sweep_tells_caught_from_missed_and_stale(tmp_path):
+    """hack/planted_sweep.py, as docs/contributing.md runs it, on a set of three bugs and a
+    layer of one test file: the bug that file checks is CAUGHT by a test of it, the bug it
+    cannot see is MISSED, the plant whose text is gone is STALE; the checkout is untouched."""
+    client = "operator/disttrain_operator/client.py"
+    bugs = [{"name": "seen", "layer": "client", "file": client, "why": "w",
+             "old": 'int((match[2] or "").ljust(9, "0"))', "new": 'int((match[2] or "").rjust(9, "0"))'},
+            {"name": "unseen", "layer": "decisions", "file": "operator/disttrain_operator/plan.py", "why": "w",
+             "old": "    if ttl is not None and done is not None:\n", "new": "    if ttl and done is not None:\n"},
+            {"name": "gone", "layer": "client", "file": client, "why": "w", "old": "no such text", "new": "x"}]
+    bug_set = tmp_path / "set.json"
+    bug_set.write_text(json.dumps({"about": "a test", "bugs": bugs}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    before = (ROOT / client).read_text()
+    proc = subprocess.run([sys.executable, str(ROOT / "hack" / "planted_sweep.py"), "--set", str(bug_set), "--jobs",
+                           "2", "--json", str(tmp_path / "out.json"), "tests/unit/test_client.py"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = json.loads((tmp_path / "out.json").read_text())
+    assert {name: v["verdict"] for name, v in verdicts.items()} == {"seen": "CAUGHT", "unseen": "MISSED",
+                                                                     "gone": "STALE"}
+    assert verdicts["seen"]["first"].startswith("tests/unit/test_client.py::")
+    assert "1 of 3 caught" in proc.stdout and (ROOT / client).read_text() == before

@@ -3,7 +3,7 @@
 For each bug of a set (a JSON file: {"bugs": [{"name", "layer", "file", "old", "new",
 "why"}]}, hack/planted/second-set.json), a temporary copy of the checkout, or of a commit
 with --rev (the suite as it stood then), gets the bug, and `pytest -x` runs the given test
-paths on it. CAUGHT names the first test that failed; MISSED means every test passed; STALE
+paths on it. CAUGHT names the first test that failed or errored; MISSED means every test passed; STALE
 means the bug's `old` text is not in that tree exactly once. The same paths first run once
 on the unchanged copy and must pass, or a failure would mean nothing. Run the costly layers
 only on what the cheaper ones missed: --only takes the names a previous run printed.
@@ -83,7 +83,7 @@ RUNNING: set[subprocess.Popen[str]] = set()  # the pytest runs now going, stoppe
 
 def run_tests(copy: Path, paths: list[str]) -> tuple[int, str | None, str]:
     """(pytest's exit status, the first failed test or None, the output's end)."""
-    with subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *paths],
+    with subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfE", *paths],
                           cwd=copy, env=env_for(copy), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as run:
         RUNNING.add(run)

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from disttrain_operator import permissions as p
+from operator_reading import operator_deployment, operator_reading
 
 pytestmark = [pytest.mark.cluster]
 
@@ -47,11 +48,25 @@ FORBIDDEN_CLUSTER = [
 @dataclass
 class Mode:
     name: str
-    objects: list[dict]
-    watched: tuple[str, ...]    # namespaces it must work in
-    unwatched: str | None       # one it must not touch (None: it watches the whole cluster)
+    rendered: list[dict]        # the install's objects
     kueue: bool
     account_name: str | None = None  # the account the values name, where they name one
+    anywhere: tuple[str, ...] = ("lp-anywhere",)  # where a cluster-wide operator is asked to work
+    unwatched: str = "lp-elsewhere"               # where a namespaced one must not touch
+
+    @property
+    def objects(self) -> list[dict]:
+        return [o for o in self.rendered if o["kind"] in RBAC_KINDS]
+
+    @property
+    def clusterwide(self) -> bool:
+        return operator_reading(operator_deployment(self.rendered))[0].all_namespaces
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """The namespaces it must work in: those its arguments name, else a sample."""
+        args = operator_reading(operator_deployment(self.rendered))[0]
+        return self.anywhere if args.all_namespaces else tuple(args.namespaces)
 
     @property
     def account(self) -> tuple[str, str]:
@@ -59,13 +74,13 @@ class Mode:
         return sa["metadata"]["namespace"], sa["metadata"]["name"]
 
 
-def helm_rbac(cluster, release: str, namespace: str, *values: str) -> list[dict]:
+def helm_install(cluster, release: str, namespace: str, *values: str) -> list[dict]:
     out = subprocess.run([str(cluster.bin_dir / "helm"), "template", release, str(CHART), "-n", namespace, *values],
                          capture_output=True, text=True, env=cluster.env, check=True).stdout
-    return [d for d in yaml.safe_load_all(out) if d and d["kind"] in RBAC_KINDS]
+    return [d for d in yaml.safe_load_all(out) if d]
 
 
-def kustomize_rbac(cluster, path: Path, prefix: str) -> list[dict]:
+def kustomize_install(cluster, path: Path, prefix: str) -> list[dict]:
     text = cluster.kubectl("kustomize", str(path)).stdout
     return _renamed(text, prefix)
 
@@ -73,26 +88,25 @@ def kustomize_rbac(cluster, path: Path, prefix: str) -> list[dict]:
 def _renamed(text: str, prefix: str) -> list[dict]:
     for name in ("disttrain-system", "disttrain-jobs", "disttrain-operator"):
         text = text.replace(name, f"{prefix}-{name.split('-', 1)[1]}")
-    return [d for d in yaml.safe_load_all(text) if d and d["kind"] in RBAC_KINDS]
+    return [d for d in yaml.safe_load_all(text) if d]
 
 
 def modes(cluster) -> list[Mode]:
     kueue_rbac = (REPO / "manifests" / "kueue" / "rbac.yaml").read_text()
     return [
-        Mode("chart, cluster-wide", helm_rbac(cluster, "lp-cw", "lp-cw-system"),
-             ("lp-anywhere", "lp-cw-system"), None, kueue=False),
-        Mode("chart, cluster-wide, kueue.enabled", helm_rbac(cluster, "lp-cq", "lp-cq-system", "--set", "kueue.enabled=true"),
-             ("lp-anywhere",), None, kueue=True),
+        Mode("chart, cluster-wide", helm_install(cluster, "lp-cw", "lp-cw-system"), kueue=False,
+             anywhere=("lp-anywhere", "lp-cw-system")),
+        Mode("chart, cluster-wide, kueue.enabled", helm_install(cluster, "lp-cq", "lp-cq-system", "--set", "kueue.enabled=true"),
+             kueue=True),
         # Its own names too: the Roles' bindings must name the account the chart creates.
         Mode("chart, namespaced (watching two other namespaces), nameOverride, serviceAccount.name",
-             helm_rbac(cluster, "lp-ns", "lp-ns-system", "--set", "watchNamespaces={lp-team-a,lp-team-b}",
+             helm_install(cluster, "lp-ns", "lp-ns-system", "--set", "watchNamespaces={lp-team-a,lp-team-b}",
                        "--set", "nameOverride=trainer-ctl", "--set", "serviceAccount.name=lp-ns-controller"),
-             ("lp-team-a", "lp-team-b"), "lp-ns-system", kueue=False, account_name="lp-ns-controller"),
+             kueue=False, account_name="lp-ns-controller", unwatched="lp-ns-system"),
         Mode("kustomize manifests/ and manifests/kueue",
-             kustomize_rbac(cluster, REPO / "manifests", "lp-kc") + _renamed(kueue_rbac, "lp-kc"),
-             ("lp-anywhere",), None, kueue=True),
-        Mode("kustomize manifests/namespaced", kustomize_rbac(cluster, REPO / "manifests" / "namespaced", "lp-kn"),
-             ("lp-kn-jobs",), "lp-elsewhere", kueue=False),
+             kustomize_install(cluster, REPO / "manifests", "lp-kc") + _renamed(kueue_rbac, "lp-kc"), kueue=True),
+        Mode("kustomize manifests/namespaced", kustomize_install(cluster, REPO / "manifests" / "namespaced", "lp-kn"),
+             kueue=False),
     ]
 
 
@@ -110,8 +124,10 @@ def expectations(mode: Mode) -> list[tuple[str, str, str, str, str | None, bool]
         for verb in sorted(u.verbs):
             for ns in where[u.scope]:
                 out.append((verb, u.group, resource, sub, ns, on))
-            if on and u.scope == p.WATCHED and mode.unwatched:
+            if on and u.scope == p.WATCHED and not mode.clusterwide:
                 out.append((verb, u.group, resource, sub, mode.unwatched, False))
+            if on and u.scope == p.WATCHED and verb in ("list", "watch"):  # kopf's watch of every namespace
+                out.append((verb, u.group, resource, sub, None, mode.clusterwide))
             if on and u.scope == p.OWN and own not in mode.watched:
                 out.append((verb, u.group, resource, sub, mode.watched[0], False))
     for u in p.USES:  # every other verb on the resources it uses: denied

@@ -1,0 +1,28 @@
+"""How the operator reads the Deployment an install ships: its arguments through its own
+parser (`disttrain-operator`'s parse_args) and its settings from the container's env, so a
+test holds an install to what the operator will do with it, not to what the test expects
+the manifest to say. Values only: an env var set with valueFrom is the cluster's to fill."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from unittest import mock
+
+from disttrain_operator.__main__ import parse_args
+from disttrain_operator.settings import Settings
+
+
+def operator_deployment(objects: list[dict]) -> dict:
+    found = [o for o in objects if o and o.get("kind") == "Deployment"]
+    assert len(found) == 1, f"an install ships one operator Deployment, found {len(found)}"
+    return found[0]
+
+
+def operator_reading(deployment: dict) -> tuple[argparse.Namespace, Settings]:
+    """(its parsed arguments, its settings): what the operator Pod would run with."""
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: str(e["value"]) for e in container.get("env", []) if "value" in e}
+    with mock.patch.dict(os.environ, env, clear=True):  # parse_args reads its env defaults
+        args = parse_args([str(a) for a in container.get("args", [])])
+    return args, Settings.from_env(env)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
 
 from api_schemas import kubeconform, problems
+from operator_reading import operator_deployment, operator_reading
 from unit.exported_metrics import METRICS, metric_names
 
 pytestmark = pytest.mark.cluster
@@ -254,6 +256,44 @@ def test_alert_rules_pass_promtool_and_use_our_metrics(cluster, tmp_path):
         assert metric_names(expr) <= METRICS, expr
 
 
+def test_the_monitors_scrape_every_worker_the_operator_creates_and_the_operator_itself(cluster, tmp_path):
+    """What Prometheus Operator would do with the chart's PodMonitor and ServiceMonitor: the
+    PodMonitor selects every worker pod the operator renders (any namespace) on a port the
+    pod names; the ServiceMonitor selects the chart's Service, and no job's Service, on a port
+    that leads to the port the operator serves /metrics on."""
+    objects = [d for d in yaml.safe_load_all(helm(cluster, "template", "dt", CHART, "-n", "ops", *ALL_ON)) if d]
+    pod_monitor = next(d for d in objects if d["kind"] == "PodMonitor")["spec"]
+    service_monitor = next(d for d in objects if d["kind"] == "ServiceMonitor")["spec"]
+    workers, job_services = [], []
+    for example in ("cpu-ddp-2x1.yaml", "elastic-2-4.yaml", "mesh-fsdp-tp.yaml"):
+        out = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "render", "-n", "ml",
+                              os.path.join(REPO, "manifests", "examples", example)],
+                             capture_output=True, text=True, check=True).stdout
+        rendered = [d for d in yaml.safe_load_all(out) if d]
+        workers += [d for d in rendered if d["kind"] == "Pod"]
+        job_services += [d for d in rendered if d["kind"] == "Service"]
+    assert len(workers) >= 6 and job_services
+
+    def selects(selector: dict, labels: dict) -> bool:
+        return selector["matchLabels"].items() <= labels.items() and not selector.get("matchExpressions")
+
+    assert pod_monitor["namespaceSelector"] == {"any": True}
+    for pod in workers:
+        ports = {p.get("name") for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        assert selects(pod_monitor["selector"], pod["metadata"]["labels"]), pod["metadata"]["name"]
+        assert {e["port"] for e in pod_monitor["podMetricsEndpoints"]} <= ports, pod["metadata"]["name"]
+    selected = [d for d in objects if d["kind"] == "Service" and selects(service_monitor["selector"], d["metadata"]["labels"])]
+    assert len(selected) == 1, "the ServiceMonitor selects the chart's one metrics Service"
+    assert not [s for s in job_services if selects(service_monitor["selector"], s["metadata"].get("labels", {}))]
+    service = selected[0]
+    deployment = operator_deployment(objects)
+    pod = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    port = next(p for p in service["spec"]["ports"] if p["name"] == service_monitor["endpoints"][0]["port"])
+    named = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+    assert named[port["targetPort"]] == operator_reading(deployment)[1].metrics_port
+
+
 def test_alerts_fire_on_failure_stall_and_old_checkpoint(cluster, tmp_path):
     """promtool's rule unit tests: the alerts fire on synthetic series, and only then."""
     rendered = [d for d in yaml.safe_load_all(helm(cluster, "template", "disttrain", CHART, *ALL_ON)) if d]
@@ -266,6 +306,8 @@ def test_alerts_fire_on_failure_stall_and_old_checkpoint(cluster, tmp_path):
             {"series": 'disttrain_train_step{namespace="ml",job="stuck",pod="stuck-worker-0"}', "values": "5x40"},
             {"series": 'disttrain_train_step{namespace="ml",job="busy",pod="busy-worker-0"}', "values": "0+1x40"},
             {"series": 'disttrain_operator_checkpoint_age_seconds{namespace="ml",job="old"}', "values": "4000x20"},
+            # 59 minutes old: under the default 60 (checkpointMaxAgeMinutes), so it must not fire.
+            {"series": 'disttrain_operator_checkpoint_age_seconds{namespace="ml",job="recent"}', "values": "3540x20"},
         ],
         "alert_rule_test": [
             {"eval_time": "4m", "alertname": "DistTrainJobFailed", "exp_alerts": [

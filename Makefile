@@ -61,7 +61,7 @@ contracts: venv  ## regenerate tests/contracts.yaml, the inventory of documented
 mutation: venv  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
 	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
 
-planted-bugs: venv  ## each bug the audit planted (issue 14) must fail its named tests, in a temp copy of the checkout. PLANTED_BUGS=name...
+planted-bugs: venv tools  ## each planted bug (issue 14, and hack/planted/*.json) must fail its named tests, in a temp copy of the checkout. PLANTED_BUGS=name...
 	$(RUN) python hack/planted_bugs.py $(PLANTED_BUGS)
 
 demo: venv  ## validate the examples, then train the CPU example with 2 torchrun agents

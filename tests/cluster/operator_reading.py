@@ -1,4 +1,5 @@
-"""How the operator reads the Deployment an install ships: its arguments through its own
+"""An install as shipped, and how the operator reads it: the chart and kustomize
+renderings (real helm and kubectl), and the operator Deployment's arguments through its own
 parser (`disttrain-operator`'s parse_args) and its settings from the container's env, so a
 test holds an install to what the operator will do with it, not to what the test expects
 the manifest to say. Values only: an env var set with valueFrom is the cluster's to fill."""
@@ -7,10 +8,29 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+from pathlib import Path
 from unittest import mock
+
+import yaml
 
 from disttrain_operator.__main__ import parse_args
 from disttrain_operator.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def chart_objects(cluster, release: str, namespace: str, *values: str) -> list[dict]:
+    """`helm template` of charts/disttrain with these `--set`-style arguments."""
+    out = subprocess.run([str(cluster.bin_dir / "helm"), "template", release, str(REPO / "charts" / "disttrain"),
+                          "-n", namespace, *values], capture_output=True, text=True, env=cluster.env,
+                         check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def kustomize_text(cluster, path: str | Path) -> str:
+    """`kubectl kustomize` of a folder of the checkout (relative to it, or absolute)."""
+    return cluster.kubectl("kustomize", str(REPO / path)).stdout
 
 
 def operator_deployment(objects: list[dict]) -> dict:

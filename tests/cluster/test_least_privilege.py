@@ -11,7 +11,6 @@ shipped. Run with -s to see each mode's table."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,12 +18,11 @@ import pytest
 import yaml
 
 from disttrain_operator import permissions as p
-from operator_reading import operator_deployment, operator_reading
+from operator_reading import chart_objects, kustomize_text, operator_deployment, operator_reading
 
 pytestmark = [pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "disttrain"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 # Calls no operator needs: each must be denied in every mode.
@@ -74,15 +72,8 @@ class Mode:
         return sa["metadata"]["namespace"], sa["metadata"]["name"]
 
 
-def helm_install(cluster, release: str, namespace: str, *values: str) -> list[dict]:
-    out = subprocess.run([str(cluster.bin_dir / "helm"), "template", release, str(CHART), "-n", namespace, *values],
-                         capture_output=True, text=True, env=cluster.env, check=True).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
 def kustomize_install(cluster, path: Path, prefix: str) -> list[dict]:
-    text = cluster.kubectl("kustomize", str(path)).stdout
-    return _renamed(text, prefix)
+    return _renamed(kustomize_text(cluster, path), prefix)
 
 
 def _renamed(text: str, prefix: str) -> list[dict]:
@@ -94,13 +85,13 @@ def _renamed(text: str, prefix: str) -> list[dict]:
 def modes(cluster) -> list[Mode]:
     kueue_rbac = (REPO / "manifests" / "kueue" / "rbac.yaml").read_text()
     return [
-        Mode("chart, cluster-wide", helm_install(cluster, "lp-cw", "lp-cw-system"), kueue=False,
+        Mode("chart, cluster-wide", chart_objects(cluster, "lp-cw", "lp-cw-system"), kueue=False,
              anywhere=("lp-anywhere", "lp-cw-system")),
-        Mode("chart, cluster-wide, kueue.enabled", helm_install(cluster, "lp-cq", "lp-cq-system", "--set", "kueue.enabled=true"),
+        Mode("chart, cluster-wide, kueue.enabled", chart_objects(cluster, "lp-cq", "lp-cq-system", "--set", "kueue.enabled=true"),
              kueue=True),
         # Its own names too: the Roles' bindings must name the account the chart creates.
         Mode("chart, namespaced (watching two other namespaces), nameOverride, serviceAccount.name",
-             helm_install(cluster, "lp-ns", "lp-ns-system", "--set", "watchNamespaces={lp-team-a,lp-team-b}",
+             chart_objects(cluster, "lp-ns", "lp-ns-system", "--set", "watchNamespaces={lp-team-a,lp-team-b}",
                        "--set", "nameOverride=trainer-ctl", "--set", "serviceAccount.name=lp-ns-controller"),
              kueue=False, account_name="lp-ns-controller", unwatched="lp-ns-system"),
         Mode("kustomize manifests/ and manifests/kueue",

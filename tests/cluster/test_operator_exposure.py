@@ -9,18 +9,15 @@ is, so the objects are checked."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
-from operator_reading import operator_deployment, operator_reading
+from operator_reading import chart_objects, kustomize_text, operator_deployment, operator_reading
 
 pytestmark = [pytest.mark.cluster]
 
-REPO = Path(__file__).resolve().parents[2]
 MONITORING = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
 PROMETHEUS_PODS = [{"podSelector": {"matchLabels": {"app": "prometheus"}}}]
 EVERYONE = "every source"
@@ -29,13 +26,10 @@ EVERYONE = "every source"
 def installs(cluster) -> dict[str, tuple[list[dict], list[dict]]]:
     """install -> (its objects, the peers that must alone reach the operator's metrics)."""
     def chart(*values: str) -> list[dict]:
-        out = subprocess.run([str(cluster.bin_dir / "helm"), "template", "dt", str(REPO / "charts" / "disttrain"),
-                              "-n", "dt-system", *values], capture_output=True, text=True, env=cluster.env,
-                             check=True).stdout
-        return [d for d in yaml.safe_load_all(out) if d]
+        return chart_objects(cluster, "dt", "dt-system", *values)
 
     def kustomize(path: str) -> list[dict]:
-        return [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO / path)).stdout) if d]
+        return [d for d in yaml.safe_load_all(kustomize_text(cluster, path)) if d]
 
     return {
         "chart": (chart(), MONITORING),

@@ -26,6 +26,14 @@ def test_no_checkpoint_means_fresh_start_and_keep_newest_k(tmp_path: Path) -> No
     assert_params_close(again.params, run.params, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("keep,kept", [(1, [8]), (4, [2, 4, 6, 8]), (5, [2, 4, 6, 8])])
+def test_keep_holds_the_newest_keep_checkpoints_and_deletes_none_while_there_are_fewer(
+        tmp_path: Path, keep: int, kept: list[int]) -> None:
+    """checkpoint.keep at its minimum, at exactly as many as the run writes, and above it."""
+    run_inprocess(tiny_config(steps=8, ckpt_dir=str(tmp_path), interval=2, keep=keep))
+    assert steps_in(tmp_path) == kept
+
+
 def test_resume_continues_exactly(tmp_path: Path) -> None:
     straight = run_inprocess(tiny_config(steps=6))
     run_inprocess(tiny_config(steps=6, ckpt_dir=str(tmp_path), interval=3, keep=5))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,6 +70,11 @@ def test_run_local_trains_two_nodes_to_the_end(tmp_path: Path, monkeypatch: pyte
     newest = newest_checkpoint(tmp_path / "local2" / "checkpoints")
     assert newest is not None and newest[0] == 20
     assert "world 2" in (tmp_path / "local2" / "logs" / "local2-worker-0.log").read_text()
+    # Every pod's log says which rank it joined as, not only the one that holds rank 0
+    # (`disttrain logs` of a multi-node job shows where each worker stands).
+    joined = [re.findall(r"joined: rank (\d+) of 2", (tmp_path / "local2" / "logs" / f"local2-worker-{i}.log").read_text())
+              for i in range(2)]
+    assert sorted(map(tuple, joined)) == [("0",), ("1",)], joined
     assert "world size 2" in text, text
     # torchrun's agents leave their temporary directories in the job's workdir, not in /tmp.
     assert len(list((tmp_path / "local2" / "tmp").glob("torchelastic_*"))) == 2

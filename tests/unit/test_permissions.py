@@ -5,6 +5,7 @@ server's own answer for each install mode is tests/cluster/test_least_privilege.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 import yaml
@@ -52,7 +53,7 @@ def kopf_watches() -> set[tuple[str, str]]:
     """(group, plural) of every resource handlers.py hands to kopf.index or kopf.on.event."""
     from disttrain_operator import handlers, kueue
     names = {"GROUP": handlers.GROUP, "PLURAL": handlers.PLURAL, "kueue.GROUP": kueue.GROUP}
-    tree = ast.parse((ROOT / "operator" / "disttrain_operator" / "handlers.py").read_text())
+    tree = ast.parse(Path(handlers.__file__).read_text())  # wherever the package is (mutation mirrors it)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and ast.unparse(node.func) in ("kopf.index", "kopf.on.event"):

@@ -240,6 +240,13 @@ cmd_up() {
   mkdir -p "$STATE"/{logs,pids,etcd}
   # Up to here nothing runs; from here on a failure must not leave processes.
   trap 'rc=$?; if ((rc)); then log "up failed; logs kept in $STATE/logs"; stop_all; fi' EXIT
+  # The reaper starts before anything else: an owner killed while `up` still runs (its
+  # processes outlive it, each in its own session) must not leave a half-started cluster.
+  if [[ -n "${DISTTRAIN_CLUSTER_OWNER_PID:-}" ]]; then
+    setsid bash "$HACK/cluster.sh" _reap "$NAME" "$DISTTRAIN_CLUSTER_OWNER_PID" $$ </dev/null \
+      >"$STATE/logs/reaper.log" 2>&1 &
+    echo $! >"$STATE/pids/reaper.pid"
+  fi
 
   read -r ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT <<<"$(free_ports 6)"
   printf 'etcd=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
@@ -322,12 +329,6 @@ cmd_up() {
     --cidr 127.244.0.1/16 --node-ip 127.240.0.1 \
     --node-lease-duration-seconds 40
 
-  if [[ -n "${DISTTRAIN_CLUSTER_OWNER_PID:-}" ]]; then
-    setsid bash "$HACK/cluster.sh" _reap "$NAME" "$DISTTRAIN_CLUSTER_OWNER_PID" </dev/null \
-      >"$STATE/logs/reaper.log" 2>&1 &
-    echo $! >"$STATE/pids/reaper.pid"
-  fi
-
   local fakes
   fakes=$(fake_nodes)
   if [[ -n $fakes ]]; then
@@ -349,10 +350,12 @@ cmd_up() {
   cmd_env
 }
 
-# _reap NAME PID: internal; stop the cluster when PID exits.
+# _reap NAME PID [UP_PID]: internal; stop the cluster when PID exits, once the `up`
+# that started it (UP_PID) has finished too, so that nothing starts after the teardown.
 cmd_reap() {
-  local owner=$3
+  local owner=$3 up=${4:-}
   while running "$owner"; do sleep 1; done
+  while [[ -n $up ]] && running "$up"; do sleep 1; done
   [[ -d "$STATE" ]] || exit 0
   log "owner $owner gone; tearing down"
   rm -f "$STATE/pids/reaper.pid" # don't kill ourselves

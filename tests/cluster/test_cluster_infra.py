@@ -382,3 +382,49 @@ def test_second_cluster_runs_side_by_side_and_dies_with_its_owner(cluster: Clust
         owner.kill()
         subprocess.run(["bash", str(REPO / "hack/cluster.sh"), "down", name], env=env,
                        capture_output=True, timeout=60)
+
+
+def processes_naming(text: str) -> list[int]:
+    """PIDs of running processes whose command line contains text."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(errors="replace") \
+                    and running(int(proc.name)):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_cluster_whose_owner_dies_while_it_starts_is_torn_down(cluster: Cluster, tmp_path: Path) -> None:
+    """The owner and `up` killed while `up` is still starting components (a test run
+    interrupted in its first seconds: `up` dies with it, of SIGPIPE on its closed stderr or
+    with its process group): nothing of that cluster runs on and its state is gone. The
+    reaper used to start last, so such a cluster ran on, ownerless."""
+    owner = subprocess.Popen(["sleep", "600"])
+    state = tmp_path / "orphan"
+    env = {**os.environ, "DISTTRAIN_CLUSTER_DIR": str(state), "DISTTRAIN_CLUSTER_OWNER_PID": str(owner.pid),
+           "DISTTRAIN_FAKE_GPU_NODES": "1", "DISTTRAIN_FAKE_CPU_NODES": "0"}
+    name = f"pytest-orphan-{os.getpid()}"
+    up = subprocess.Popen(["bash", str(REPO / "hack/cluster.sh"), "up", name], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        cluster.wait_for(lambda: (state / "pids" / "etcd.pid").exists() or up.poll() is not None,
+                         timeout=120, what="up to start etcd")
+        assert up.poll() is None, "up ended before it started etcd"
+        up.send_signal(signal.SIGKILL)
+        owner.send_signal(signal.SIGKILL)
+        up.wait()
+        owner.wait()
+        cluster.wait_for(lambda: not state.exists() and not processes_naming(str(state)), timeout=60,
+                         what="the orphaned cluster to be torn down",
+                         describe=lambda: f"state {'left' if state.exists() else 'gone'}, "
+                                          f"processes {processes_naming(str(state))}")
+    finally:
+        owner.kill()
+        up.kill()
+        subprocess.run(["bash", str(REPO / "hack/cluster.sh"), "down", name], env=env,
+                       capture_output=True, timeout=60)

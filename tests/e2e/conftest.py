@@ -14,6 +14,7 @@ nothing patched. Every test here carries the markers ``cluster`` and ``e2e``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -242,22 +243,44 @@ class Prometheus:
             return []
 
 
+@functools.cache
+def _monitors(helm_binary: str, env: tuple[tuple[str, str], ...]) -> tuple[dict, dict]:
+    out = subprocess.run([helm_binary, "template", "disttrain", str(CHART), "-n", OPERATOR_NS,
+                          "--set", "serviceMonitor.enabled=true", "--set", "podMonitor.enabled=true"],
+                         capture_output=True, text=True, env=dict(env), check=True).stdout
+    specs = {d["kind"]: d["spec"] for d in yaml.safe_load_all(out) if d and d["kind"].endswith("Monitor")}
+    return specs["ServiceMonitor"], specs["PodMonitor"]
+
+
+def monitors(cluster: Cluster) -> tuple[dict, dict]:
+    """The specs of the ServiceMonitor and PodMonitor the chart renders with monitoring on."""
+    return _monitors(str(cluster.bin_dir / "helm"), tuple(sorted(cluster.env.items())))
+
+
+def label_selector(selector: dict) -> str:
+    assert not selector.get("matchExpressions"), "only matchLabels are read here"
+    return ",".join(f"{k}={v}" for k, v in selector["matchLabels"].items())
+
+
 def discovered_targets(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
-    """What a ServiceMonitor/PodMonitor would scrape, read from the API server.
+    """What the chart's ServiceMonitor and PodMonitor would scrape, read from the API server.
 
     Debian's Prometheus is built without Kubernetes service discovery, so the test does
-    the discovery: the endpoints (EndpointSlices) of every Service labelled
-    ``app.kubernetes.io/component=operator`` on its port ``metrics``, and every running
-    worker pod (``app.kubernetes.io/component=worker``) on its container port ``metrics``.
+    what Prometheus Operator would: the endpoints (EndpointSlices) of every Service the
+    ServiceMonitor's selector matches, on its endpoint's port, and every running pod the
+    PodMonitor's selector matches, on its endpoint's container port. The selectors and
+    ports are the chart's own (``monitors``), so a monitor that selects nothing scrapes
+    nothing here too.
     """
+    service_monitor, pod_monitor = monitors(cluster)
     slices = json.loads(cluster.kubectl("get", "endpointslices", "-A", "-o", "json", check=False).stdout or "{}")
-    services = json.loads(cluster.kubectl("get", "services", "-A", "-l", "app.kubernetes.io/component=operator",
+    services = json.loads(cluster.kubectl("get", "services", "-A", "-l", label_selector(service_monitor["selector"]),
                                           "-o", "json", check=False).stdout or "{}")
     operator_services = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in services.get("items", [])}
     operator = []
     for item in slices.get("items", []):
         key = (item["metadata"]["namespace"], item["metadata"].get("labels", {}).get("kubernetes.io/service-name"))
-        ports = [p["port"] for p in item.get("ports") or [] if p.get("name") == "metrics"]
+        ports = [p["port"] for p in item.get("ports") or [] if p.get("name") == service_monitor["endpoints"][0]["port"]]
         if key not in operator_services or not ports:
             continue
         for endpoint in item.get("endpoints") or []:
@@ -265,14 +288,14 @@ def discovered_targets(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
                 operator += [{"targets": [f"{address}:{ports[0]}"],
                               "labels": {"service": key[1], "service_namespace": key[0]}}
                              for address in endpoint["addresses"]]
-    pods = json.loads(cluster.kubectl("get", "pods", "-A", "-l", "app.kubernetes.io/component=worker",
+    pods = json.loads(cluster.kubectl("get", "pods", "-A", "-l", label_selector(pod_monitor["selector"]),
                                       "--field-selector=status.phase=Running", "-o", "json", check=False).stdout
                       or "{}")
     trainers = []
     for pod in pods.get("items", []):
         for container in pod["spec"]["containers"]:
             for port in container.get("ports", []):
-                if port.get("name") == "metrics" and pod["status"].get("podIP"):
+                if port.get("name") == pod_monitor["podMetricsEndpoints"][0]["port"] and pod["status"].get("podIP"):
                     trainers.append({"targets": [f"{pod['status']['podIP']}:{port['containerPort']}"],
                                      "labels": {"scraped_pod": pod["metadata"]["name"]}})
     return {"operator": operator, "trainers": trainers}

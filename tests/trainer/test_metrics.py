@@ -4,18 +4,22 @@ exported (/status, Prometheus)."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from dt_helpers import run_customized, tiny_config
+from dt_helpers import free_port, run_customized, tiny_config
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.flops import format_mfu, mfu, peak_flops
-from disttrain_trainer.metrics import PrometheusSink, StatusSink, StepMetrics
+from disttrain_trainer.metrics import PrometheusSink, StatusServer, StatusSink, StepMetrics
 from disttrain_trainer.models import GPT_PRESETS, model_spec
 
 
@@ -215,9 +219,7 @@ def test_two_ranks_with_accumulation_report_optimizer_steps_of_the_global_batch(
     samples of `context` tokens. The final report's own figures agree with that definition,
     whatever the machine's speed: steps counted in optimizer steps, world size 2, step time
     x samples/s = 16 samples, tokens/s = samples/s x 64 (gpt-nano's context)."""
-    import json
-
-    from dt_helpers import Agent, free_port, pod_env
+    from dt_helpers import Agent, pod_env
 
     report_file = tmp_path / "termination-log"
     env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, steps=12, batch=4, max_restarts=0,
@@ -236,3 +238,37 @@ def test_two_ranks_with_accumulation_report_optimizer_steps_of_the_global_batch(
     assert report["stepSeconds"] * report["samplesPerSecond"] == pytest.approx(4 * 2 * 2, rel=1e-3)
     assert report["tokensPerSecond"] == pytest.approx(report["samplesPerSecond"] * context, rel=1e-5)
     assert report["loss"] is not None and report["gradNorm"] > 0
+
+
+def test_the_status_server_answers_each_documented_path_with_its_type_and_length() -> None:
+    """pod-contract.md: GET /metrics (Prometheus text), /healthz, /status (JSON) on the
+    metrics port, a query string ignored, anything else 404; a restarted trainer binds the
+    port its predecessor just closed."""
+    registry, sink, port = CollectorRegistry(), StatusSink(), free_port()
+    PrometheusSink(MetricsConfig(port=port, namespace="ml", job="served", pod="served-worker-0"), restarts=0,
+                   registry=registry).step(StepMetrics(step=3, total_steps=9, loss=1.5, samples_per_second=8.0,
+                                                       tokens_per_second=64.0, step_seconds=0.5, world_size=2))
+    sink.step(StepMetrics(step=3, total_steps=9, loss=1.5, samples_per_second=8.0, tokens_per_second=64.0,
+                          step_seconds=0.5, world_size=2))
+
+    def get(path: str) -> tuple[int, str, bytes, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as answer:
+                body = answer.read()
+                return answer.status, answer.headers["Content-Type"], body, answer.headers["Content-Length"]
+        except urllib.error.HTTPError as exc:
+            return exc.code, "", b"", ""
+
+    for _ in range(2):  # the second server takes the port the first one closed
+        server = StatusServer(port, registry, sink)
+        try:
+            code, ctype, body, length = get("/metrics?x=1")
+            assert (code, ctype, length) == (200, CONTENT_TYPE_LATEST, str(len(body)))
+            assert 'disttrain_train_step{job="served",namespace="ml",pod="served-worker-0"} 3.0' in body.decode()
+            assert get("/healthz")[:3] == (200, "text/plain", b"ok")
+            code, ctype, body, length = get("/status")
+            assert (code, ctype, length) == (200, "application/json", str(len(body)))
+            assert json.loads(body)["step"] == 3
+            assert [get(path)[0] for path in ("/", "/metricsx", "/Metrics", "/status/")] == [404] * 4
+        finally:
+            server.close()

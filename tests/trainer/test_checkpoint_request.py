@@ -34,6 +34,36 @@ def post(port: int, query: str, token: str | None = TOKEN, timeout: float = 120)
         return exc.code, {}
 
 
+@pytest.mark.parametrize("query,answer", [
+    ("holdSeconds=1", 202), ("holdSeconds=3600", 202), ("holdSeconds=3600&waitSeconds=0", 202),
+    ("holdSeconds=0", 400), ("holdSeconds=3601", 400), ("holdSeconds=-1", 400), ("holdSeconds=1.5", 400),
+    ("waitSeconds=1", 400), ("holdSeconds=5&waitSeconds=-0.5", 400), ("holdSeconds=5&waitSeconds=301", 400),
+    ("holdSeconds=5&waitSeconds=x", 400),
+])
+def test_hold_and_wait_are_taken_at_their_bounds_and_refused_past_them_saying_so(query: str, answer: int) -> None:
+    """pod-contract.md: holdSeconds 1 to 3600 (required), waitSeconds 0 to 300 (default 0);
+    a refusal is a 400 whose error says what is allowed, and asks for no checkpoint."""
+    request, port = CheckpointRequest(), free_port()
+    server = StatusServer(port, CollectorRegistry(), StatusSink(), Control(TOKEN, request))
+    try:
+        target = f"http://127.0.0.1:{port}/checkpoint?{query}"
+        call = urllib.request.Request(target, method="POST", data=b"", headers={"Authorization": f"Bearer {TOKEN}"})
+        try:
+            with urllib.request.urlopen(call, timeout=60) as reply:
+                code, doc = reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            code, doc = exc.code, json.loads(exc.read())
+        assert code == answer, doc
+        if answer == 400:
+            assert request.pending() == 0
+            assert doc["error"] in ("want ?holdSeconds=<1..3600>[&waitSeconds=<0..300>]",
+                                    "holdSeconds must be within 1..3600, waitSeconds within 0..300"), doc
+        else:
+            assert request.pending() == int(query.split("&")[0].split("=")[1])
+    finally:
+        server.close()
+
+
 def test_the_endpoint_wants_the_token_and_a_hold_and_answers_202_until_held() -> None:
     request, port = CheckpointRequest(), free_port()
     server = StatusServer(port, CollectorRegistry(), StatusSink(), Control(TOKEN, request))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from disttrain_operator.api import validate_document
 
@@ -88,7 +91,27 @@ CLI_ENV = {**os.environ, "PYTHONPATH": package_paths()}
 
 
 def disttrain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """`disttrain ARGS` in a process of its own, from this checkout (60 s at most)."""
+    """`disttrain ARGS` through the CLI's main() in this process, with stdin, stdout, stderr
+    and the exit status as a process of its own would have them (argparse's exits included),
+    so that mutation testing sees the code a command runs."""
+    from disttrain_operator.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    given = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")  # with .buffer, as sys.stdin
+    with mock.patch.object(sys, "stdin", given), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors (2) and --help (0)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return subprocess.CompletedProcess(["disttrain", *args], code, out.getvalue(), err.getvalue())
+
+
+def disttrain_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`disttrain ARGS` in a process of its own, from this checkout (60 s at most): for what
+    only a process shows (hostile input must not crash it, its recursion limit)."""
     return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True,
                           text=True, env=CLI_ENV, input=stdin, timeout=60)
 

@@ -20,7 +20,7 @@ from disttrain_operator.api.parse import check_job_name
 from disttrain_operator.documents import DocumentError, load_documents
 
 from .conftest import EXAMPLES, examples
-from .helpers import disttrain, errors_of, job, write
+from .helpers import disttrain_process, errors_of, job, write
 
 HEAD = "apiVersion: disttrain.dev/v1alpha1\nkind: DistributedTraining\nmetadata: {name: demo}\n"
 
@@ -139,7 +139,7 @@ HOSTILE = [
 def test_hostile_file_is_one_clear_line(tmp_path, what, text, expected):
     """In a process of its own, as users run it (the in-process test below bounds the work)."""
     path = write(tmp_path, text)
-    result = disttrain("validate", path)
+    result = disttrain_process("validate", path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert expected in result.stdout + result.stderr, result.stdout + result.stderr
@@ -163,19 +163,19 @@ def test_special_files_are_refused_without_reading_them(tmp_path):
     os.mkfifo(fifo)
     for path, expected in (("/dev/zero", "is not a regular file"), (str(fifo), "is not a regular file"),
                            (str(tmp_path), "is a directory")):
-        result = disttrain("validate", path)
+        result = disttrain_process("validate", path)
         assert result.returncode == 1 and expected in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
 
 
 def test_a_file_over_the_size_limit_is_refused(tmp_path):
     path = write(tmp_path, HEAD + "# " + "x" * (2 * 2**20) + "\n")
-    result = disttrain("validate", path)
+    result = disttrain_process("validate", path)
     assert result.returncode == 1 and "bytes; a file of DistributedTrainings is at most" in result.stderr
 
 
 def test_stdin_is_bounded_too():
-    result = disttrain("validate", "-", stdin=HEAD + "#" + "x" * (2 * 2**20))
+    result = disttrain_process("validate", "-", stdin=HEAD + "#" + "x" * (2 * 2**20))
     assert result.returncode == 1 and "is more than 1048576 bytes" in result.stderr
 
 
@@ -183,14 +183,14 @@ def test_kubectl_get_list_output_is_read_item_by_item(tmp_path):
     items = [yaml.safe_load(HEAD.replace("demo", name)) for name in ("first", "second")]
     path = write(tmp_path, yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items,
                                            "metadata": {"resourceVersion": ""}}))
-    result = disttrain("validate", path)
+    result = disttrain_process("validate", path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{path}:3: first: valid" in result.stdout and ": second: valid" in result.stdout
 
 
 def test_multi_document_files_report_every_document(tmp_path):
     path = write(tmp_path, HEAD + "---\n" + HEAD.replace("demo", "two") + "spec: {nodes: -1}\n")
-    result = disttrain("validate", path)
+    result = disttrain_process("validate", path)
     assert result.returncode == 1
     assert f"{path}:1: demo: valid" in result.stdout and f"{path}:5: two: invalid" in result.stdout
 

@@ -11,6 +11,7 @@ shipped. Run with -s to see each mode's table."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,15 +57,19 @@ class Mode:
     def objects(self) -> list[dict]:
         return [o for o in self.rendered if o["kind"] in RBAC_KINDS]
 
-    @property
+    @functools.cached_property
     def clusterwide(self) -> bool:
-        return operator_reading(operator_deployment(self.rendered))[0].all_namespaces
+        return self._args.all_namespaces
 
-    @property
+    @functools.cached_property
     def watched(self) -> tuple[str, ...]:
         """The namespaces it must work in: those its arguments name, else a sample."""
-        args = operator_reading(operator_deployment(self.rendered))[0]
-        return self.anywhere if args.all_namespaces else tuple(args.namespaces)
+        return self.anywhere if self.clusterwide else tuple(self._args.namespaces)
+
+    @functools.cached_property
+    def _args(self):
+        """The install's operator arguments, parsed once (expectations ask per call)."""
+        return operator_reading(operator_deployment(self.rendered))[0]
 
     @property
     def account(self) -> tuple[str, str]:

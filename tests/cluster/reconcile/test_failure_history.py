@@ -123,8 +123,12 @@ def test_each_failure_is_recorded_from_the_pod_status_once_and_the_history_stays
         assert job["status"]["restarts"] == 2  # disruptions spent no backoffLimit
         assert condition(job, "Running")["status"] == "True"
 
-        counts = {cause: operator.sample("disttrain_job_failures_total", namespace=namespace, job="hist",
-                                         cause=cause) for cause in ("ExitCode", "OOMKilled", "Evicted")}
-        assert counts == {"ExitCode": 1, "OOMKilled": 1, "Evicted": 16}
+        def counts() -> dict[str, float]:
+            return {cause: operator.sample("disttrain_job_failures_total", namespace=namespace, job="hist",
+                                           cause=cause) for cause in ("ExitCode", "OOMKilled", "Evicted")}
+
+        # (the counters move just after the status write read above)
+        cluster.wait_for(lambda: sum(counts().values()) >= 18, timeout=10, what="18 failures counted")
+        assert counts() == {"ExitCode": 1, "OOMKilled": 1, "Evicted": 16}
         assert [p["metadata"]["name"] for p in pods_of(cluster, namespace, "hist")
                 if not p["metadata"].get("deletionTimestamp")] == ["hist-worker-0", "hist-worker-1"]

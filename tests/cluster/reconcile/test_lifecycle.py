@@ -115,7 +115,8 @@ def test_guardrail_warnings_reach_condition_status_and_events(cluster, namespace
     assert job["status"]["resolved"]["strategy"] == "auto"
     assert any("DDP requires multiple devices" in w for w in job["status"]["warnings"])
     assert any(e["reason"] == "DDPSingleDevice" for e in events_of(cluster, namespace, "warn"))
-    assert operator.sample("disttrain_operator_validation_warnings_total", reason="DDPSingleDevice") >= 1
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_validation_warnings_total",
+                                             reason="DDPSingleDevice") >= 1, timeout=10, what="the warning counted")
 
 
 def test_jobs_carry_no_finalizer_and_one_left_by_an_older_operator_comes_off(cluster, namespace, operator):

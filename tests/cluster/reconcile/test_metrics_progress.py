@@ -19,13 +19,19 @@ def test_metrics_count_pods_restarts_failures_and_phases(cluster, namespace, ope
     restarts = operator.sample("disttrain_operator_job_restarts_total")
     cluster.apply(job_manifest("counted", nodes=2, backoffLimit=1), namespace=namespace)
     wait_phase(cluster, namespace, "counted", "Running")
+    # The pods are counted when created, before any status says Running; the phase gauge and
+    # the counters move just after the status write the test saw, so wait for them (briefly).
     assert operator.sample("disttrain_operator_pods_created_total") == created + 2
-    assert operator.sample("disttrain_operator_jobs", phase="Running") >= 1
-    assert operator.sample("disttrain_operator_job_time_to_running_seconds_count") >= 1
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_jobs", phase="Running") >= 1, timeout=10,
+                     what="jobs{phase=Running}")
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_job_time_to_running_seconds_count") >= 1,
+                     timeout=10, what="time to running observed")
     assert operator.sample("disttrain_operator_reconcile_seconds_count") > 0
     annotate_exit(cluster, namespace, "counted-worker-1", 1)
     cluster.wait_for(lambda: get_job(cluster, namespace, "counted")["status"].get("restarts") == 1, timeout=60,
                      what="one restart")
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_job_restarts_total") >= restarts + 1, timeout=10,
+                     what="the restart counted")
     assert operator.sample("disttrain_operator_job_restarts_total") == restarts + 1
     wait_phase(cluster, namespace, "counted", "Running")
     annotate_exit(cluster, namespace, "counted-worker-0", 1)
@@ -73,7 +79,8 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
                    what="CheckpointStale True")
     assert condition(job, "CheckpointStale")["reason"] == "CheckpointTooOld"
     assert "checkpoint of step 40" in condition(job, "CheckpointStale")["message"]
-    assert operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace, job="watched") > 3600
+    cluster.wait_for(lambda: operator.sample("disttrain_operator_checkpoint_age_seconds", namespace=namespace,
+                                             job="watched") > 3600, timeout=10, what="the stale checkpoint's age")
 
 
 class HostileTrainer(http.server.BaseHTTPRequestHandler):

@@ -98,6 +98,9 @@ def test_a_worker_on_a_lost_node_is_replaced_on_another_node(cluster, namespace,
         events = json.loads(cluster.kubectl("get", "events", "-n", namespace, "--field-selector",
                                             "involvedObject.name=lost", "-o", "json").stdout)["items"]
         assert any(e["reason"] == "NodeLost" and "force-deleting lost-worker-0" in e["message"] for e in events)
+        # (the counters move just after the status write seen above)
+        cluster.wait_for(lambda: operator.sample("disttrain_job_failures_total", namespace=namespace, job="lost",
+                                                 cause="NodeLost") >= 1, timeout=10, what="the loss counted")
         assert operator.sample("disttrain_job_failures_total", namespace=namespace, job="lost", cause="NodeLost") == 1
         assert get_job(cluster, namespace, "lost")["status"]["failures"] == job["status"]["failures"]
     finally:

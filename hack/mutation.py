@@ -6,7 +6,8 @@ the checkout is mirrored into a work tree under the cache
 operator/disttrain_operator and trainer/disttrain_trainer at its top. Files are copied
 only when their content changed, and mutmut keeps its verdicts there between runs: a run
 re-tests only the functions whose source changed (mutmut hashes each function) and, when
-the tests changed, the mutants that survived or had no test. Then it prints, per module,
+the tests changed, the mutants that survived or had no test, with every function's tests
+found again (mutmut would look again only at the test files that changed). Then it prints, per module,
 mutants, killed, survived, equivalent (listed with a reason in hack/mutation-equivalent.txt)
 and the score, followed by every surviving mutant as a diff.
 
@@ -287,6 +288,10 @@ def main() -> int:
         tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"])
         stamp = work / ".tests-hash"
         if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):
+            # mutmut maps functions to tests once and then refreshes that map only for the test
+            # files whose own source changed: a changed helper (one that now runs the CLI
+            # in-process, say) would leave its callers' new reach unseen. Map them all again.
+            (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
             print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
         env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
         mutmut = Path(sys.executable).with_name("mutmut")

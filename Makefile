@@ -58,7 +58,7 @@ e2e: venv tools images  ## the real node: our images, helm/kustomize installs, t
 contracts: venv  ## regenerate tests/contracts.yaml, the inventory of documented contracts and the tests that use each
 	$(RUN) python -m tests.unit.contracts
 
-mutation: venv  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
+mutation: venv tools  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
 	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
 
 planted-bugs: venv tools  ## each planted bug (issue 14, and hack/planted/*.json) must fail its named tests, in a temp copy of the checkout. PLANTED_BUGS=name...

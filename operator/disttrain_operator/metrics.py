@@ -13,38 +13,40 @@ class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.jobs = Gauge("disttrain_operator_jobs", "DistributedTrainings by phase.", ["phase"], registry=r)
+        self.jobs = Gauge("disttrain_operator_jobs", "Jobs this operator knows, by phase.", ["phase"], registry=r)
         self.reconcile_seconds = Histogram(
             "disttrain_operator_reconcile_seconds", "Time of one reconcile pass.", registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.pods_created = Counter("disttrain_operator_pods_created", "Worker pods created.", registry=r)
         self.job_restarts = Counter("disttrain_operator_job_restarts",
-                                    "Rounds of worker pods recreated after failures.", registry=r)
+                                    "Restart rounds (failed workers recreated).", registry=r)
         self.time_to_running = Histogram(
             "disttrain_operator_job_time_to_running_seconds",
-            "From creation of a DistributedTraining to phase Running.", registry=r,
+            "Creation to phase Running.", registry=r,
             buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800))
         self.validation_warnings = Counter("disttrain_operator_validation_warnings",
-                                           "Guardrail warnings raised on specs.", ["reason"], registry=r)
-        self.job_failures = Counter("disttrain_operator_job_failures", "Jobs that failed.", ["reason"],
+                                           "Guardrail warnings, by reason.", ["reason"], registry=r)
+        self.job_failures = Counter("disttrain_operator_job_failures", "Failed jobs, by reason.", ["reason"],
                                     registry=r)
         self.checkpoint_age = Gauge("disttrain_operator_checkpoint_age_seconds",
-                                    "Age of the newest complete checkpoint of a running job.",
+                                    "Age of each running job's newest checkpoint.",
                                     ["namespace", "job"], registry=r)
         self.worker_failures = Counter(
-            "disttrain_job_failures", "Worker failures of each job by cause (one per entry of status.failures).",
+            "disttrain_job_failures", "Worker failures of each job by cause, one per entry of status.failures.",
             ["namespace", "job", "cause"], registry=r)
         self.goodput_ratio = Gauge(
-            "disttrain_job_goodput_ratio", "Share of each job's worker-seconds that went to steps that count "
-            "(status.goodput.ratio).", ["namespace", "job"], registry=r)
+            "disttrain_job_goodput_ratio",
+            "The share of each job's worker-seconds that went to steps that count, as status.goodput.ratio.",
+            ["namespace", "job"], registry=r)
         self.lost_seconds = Counter(
-            "disttrain_job_lost_seconds", "Worker-seconds of steps done again after failures, by cause.",
+            "disttrain_job_lost_seconds", "Worker-seconds of steps done again after failures, by the failure's cause.",
             ["namespace", "job", "cause"], registry=r)
         self.reconcile_errors = Counter(
-            "disttrain_operator_reconcile_errors", "Reconciles that failed and were retried with back-off.",
+            "disttrain_operator_reconcile_errors",
+            "Reconcile passes that failed and were retried with back-off, by reason.",
             ["reason"], registry=r)
         self.api_requests = Counter(
-            "disttrain_operator_api_requests", "Requests to the Kubernetes API by verb and answer (0 = no answer).",
+            "disttrain_operator_api_requests", "Requests to the Kubernetes API by verb and answer (code 0: no answer).",
             ["verb", "code"], registry=r)
         self._phases: dict[tuple[str, str], str] = {}
         for phase in PHASES:

@@ -131,3 +131,47 @@ def test_values_schema_refuses_unknown_keys_and_describes_every_value():
     # every default in values.yaml is a documented key (helm lint checks the types)
     for top, value in values.items():
         assert any(k == top or k.startswith(top + ".") for k in keys), top
+
+
+def _documented_meanings() -> dict[str, tuple[str | None, str]]:
+    """{metric: (type or None, meaning)} from the metric tables of docs/operations.md
+    (metric | type | meaning) and docs/trainer.md (metric | meaning)."""
+    out = {}
+    for page in ("operations.md", "trainer.md"):
+        with open(os.path.join(ROOT, "docs", page)) as handle:
+            for line in map(str.strip, handle):  # (trainer.md's table sits in a list item)
+                if not line.startswith("| `disttrain_"):
+                    continue
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                name = re.fullmatch(r"`(disttrain_[a-z_]+)(?:\{[a-z_,]+\})?`", cells[0])
+                assert name, f"docs/{page}: one metric a row: {cells[0]}"
+                out[name.group(1)] = (cells[1] if len(cells) == 3 else None, cells[-1])
+    return out
+
+
+def help_text(meaning: str) -> str:
+    """A documented meaning as the HELP line says it: its links' text only (a parenthesised
+    link to another section goes), no backticks, a capital and a full stop."""
+    text = re.sub(r"\s*\(\[[^\]]+\]\([^)]+\)\)", "", meaning)
+    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text).replace("`", "")
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def test_every_metric_says_in_its_help_line_what_the_docs_say_it_means():
+    """Prometheus, Grafana's metric browser and `curl /metrics` show the HELP line: it is the
+    meaning users read next to the number, so it is the documented one, word for word."""
+    from prometheus_client import CollectorRegistry
+
+    from disttrain_operator.metrics import OperatorMetrics
+    from disttrain_trainer.config import MetricsConfig
+    from disttrain_trainer.metrics import PrometheusSink
+
+    trainer = CollectorRegistry()
+    PrometheusSink(MetricsConfig(job="j", namespace="n", pod="p"), restarts=0, registry=trainer)
+    exported = {family.name + ("_total" if family.type == "counter" else ""): (family.type, family.documentation)
+                for registry in (OperatorMetrics().registry, trainer) for family in registry.collect()}
+    documented = _documented_meanings()
+    assert sorted(documented) == sorted(exported), "one row per exported metric in docs/operations.md or trainer.md"
+    for name, (kind, meaning) in documented.items():
+        assert kind in (None, exported[name][0]), (name, kind, exported[name][0])
+        assert exported[name][1] == help_text(meaning), name

@@ -123,28 +123,38 @@ class PrometheusSink:
 
         self._labels = labels
 
-        self.step_g = gauge("disttrain_train_step", "Optimizer steps completed (resumes from checkpoints, never double-counts).")
-        self.loss = gauge("disttrain_train_loss", "Training loss, averaged over data-parallel ranks, at the last log step.")
+        self.step_g = gauge("disttrain_train_step",
+                            "Optimizer steps completed (a gauge: steps redone after a resume are not counted twice).")
+        self.loss = gauge("disttrain_train_loss", "Loss, mean over data-parallel ranks, at the last log step.")
         self.sps = gauge("disttrain_train_samples_per_second",
-                         "Global samples per second over the last logging window, checkpoint time excluded.")
+                         "Global samples/s averaged over the last logging window, checkpoint time excluded.")
         self.tps = gauge("disttrain_train_tokens_per_second",
-                         "Global tokens per second over the last logging window, checkpoint time excluded.")
+                         "Global tokens/s averaged over the last logging window, checkpoint time excluded "
+                         "(samples x sequence length; 1 token per sample for the MLP).")
         self.step_s = gauge("disttrain_train_step_seconds",
                             "Mean optimizer step over the last logging window, checkpoint time excluded.")
         self.grad_norm = gauge("disttrain_train_grad_norm",
-                               "Global L2 norm of the gradients before clipping, at the last log step.")
-        self.flops = gauge("disttrain_train_flops_per_token", "Model training FLOPs per token (forward and backward).")
+                               "Global L2 norm of the gradients before clipping, at the last log step "
+                               "(computed on log steps even with clipping off).")
+        self.flops = gauge("disttrain_train_flops_per_token",
+                           "The model's training FLOPs per token: 6 per matmul weight plus attention's "
+                           "12 x layers x d_model x sequence length.")
         # Left unlabelled (hence absent from /metrics) until the device's peak is known.
-        self.mfu = Gauge("disttrain_train_mfu_ratio", "Model FLOPs utilisation over the last logging window "
-                         "(0..1); absent when the device's peak is unknown.", names, registry=registry)
+        self.mfu = Gauge("disttrain_train_mfu_ratio",
+                         "Model FLOPs utilisation (0..1) over the last window: tokens/s x FLOPs per token / "
+                         "(world size x the device's dense peak in the compute dtype); absent when the peak "
+                         "is unknown (CPU, an unlisted GPU).", names, registry=registry)
         self.world = gauge("disttrain_train_world_size", "Processes in the current process group.")
-        self.restarts = gauge("disttrain_train_restarts", "torchrun restarts of this node's worker group.")
-        self.save_s = gauge("disttrain_checkpoint_save_seconds", "Duration of the last checkpoint save.")
+        self.restarts = gauge("disttrain_train_restarts", "Torchrun restarts of this node's worker group.")
+        self.save_s = gauge("disttrain_checkpoint_save_seconds",
+                            "Duration of the last save, start to commit (an async save's background write "
+                            "included).")
         self.blocked_s = gauge("disttrain_checkpoint_blocked_seconds",
-                               "Time the last checkpoint save held the training loop (the whole save when "
-                               "synchronous, the copy to CPU memory when async); excluded from step time.")
+                               "How long the last save held the training loop: the whole save when synchronous, "
+                               "the copy to CPU memory when async; excluded from step time.")
         self.ckpt_step = gauge("disttrain_checkpoint_last_step", "Step of the newest complete checkpoint.")
-        self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds", "Unix time of the newest complete checkpoint.")
+        self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds",
+                             "Unix time of the newest complete checkpoint.")
         self.eval_loss = gauge("disttrain_train_eval_loss", "Loss on the held-out split at the last evaluation.")
         self.restarts.set(restarts)
 

@@ -272,3 +272,69 @@ def test_the_status_server_answers_each_documented_path_with_its_type_and_length
             assert [get(path)[0] for path in ("/", "/metricsx", "/Metrics", "/status/")] == [404] * 4
         finally:
             server.close()
+
+
+def test_the_report_rounds_rates_to_3_decimals_and_every_other_number_to_6() -> None:
+    """docs/pod-contract.md: small numbers, exact enough, and a report that fits the 4 KiB
+    termination message however long the run."""
+    status = StatusSink()
+    status.step(StepMetrics(step=3, total_steps=9, step_seconds=0.1234567891, samples_per_second=10.0 / 3,
+                            tokens_per_second=20.0 / 3, world_size=2, loss=1.0 / 3, grad_norm=2.0 / 3,
+                            flops_per_token=6e6, mfu=0.1234567891))
+    status.checkpoint(CheckpointInfo(step=3, path="/c", time=1.0, save_seconds=1.0 / 7, blocked_seconds=2.0 / 7))
+    status.eval(3, 5.0 / 7)
+    doc = status.doc
+    assert (doc["samplesPerSecond"], doc["tokensPerSecond"]) == (3.333, 6.667)
+    assert (doc["stepSeconds"], doc["loss"], doc["gradNorm"], doc["mfu"]) == (0.123457, 0.333333, 0.666667, 0.123457)
+    assert (doc["checkpointSaveSeconds"], doc["checkpointBlockedSeconds"]) == (0.142857, 0.285714)
+    assert (doc["evalLoss"], doc["evalHistory"]) == (0.714286, [[3, 0.714286]])
+
+
+def test_a_loss_that_is_not_a_number_is_null_and_the_report_stays_json() -> None:
+    status = StatusSink()
+    status.eval(4, float("nan"))
+    status.eval(8, float("inf"))
+    doc = json.loads(status.render(), parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (None, 8, [[4, None], [8, None]])
+
+
+def test_each_report_moves_last_update_time() -> None:
+    """A poller tells a live trainer from a stale report by lastUpdateTime: a step, a hold
+    and the end each set it to now (UTC, seconds)."""
+    from disttrain_trainer.metrics import Metrics
+
+    status = StatusSink()
+    metrics = Metrics([status], total_steps=4, world_size=1, samples_per_step=8, tokens_per_sample=1)
+    for act in (lambda: metrics.record_step(1, loss=None), lambda: metrics.record_held(1),
+                lambda: metrics.record_held(None), lambda: metrics.finish("Finished", 4)):
+        status.doc["lastUpdateTime"] = "2000-01-01T00:00:00Z"
+        before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        act()
+        assert status.doc["lastUpdateTime"] >= before
+
+
+def test_a_hold_reports_the_step_every_rank_holds_at_then_null() -> None:
+    from disttrain_trainer.metrics import Metrics
+
+    status = StatusSink()
+    metrics = Metrics([Recorder(), status], total_steps=4, world_size=1, samples_per_step=8, tokens_per_sample=1)
+    metrics.record_held(12)
+    assert status.doc["heldAtStep"] == 12
+    metrics.record_held(None)
+    assert status.doc["heldAtStep"] is None
+
+
+def test_the_end_writes_the_report_with_its_outcome_to_the_termination_message(tmp_path: Path) -> None:
+    """What the operator reads from an ended pod: the final step, the run's length and
+    world, and the outcome, in the file the kubelet keeps (docs/pod-contract.md)."""
+    from disttrain_trainer.metrics import FINISHED, Metrics
+
+    message = tmp_path / "termination-log"
+    status = StatusSink(termination_log=str(message))
+    metrics = Metrics([status], total_steps=10, world_size=3, samples_per_step=8, tokens_per_sample=1)
+    metrics.record_step(6, loss=None)
+    metrics.finish(FINISHED, 7)
+    report = json.loads(message.read_text(encoding="utf-8"))
+    assert {k: report[k] for k in ("outcome", "step", "totalSteps", "worldSize")} == \
+        {"outcome": "Finished", "step": 7, "totalSteps": 10, "worldSize": 3}
+    assert report == status.doc == json.loads(status.render())

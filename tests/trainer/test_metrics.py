@@ -5,6 +5,11 @@ exported (/status, Prometheus)."""
 from __future__ import annotations
 
 import json
+import re
+import socket
+import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -298,19 +303,26 @@ def test_a_loss_that_is_not_a_number_is_null_and_the_report_stays_json() -> None
     assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (None, 8, [[4, None], [8, None]])
 
 
-def test_each_report_moves_last_update_time() -> None:
+def test_each_report_moves_last_update_time_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
     """A poller tells a live trainer from a stale report by lastUpdateTime: a step, a hold
-    and the end each set it to now (UTC, seconds)."""
+    and the end each set it to now, in UTC whatever the container's time zone."""
     from disttrain_trainer.metrics import Metrics
 
-    status = StatusSink()
-    metrics = Metrics([status], total_steps=4, world_size=1, samples_per_step=8, tokens_per_sample=1)
-    for act in (lambda: metrics.record_step(1, loss=None), lambda: metrics.record_held(1),
-                lambda: metrics.record_held(None), lambda: metrics.finish("Finished", 4)):
-        status.doc["lastUpdateTime"] = "2000-01-01T00:00:00Z"
-        before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        act()
-        assert status.doc["lastUpdateTime"] >= before
+    monkeypatch.setenv("TZ", "Etc/GMT+5")  # five hours behind UTC
+    time.tzset()
+    try:
+        status = StatusSink()
+        metrics = Metrics([status], total_steps=4, world_size=1, samples_per_step=8, tokens_per_sample=1)
+        for act in (lambda: metrics.record_step(1, loss=None), lambda: metrics.record_held(1),
+                    lambda: metrics.record_held(None), lambda: metrics.finish("Finished", 4)):
+            status.doc["lastUpdateTime"] = "2000-01-01T00:00:00Z"
+            before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            act()
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status.doc["lastUpdateTime"])
+            assert status.doc["lastUpdateTime"] >= before
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_a_hold_reports_the_step_every_rank_holds_at_then_null() -> None:
@@ -332,9 +344,114 @@ def test_the_end_writes_the_report_with_its_outcome_to_the_termination_message(t
     message = tmp_path / "termination-log"
     status = StatusSink(termination_log=str(message))
     metrics = Metrics([status], total_steps=10, world_size=3, samples_per_step=8, tokens_per_sample=1)
-    metrics.record_step(6, loss=None)
-    metrics.finish(FINISHED, 7)
+    metrics.finish(FINISHED, 7)  # (no step logged before: a run resumed at its last step)
     report = json.loads(message.read_text(encoding="utf-8"))
     assert {k: report[k] for k in ("outcome", "step", "totalSteps", "worldSize")} == \
         {"outcome": "Finished", "step": 7, "totalSteps": 10, "worldSize": 3}
     assert report == status.doc == json.loads(status.render())
+
+
+def test_the_query_bounds_of_a_checkpoint_request_include_both_ends() -> None:
+    """holdSeconds 1..3600, waitSeconds 0..300 (a wait at its end would keep the server test
+    waiting 300 s, so the ends are taken here, on the parse the server uses)."""
+    from disttrain_trainer.metrics import checkpoint_query
+
+    assert checkpoint_query("holdSeconds=1&waitSeconds=300") == (1, 300.0)
+    assert checkpoint_query("holdSeconds=3600&waitSeconds=0") == (3600, 0.0)
+    assert checkpoint_query("holdSeconds=7") == (7, 0.0)
+    assert checkpoint_query("holdSeconds=1&holdSeconds=9") == (9, 0.0)  # the last one counts
+    for refused in ("holdSeconds=1&waitSeconds=300.5", "holdSeconds=0", "waitSeconds=0", ""):
+        with pytest.raises(ValueError):
+            checkpoint_query(refused)
+
+
+def test_a_query_holding_a_question_mark_still_names_its_path() -> None:
+    """Only the first "?" ends the path: GET /status?a=b?c is /status, and a POST to
+    /checkpoint whose query holds a "?" reaches /checkpoint (and is judged by its query)."""
+    from disttrain_trainer.drain import CheckpointRequest
+    from disttrain_trainer.metrics import Control
+
+    port, request = free_port(), CheckpointRequest()
+    server = StatusServer(port, CollectorRegistry(), StatusSink(), Control("tok", request))
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status?a=b?c", timeout=30) as answer:
+            assert answer.status == 200 and json.loads(answer.read())["step"] == 0
+        call = urllib.request.Request(f"http://127.0.0.1:{port}/checkpoint?holdSeconds=2&note=a?b", method="POST",
+                                      data=b"", headers={"Authorization": "Bearer tok"})
+        with urllib.request.urlopen(call, timeout=30) as answer:
+            assert (answer.status, answer.headers["Content-Type"]) == (202, "application/json")
+        assert request.pending() == 2
+        bad = urllib.request.Request(f"http://127.0.0.1:{port}/checkpoint?holdSeconds=0", method="POST", data=b"",
+                                     headers={"Authorization": "Bearer tok"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=30)
+        assert (refused.value.code, refused.value.headers["Content-Type"]) == (400, "application/json")
+    finally:
+        server.close()
+
+
+def test_the_server_neither_keeps_the_trainer_alive_nor_waits_for_an_idle_client() -> None:
+    """The trainer process ends when its loop does, server still open (its threads are
+    daemons); and close() returns while a client holds a connection without a request."""
+    script = ("import sys; from prometheus_client import CollectorRegistry; "
+              "from disttrain_trainer.metrics import StatusServer, StatusSink; "
+              "StatusServer(int(sys.argv[1]), CollectorRegistry(), StatusSink()); print('serving', flush=True)")
+    done = subprocess.run([sys.executable, "-c", script, str(free_port())], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "serving\n"), done.stderr
+
+    port = free_port()
+    server = StatusServer(port, CollectorRegistry(), StatusSink())
+    idle = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as answer:
+            assert answer.status == 200  # the idle connection's handler thread is running by now
+        closer = threading.Thread(target=server.close, daemon=True)
+        closer.start()
+        closer.join(timeout=60)
+        assert not closer.is_alive(), "close() waited on a client that sent nothing"
+    finally:
+        idle.close()
+
+
+def test_build_metrics_serves_only_from_local_rank_0_and_logs_only_on_rank_0() -> None:
+    """The pod contract: local rank 0 of each pod serves /metrics and /status on the metrics
+    port (labelled with its job and pod); the other ranks serve nothing; rank 0 alone logs."""
+    from disttrain_trainer.metrics import LogSink, NullSink, PrometheusSink, build_metrics
+
+    port = free_port()
+    cfg = MetricsConfig(port=port, namespace="ml", job="built", pod="built-worker-0")
+    common = dict(restarts=2, total_steps=9, world_size=4, samples_per_step=8, tokens_per_sample=1,
+                  flops_per_token=0.0, peak_flops=None)
+    metrics = build_metrics(cfg, is_local_rank0=True, is_rank0=True, **common)
+    try:
+        assert sorted(type(s).__name__ for s in metrics.sinks) == ["LogSink", "PrometheusSink", "StatusSink"]
+        metrics.record_step(3, loss=1.25, grad_norm=None)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+        assert 'disttrain_train_step{job="built",namespace="ml",pod="built-worker-0"} 3.0' in text
+        assert 'disttrain_train_restarts{job="built",namespace="ml",pod="built-worker-0"} 2.0' in text
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30) as answer:
+            assert json.loads(answer.read())["worldSize"] == 4
+    finally:
+        metrics.close()
+    other = build_metrics(cfg, is_local_rank0=False, is_rank0=False, **common)
+    assert [type(s) for s in other.sinks] == [NullSink] and other.server is None
+    assert not any(isinstance(s, (LogSink, PrometheusSink)) for s in other.sinks)
+
+
+def test_the_log_line_names_the_gradient_norm_or_says_n_a(caplog: pytest.LogCaptureFixture) -> None:
+    """docs/trainer.md: rank 0 logs one line per log step; the norm is "n/a" when unknown."""
+    from disttrain_trainer.metrics import LogSink
+
+    caplog.set_level("INFO", logger="disttrain_trainer")
+    sink = LogSink()
+    sink.step(StepMetrics(step=10, total_steps=200, step_seconds=0.25, samples_per_second=32.0,
+                          tokens_per_second=512.0, world_size=2, loss=3.01, grad_norm=1.8744))
+    sink.step(StepMetrics(step=20, total_steps=200, step_seconds=0.25, samples_per_second=32.0,
+                          tokens_per_second=512.0, world_size=2, loss=2.5, grad_norm=None))
+    sink.step(StepMetrics(step=21, total_steps=200, step_seconds=0.25, samples_per_second=32.0,
+                          tokens_per_second=512.0, world_size=2))  # not a log step: no line
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "step 10/200 loss 3.0100 | grad norm 1.874 | 32.0 samples/s 512 tokens/s | 250.0 ms/step | MFU n/a | world 2",
+        "step 20/200 loss 2.5000 | grad norm n/a | 32.0 samples/s 512 tokens/s | 250.0 ms/step | MFU n/a | world 2"]

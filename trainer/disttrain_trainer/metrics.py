@@ -299,7 +299,7 @@ class StatusServer:
                     self.send_error(401)
                     return
                 try:
-                    hold, wait = _checkpoint_query(query)
+                    hold, wait = checkpoint_query(query)
                 except ValueError as exc:
                     self._send(400, json.dumps({"error": str(exc)}).encode(), "application/json")
                     return
@@ -329,7 +329,7 @@ class StatusServer:
         self.server.server_close()
 
 
-def _checkpoint_query(query: str) -> tuple[int, float]:
+def checkpoint_query(query: str) -> tuple[int, float]:
     """holdSeconds (1..MAX_HOLD_SECONDS, required) and waitSeconds (0..MAX_WAIT_SECONDS,
     default 0) of a /checkpoint request."""
     params = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
@@ -430,7 +430,7 @@ class Metrics:
 
 def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, restarts: int,
                   total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int,
-                  flops_per_token: float = 0.0, peak_flops: float | None = None,
+                  flops_per_token: float, peak_flops: float | None,
                   checkpoint_request: CheckpointRequest | None = None) -> Metrics:
     sinks: list[Sink] = []
     server = None

@@ -11,14 +11,22 @@ found again (mutmut would look again only at the test files that changed). Then 
 mutants, killed, survived, equivalent (listed with a reason in hack/mutation-equivalent.txt)
 and the score, followed by every surviving mutant as a diff.
 
-Usage: python hack/mutation.py [--jobs N] [--report-only] [PATH ...]
-PATHs are source files or folders of the checkout (default: MODULES).
+Usage: python hack/mutation.py [--jobs N] [--report-only] [--cluster] [PATH ...]
+PATHs are source files or folders of the checkout (default: MODULES, or CLUSTER_MODULES
+with --cluster).
+
+--cluster: the Python client, whose methods only a real API server exercises. A control
+plane is started for the run (hack/cluster.sh, torn down after, and by its reaper if this
+process is killed), and every mutant of CLUSTER_MODULES also meets the fast client tests
+against it (CLUSTER_TESTS: no operator, no pods). Its verdicts live in a work tree of
+their own (<checkout>-cluster), so the two modes never drop each other's.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
 import filecmp
 import functools
@@ -29,6 +37,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +70,10 @@ TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not clu
          # (packaging and versions, no mutant of the core).
          "--deselect", "tests/unit/test_operator_main.py::test_the_operator_image_does_not_install_the_official_client",
          "--deselect", "tests/unit/test_cli.py::test_version_is_the_package_the_chart_and_the_api"]
+# --cluster: the client, and the tests that reach it through the real API server. The
+# CLI's own cluster tests run it as a process, which mutmut cannot map to functions.
+CLUSTER_MODULES = ["operator/disttrain_operator/client.py"]
+CLUSTER_TESTS = ["tests/unit", "tests/cluster/test_client_api.py", "-m", "not dist and not slow"]
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 # Copied beside the packages because the tests read them (Dockerfile, charts, docs, hack/...):
@@ -74,9 +87,9 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"
           37: "killed", None: "not checked", -9: "killed", -11: "killed"}
 
 
-def work_dir() -> Path:
+def work_dir(cluster: bool = False) -> Path:
     key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
-    return CACHE / "mutation" / f"{ROOT.name}-{key}"
+    return CACHE / "mutation" / f"{ROOT.name}-{key}{'-cluster' if cluster else ''}"
 
 
 def staged(path: str) -> str:
@@ -107,7 +120,7 @@ def sync(src: Path, dst: Path) -> None:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def pyproject(sources: list[str]) -> str:
+def pyproject(sources: list[str], tests: list[str]) -> str:
     return f"""# Written by hack/mutation.py for mutmut; the checkout's pyproject.toml is the real one.
 [tool.pytest.ini_options]
 addopts = "-p no:cacheprovider"
@@ -116,7 +129,7 @@ markers = ["cluster: real control plane", "dist: torch.distributed", "slow: slow
 
 [tool.mutmut]
 source_paths = {json.dumps(sources)}
-pytest_add_cli_args_test_selection = {json.dumps(TESTS)}
+pytest_add_cli_args_test_selection = {json.dumps(tests)}
 also_copy = {json.dumps(sorted({package for _, package in SOURCE_PACKAGES} | set(DATA)))}
 do_not_mutate_patterns = {json.dumps(NOT_MUTATED)}
 """
@@ -263,13 +276,54 @@ def score(row: Counter) -> float:
     return row["killed"] / judged if judged else 1.0
 
 
+def run_mutmut(work: Path, env: dict[str, str], jobs: int, paths: list[str], *, every: bool) -> int:
+    """mutmut run over every module (`every`), or until each mutant of `paths` has a verdict."""
+    mutmut = Path(sys.executable).with_name("mutmut")
+    tried: set[str] = set()
+    while True:
+        # A changed function's mutants get their names only when mutmut generates them,
+        # during a run: run again for those until every mutant named has a verdict.
+        names = [] if every else [n for n in undecided(work, paths) if n not in tried]
+        if not every and not names:
+            if not tried:
+                print("mutation: every mutant of these modules has a verdict", flush=True)
+            return 0
+        tried.update(names)
+        proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *names], cwd=work, env=env)
+        if proc.returncode != 0:
+            print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)
+            return proc.returncode
+        if every:
+            return 0
+
+
+@contextlib.contextmanager
+def control_plane(work: Path) -> Iterator[str]:
+    """A control plane of its own for a --cluster run; yields its kubeconfig. Down at the
+    end, and by hack/cluster.sh's reaper should this process be killed first."""
+    name = f"mutation-{work.name}"
+    env = {**os.environ, "DISTTRAIN_CLUSTER_OWNER_PID": str(os.getpid()),
+           "DISTTRAIN_CLUSTER_DIR": str(CACHE / "clusters" / name)}
+    print(f"mutation: starting control plane {name}", flush=True)
+    try:
+        subprocess.run(["bash", str(ROOT / "hack" / "cluster.sh"), "up", name], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        yield str(CACHE / "clusters" / name / "kubeconfig")
+    finally:
+        subprocess.run(["bash", str(ROOT / "hack" / "cluster.sh"), "down", name], env=env,
+                       stdout=subprocess.DEVNULL)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", default=MODULES)
+    parser.add_argument("paths", nargs="*")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "1")))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--cluster", action="store_true", help="the client, against a control plane of its own")
     args = parser.parse_args()
-    work = work_dir()
+    modules, tests = (CLUSTER_MODULES, CLUSTER_TESTS) if args.cluster else (MODULES, TESTS)
+    args.paths = args.paths or modules
+    work = work_dir(args.cluster)
     work.mkdir(parents=True, exist_ok=True)
     print(f"mutation: work tree {work}", flush=True)
     if not args.report_only:
@@ -278,14 +332,15 @@ def main() -> int:
         for name in DATA:
             sync(ROOT / name, work / name)
         # Always every module: a changed mutmut configuration would drop every verdict.
-        config = pyproject([staged(p) for p in MODULES])
+        config = pyproject([staged(p) for p in modules], tests)
         if (work / "pyproject.toml").exists() and (work / "pyproject.toml").read_text() != config:
             # A newly listed module has no test mapped to its functions: collect the stats
             # again, and test again the mutants judged "no tests" or "survived" without them.
             (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
             print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
         (work / "pyproject.toml").write_text(config)
-        tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"])
+        tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"]
+                              + ([ROOT / "tests" / "cluster" / "test_client_api.py"] if args.cluster else []))
         stamp = work / ".tests-hash"
         if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):
             # mutmut maps functions to tests once and then refreshes that map only for the test
@@ -294,23 +349,12 @@ def main() -> int:
             (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
             print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
         env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
-        mutmut = Path(sys.executable).with_name("mutmut")
-        tried: set[str] = set()
-        while True:
-            # A changed function's mutants get their names only when mutmut generates them,
-            # during a run: run again for those until every mutant named has a verdict.
-            names = [] if args.paths == MODULES else [n for n in undecided(work, args.paths) if n not in tried]
-            if args.paths != MODULES and not names:
-                if not tried:
-                    print("mutation: every mutant of these modules has a verdict", flush=True)
-                break
-            tried.update(names)
-            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs), *names], cwd=work, env=env)
-            if proc.returncode != 0:
-                print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)
-                return proc.returncode
-            if args.paths == MODULES:
-                break
+        with control_plane(work) if args.cluster else contextlib.nullcontext() as kubeconfig:
+            if kubeconfig:
+                env["DISTTRAIN_TEST_KUBECONFIG"] = kubeconfig
+            code = run_mutmut(work, env, args.jobs, args.paths, every=args.paths == modules)
+        if code != 0:
+            return code
         stamp.write_text(tests_now)
     return report(work, args.paths)
 

@@ -161,11 +161,8 @@ class Client:
         controller) raise ApplyConflict unless force takes them over. What the operator
         lets change on a running job is in docs/api.md (most fields only while suspended:
         the API server refuses the rest, and nothing is changed)."""
-        obj, ns = self._checked(job, name, namespace)
-        job_name = obj["metadata"].get("name")
-        if not job_name:
-            raise InvalidJob("error: apply needs metadata.name (generateName creates a new job each time)",
-                             ["metadata.name: required by apply"])
+        obj, ns = self._checked(job, name, namespace)  # (it refuses a job without metadata.name)
+        job_name = obj["metadata"]["name"]
         try:
             before: dict[str, Any] | None = self.get(job_name, ns)
         except NotFound:

@@ -439,6 +439,36 @@ def test_build_metrics_serves_only_from_local_rank_0_and_logs_only_on_rank_0() -
     assert not any(isinstance(s, (LogSink, PrometheusSink)) for s in other.sinks)
 
 
+def test_build_metrics_opens_checkpoint_requests_only_with_the_pods_token() -> None:
+    """POST /checkpoint is served when the pod has its token (DISTTRAIN_CONTROL_TOKEN) and the
+    loop takes requests; without either it is 404, as on any other path."""
+    from disttrain_trainer.drain import CheckpointRequest
+    from disttrain_trainer.metrics import build_metrics
+
+    common = dict(is_local_rank0=True, is_rank0=False, restarts=0, total_steps=9, world_size=1,
+                  samples_per_step=8, tokens_per_sample=1, flops_per_token=0.0, peak_flops=None)
+
+    def post(port: int) -> int:
+        call = urllib.request.Request(f"http://127.0.0.1:{port}/checkpoint?holdSeconds=3", method="POST", data=b"",
+                                      headers={"Authorization": "Bearer tok"})
+        try:
+            with urllib.request.urlopen(call, timeout=30) as answer:
+                return answer.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    for token, request, answer in (("tok", CheckpointRequest(), 202), ("", CheckpointRequest(), 404),
+                                   ("tok", None, 404)):
+        port = free_port()
+        metrics = build_metrics(MetricsConfig(port=port, control_token=token), checkpoint_request=request, **common)
+        try:
+            assert post(port) == answer, (token, request)
+            if request is not None:
+                assert request.pending() == (3 if answer == 202 else 0)
+        finally:
+            metrics.close()
+
+
 def test_the_log_line_names_the_gradient_norm_or_says_n_a(caplog: pytest.LogCaptureFixture) -> None:
     """docs/trainer.md: rank 0 logs one line per log step; the norm is "n/a" when unknown."""
     from disttrain_trainer.metrics import LogSink

@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import yaml
@@ -87,3 +88,21 @@ def test_request_timeout_zero_means_no_limit_and_absent_means_the_default(tmp_pa
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_every_error_the_client_raises_imports_from_disttrain():
+    """docs/cli.md: every error is a DisttrainError a user can catch by name from the
+    package they imported the client from."""
+    import inspect
+
+    import disttrain
+    from disttrain_operator import client
+
+    raised = {name for name, cls in inspect.getmembers(client, inspect.isclass)
+              if issubclass(cls, client.DisttrainError) and not name.startswith("_")}
+    assert raised >= {"ApplyConflict", "NotFound", "Forbidden", "Unreachable", "KubeconfigError", "InvalidArgument",
+                      "InvalidJob", "JobFailed", "WaitTimeout", "DisttrainError"}
+    assert raised <= set(disttrain.__all__)
+    assert all(getattr(disttrain, name) is getattr(client, name) for name in raised)
+    documented = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert all(f"`{name}`" in documented for name in raised)

@@ -1,0 +1,264 @@
+"""`from disttrain import Client` against the real API server, with no operator: every
+method's answer and every error it promises (docs/cli.md "Python client"), at their edges.
+The test writes the job's status itself, as admin, where a method follows it; what the
+operator does with a job is tests/cluster/test_cli_commands.py's.
+
+These tests are fast on purpose (no pods, no operator): `hack/mutation.py --cluster` runs
+them once per mutant of client.py."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.cluster
+
+REF = "distributedtraining.disttrain.dev"
+RESOURCE = "distributedtrainings.disttrain.dev"
+
+
+def manifest(name: str, **spec) -> dict:
+    return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+            "metadata": {"name": name}, "spec": {"nodes": 1, **spec}}
+
+
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crd"
+
+
+@pytest.fixture(scope="session")
+def crds(cluster) -> None:
+    cluster.kubectl("apply", "-f", str(CRDS))
+    cluster.wait_established()
+
+
+@pytest.fixture
+def client(cluster, namespace, crds):
+    from disttrain import Client
+
+    return Client(namespace, kubeconfig=cluster.kubeconfig)
+
+
+def set_status(cluster, namespace: str, name: str, status: dict) -> None:
+    """Write status as the operator would (the status subresource, as admin)."""
+    cluster.kubectl("patch", "dt", name, "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": status}))
+
+
+def test_create_validates_offline_dry_runs_and_refuses_a_name_in_use(cluster, namespace, client):
+    from disttrain import DisttrainError, DistributedTrainingSpec, InvalidJob
+
+    with pytest.raises(InvalidJob) as refused:
+        client.create(manifest("bad", nodes=0, strategy="nope"))
+    assert refused.value.errors and all(e.startswith("spec.") for e in refused.value.errors)
+    assert {e.split(":")[0] for e in refused.value.errors} >= {"spec.nodes", "spec.strategy"}
+    assert str(refused.value).startswith("error: bad is invalid: spec.")
+    assert cluster.try_get("dt", "bad", namespace) is None  # nothing reached the cluster
+
+    dry = client.create(manifest("dry"), dry_run=True)
+    assert dry["metadata"]["name"] == "dry" and dry["metadata"]["namespace"] == namespace
+    assert cluster.try_get("dt", "dry", namespace) is None
+
+    typed = client.create(DistributedTrainingSpec(nodes=1), name="typed")
+    assert (typed["metadata"]["name"], typed["spec"]["nodes"]) == ("typed", 1)
+    assert typed["metadata"]["managedFields"][0]["manager"] == "disttrain"
+    with pytest.raises(DisttrainError) as taken:
+        client.create(manifest("typed"))
+    assert str(taken.value) == (f'Error from server (AlreadyExists): {RESOURCE} "typed" already exists')
+
+
+def test_apply_says_created_configured_or_unchanged_and_owns_only_its_fields(cluster, namespace, client):
+    from disttrain import ApplyConflict, InvalidJob
+
+    # (suspended: most of spec may change only then, docs/api.md)
+    obj, what = client.apply(manifest("applied", suspend=True, maxRestarts=3))
+    assert (what, obj["spec"]["maxRestarts"], obj["metadata"]["namespace"]) == ("created", 3, namespace)
+    assert client.apply(manifest("applied", suspend=True, maxRestarts=3))[1] == "unchanged"
+    obj, what = client.apply(manifest("applied", suspend=True, maxRestarts=4))
+    assert (what, obj["spec"]["maxRestarts"]) == ("configured", 4)
+    obj, what = client.apply(manifest("applied", suspend=True, maxRestarts=5), dry_run=True)
+    assert (what, obj["spec"]["maxRestarts"]) == ("configured", 5)
+    assert client.get("applied")["spec"]["maxRestarts"] == 4  # a dry run stores nothing
+
+    with pytest.raises(InvalidJob) as unnamed:
+        client.apply({"metadata": {"generateName": "x-"}, "spec": {"nodes": 1}})
+    assert [e.split(":")[0] for e in unnamed.value.errors] == ["metadata.name"]
+
+    # Over its own create(): the fields are ours, so apply takes them without force.
+    client.create(manifest("mine", suspend=True, maxRestarts=1))
+    assert client.apply(manifest("mine", suspend=True, maxRestarts=2))[0]["spec"]["maxRestarts"] == 2
+
+    # A field another manager set: a conflict naming it, unless forced.
+    other = manifest("shared", suspend=True, maxRestarts=1)
+    other["metadata"]["namespace"] = namespace
+    cluster.kubectl("apply", "--server-side", "--field-manager=someone-else", "-f", "-", input=json.dumps(other))
+    with pytest.raises(ApplyConflict) as conflict:
+        client.apply(manifest("shared", suspend=True, maxRestarts=7))
+    assert "(Conflict)" in str(conflict.value) and "someone-else" in str(conflict.value)
+    assert str(conflict.value).endswith("; --force-conflicts (force=True) takes these fields over")
+    assert client.get("shared")["spec"]["maxRestarts"] == 1
+    assert client.apply(manifest("shared", suspend=True, maxRestarts=7), force=True)[0]["spec"]["maxRestarts"] == 7
+
+
+def test_get_list_jobs_and_status_read_the_namespace_given_else_the_clients(cluster, namespace, client):
+    from disttrain import Client
+
+    other = f"{namespace}-o"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    try:
+        client.create(manifest("a"))
+        client.create({**manifest("b"), "metadata": {"name": "b", "labels": {"team": "x"}}})
+        client.create(manifest("c"), namespace=other)
+        assert [o["metadata"]["name"] for o in client.list()] == ["a", "b"]
+        assert [o["metadata"]["name"] for o in client.list(other)] == ["c"]
+        assert [o["metadata"]["name"] for o in client.list(selector="team=x")] == ["b"]
+        everywhere = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in client.list(all_namespaces=True)}
+        assert {(namespace, "a"), (namespace, "b"), (other, "c")} <= everywhere
+        assert [v.name for v in client.jobs(selector="team=x")] == ["b"]
+        assert [v.name for v in client.jobs(other)] == ["c"]
+        assert {v.name for v in client.jobs(all_namespaces=True)} >= {"a", "b", "c"}
+        assert client.get("c", other)["metadata"]["namespace"] == other
+        set_status(cluster, other, "c", {"phase": "Running"})
+        assert (client.status("c", other).name, client.status("c", other).phase) == ("c", "Running")
+        assert Client(other, kubeconfig=cluster.kubeconfig).get("c")["metadata"]["name"] == "c"
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false")
+
+
+def test_suspend_and_resume_set_spec_suspend_and_nothing_else(cluster, namespace, client):
+    client.create(manifest("paused", maxRestarts=2))
+    assert client.suspend("paused")["spec"] == {**client.get("paused")["spec"], "suspend": True}
+    assert client.get("paused")["spec"]["suspend"] is True and client.get("paused")["spec"]["maxRestarts"] == 2
+    assert client.resume("paused")["spec"]["suspend"] is False
+    assert client.get("paused")["spec"]["suspend"] is False
+
+
+def test_delete_and_get_of_a_missing_job_say_not_found_like_kubectl(cluster, namespace, client):
+    from disttrain import NotFound
+
+    client.create(manifest("gone"))
+    assert client.delete("gone", wait=True, timeout=60) is None
+    assert cluster.try_get("dt", "gone", namespace) is None
+    for call in (lambda: client.get("gone"), lambda: client.delete("gone"), lambda: client.suspend("gone"),
+                 lambda: client.status("gone")):
+        with pytest.raises(NotFound) as missing:
+            call()
+        assert str(missing.value) == f'Error from server (NotFound): {RESOURCE} "gone" not found'
+    assert client.wait_for("gone", "delete", timeout=30) is None  # already gone: done at once
+
+
+def test_wait_and_watch_follow_the_status_to_the_phase_asked_for(cluster, namespace, client):
+    from disttrain import InvalidArgument, JobFailed, WaitTimeout
+
+    client.create(manifest("followed"))
+    set_status(cluster, namespace, "followed", {"phase": "Running"})
+    seen = []
+    view = client.wait("followed", ("Running", "Suspended"), timeout=30, on_change=seen.append)
+    assert view.phase == "Running" and [v.phase for v in seen] == ["Running"]
+    assert client.wait_for("followed", "jsonpath={.status.phase}=Running", timeout=30).phase == "Running"
+    with pytest.raises(WaitTimeout) as late:
+        client.wait("followed", "Succeeded", timeout=2)
+    assert str(late.value) == f"error: timed out waiting for {REF}/followed"
+    with pytest.raises(WaitTimeout):
+        client.wait_for("followed", "condition=Ready", timeout=2)
+
+    for bad in ("Pending", "Failed"):
+        with pytest.raises(InvalidArgument) as wrong:
+            client.wait("followed", bad)
+        assert str(wrong.value) == (f"phase '{bad}' cannot be waited for; allowed: Running, Succeeded, Suspended")
+    with pytest.raises(InvalidArgument):
+        client.wait("followed", ())
+    with pytest.raises(InvalidArgument) as target:
+        client.wait_for("followed", "jsonpath=")
+    assert str(target.value).startswith("error: ")
+
+    set_status(cluster, namespace, "followed", {"phase": "Failed", "conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "worker 0 exited 1",
+         "lastTransitionTime": "2026-11-27T00:00:00Z"}]})
+    with pytest.raises(JobFailed) as failed:
+        client.wait("followed", timeout=30)
+    assert failed.value.view.phase == "Failed"
+    assert str(failed.value).startswith(f"error: {REF}/followed is Failed; it will never be Succeeded")
+
+    views = list(client.watch("followed", timeout=30))  # a finished job: its view, then the end
+    assert [v.phase for v in views] == ["Failed"]
+
+
+def test_watch_of_a_job_deleted_meanwhile_says_so(cluster, namespace, client):
+    from disttrain import NotFound
+
+    client.create(manifest("vanishing"))
+    stream = client.watch("vanishing", timeout=60)
+    assert next(stream).name == "vanishing"
+    cluster.kubectl("delete", "dt", "vanishing", "-n", namespace)
+    with pytest.raises(NotFound) as gone:
+        list(stream)
+    assert str(gone.value) == f'Error from server (NotFound): {RESOURCE} "vanishing" was deleted'
+
+
+def test_watch_all_lists_syncs_then_streams_only_what_the_filters_match(cluster, namespace, client):
+    client.create({**manifest("kept"), "metadata": {"name": "kept", "labels": {"team": "x"}}})
+    client.create(manifest("other"))
+    stream = client.watch_all(selector="team=x")
+    assert [(kind, obj.get("metadata", {}).get("name")) for kind, obj in (next(stream), next(stream))] == [
+        ("ADDED", "kept"), ("SYNCED", None)]
+    cluster.kubectl("label", "dt", "other", "-n", namespace, "seen=yes")  # not matched: never streamed
+    cluster.kubectl("label", "dt", "kept", "-n", namespace, "seen=yes")
+    kind, obj = next(stream)
+    assert (kind, obj["metadata"]["name"], obj["metadata"]["labels"]["seen"]) == ("MODIFIED", "kept", "yes")
+    cluster.kubectl("delete", "dt", "kept", "-n", namespace)
+    assert next(stream)[0] == "DELETED"
+    stream.close()
+    named = client.watch_all(name="other")
+    assert [(k, o.get("metadata", {}).get("name")) for k, o in (next(named), next(named))] == [
+        ("ADDED", "other"), ("SYNCED", None)]
+    named.close()
+
+
+def test_events_are_the_jobs_own(cluster, namespace, client):
+    client.create(manifest("noted"))
+    uid = client.get("noted")["metadata"]["uid"]
+    for name, kind, obj in (("e1", "DistributedTraining", "noted"), ("e2", "Pod", "noted"),
+                            ("e3", "DistributedTraining", "noted-not")):
+        cluster.apply({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": namespace},
+                       "involvedObject": {"apiVersion": "disttrain.dev/v1alpha1", "kind": kind, "name": obj,
+                                          "namespace": namespace, "uid": uid},
+                       "reason": "Tested", "message": name, "type": "Normal"})
+    assert [e["message"] for e in client.events("noted")] == ["e1"]
+    assert client.events("noted")[0]["involvedObject"]["kind"] == "DistributedTraining"
+
+
+def test_no_rights_unreachable_and_a_broken_kubeconfig_are_one_line_errors(cluster, namespace, client,
+                                                                           tmp_path: Path):
+    from disttrain import Client, Forbidden, InvalidArgument, KubeconfigError, Unreachable
+
+    cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody",
+                                                                              "namespace": namespace}})
+    nobody = Client(namespace, kubeconfig=cluster.kubeconfig_for_service_account(namespace, "nobody"))
+    with pytest.raises(Forbidden) as denied:
+        nobody.list()
+    assert str(denied.value).startswith("Error from server (Forbidden): ")
+    assert f"system:serviceaccount:{namespace}:nobody" in str(denied.value) and "\n" not in str(denied.value)
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    away = tmp_path / "away"
+    away.write_text(yaml.safe_dump(config))
+    with pytest.raises(Unreachable) as unreachable:
+        Client(namespace, kubeconfig=str(away), request_timeout=5).list()
+    assert str(unreachable.value).startswith(f"Unable to connect to the server https://127.0.0.1:{port}: ")
+
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [")
+    with pytest.raises(KubeconfigError):
+        Client(namespace, kubeconfig=str(broken))
+    with pytest.raises(InvalidArgument) as negative:
+        Client(namespace, kubeconfig=cluster.kubeconfig, request_timeout=-1)
+    assert str(negative.value) == "request_timeout -1: give seconds >= 0 (0: no limit)"
+    assert Client(namespace, kubeconfig=cluster.kubeconfig, request_timeout=0).list() == []

@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi contracts mutation planted-bugs dashboard-previews
+.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -60,6 +60,9 @@ contracts: venv  ## regenerate tests/contracts.yaml, the inventory of documented
 
 mutation: venv tools  ## mutation testing of the pure core (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
 	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
+
+mutation-cluster: venv tools  ## mutation testing of the Python client against a control plane started for the run (hack/mutation.py --cluster)
+	$(RUN) python hack/mutation.py --cluster --jobs $(or $(MUTATION_JOBS),1)
 
 planted-bugs: venv tools  ## each planted bug (issue 14, and hack/planted/*.json) must fail its named tests, in a temp copy of the checkout. PLANTED_BUGS=name...
 	$(RUN) python hack/planted_bugs.py $(PLANTED_BUGS)

@@ -485,3 +485,40 @@ def test_the_log_line_names_the_gradient_norm_or_says_n_a(caplog: pytest.LogCapt
     assert lines == [
         "step 10/200 loss 3.0100 | grad norm 1.874 | 32.0 samples/s 512 tokens/s | 250.0 ms/step | MFU n/a | world 2",
         "step 20/200 loss 2.5000 | grad norm n/a | 32.0 samples/s 512 tokens/s | 250.0 ms/step | MFU n/a | world 2"]
+
+
+def test_mfu_is_tokens_times_flops_over_world_times_peak_from_the_first_window_on() -> None:
+    """docs/trainer.md: MFU = tokens/s x FLOPs per token / (world size x the device's peak),
+    over the last window; none before a window has closed, none without a peak or FLOPs."""
+    from disttrain_trainer.metrics import Metrics, build_metrics
+
+    ticks, status = Ticks(), StatusSink()
+    metrics = Metrics([status], total_steps=4, world_size=2, samples_per_step=8, tokens_per_sample=16,
+                      flops_per_token=3e6, peak_flops=1e9, clock=ticks)
+    ticks.now += 0.5
+    first = metrics.record_step(1, loss=None)
+    assert (first.mfu, first.flops_per_token, status.doc["mfu"]) == (None, 3e6, None)  # no window closed yet
+    ticks.now += 0.5
+    logged = metrics.record_step(2, loss=1.0)
+    tokens_per_second = 2 * 8 * 16 / 1.0  # two steps of 8 samples of 16 tokens in 1 s
+    assert logged.mfu == pytest.approx(tokens_per_second * 3e6 / (2 * 1e9))
+    assert (status.doc["mfu"], status.doc["flopsPerToken"]) == (round(logged.mfu, 6), 3e6)
+
+    unknown = StatusSink()
+    bare = Metrics([unknown], total_steps=4, world_size=1, samples_per_step=8, tokens_per_sample=1, clock=ticks)
+    ticks.now += 1.0
+    assert bare.record_step(1, loss=1.0).mfu is None and unknown.doc["flopsPerToken"] == 0.0
+
+    port = free_port()
+    built = build_metrics(MetricsConfig(port=port), is_local_rank0=True, is_rank0=False, restarts=0, total_steps=4,
+                          world_size=2, samples_per_step=8, tokens_per_sample=16, flops_per_token=3e6, peak_flops=1e9)
+    try:
+        built.record_step(1, loss=1.0)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30) as answer:
+            doc = json.loads(answer.read())
+        assert doc["flopsPerToken"] == 3e6 and doc["mfu"] is not None and doc["mfu"] > 0
+    finally:
+        built.close()
+    with socket.socket() as again:  # close() closed the server: its port is free for the next trainer
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("0.0.0.0", port))

@@ -489,7 +489,8 @@ def test_the_log_line_names_the_gradient_norm_or_says_n_a(caplog: pytest.LogCapt
 
 def test_mfu_is_tokens_times_flops_over_world_times_peak_from_the_first_window_on() -> None:
     """docs/trainer.md: MFU = tokens/s x FLOPs per token / (world size x the device's peak),
-    over the last window; none before a window has closed, none without a peak or FLOPs."""
+    over the last window; none before a window has closed (rates are 0 then), none without a
+    peak or FLOPs."""
     from disttrain_trainer.metrics import Metrics, build_metrics
 
     ticks, status = Ticks(), StatusSink()
@@ -498,6 +499,7 @@ def test_mfu_is_tokens_times_flops_over_world_times_peak_from_the_first_window_o
     ticks.now += 0.5
     first = metrics.record_step(1, loss=None)
     assert (first.mfu, first.flops_per_token, status.doc["mfu"]) == (None, 3e6, None)  # no window closed yet
+    assert (first.step_seconds, first.samples_per_second, status.doc["stepSeconds"]) == (0.0, 0.0, 0.0)
     ticks.now += 0.5
     logged = metrics.record_step(2, loss=1.0)
     tokens_per_second = 2 * 8 * 16 / 1.0  # two steps of 8 samples of 16 tokens in 1 s

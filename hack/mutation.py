@@ -65,15 +65,16 @@ MODULES = [
 ]
 # The tests that may kill a mutant: the in-process ones (a new test file joins by itself;
 # changing this list makes mutmut forget every verdict).
-TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not cluster",
-         # They read the checkout's pyproject.toml, which the work tree replaces with mutmut's
-         # (packaging and versions, no mutant of the core).
-         "--deselect", "tests/unit/test_operator_main.py::test_the_operator_image_does_not_install_the_official_client",
-         "--deselect", "tests/unit/test_cli.py::test_version_is_the_package_the_chart_and_the_api"]
+# They read the checkout's pyproject.toml, which the work tree replaces with mutmut's
+# (packaging and versions, no mutant of the core).
+READ_PYPROJECT = [
+    "--deselect", "tests/unit/test_operator_main.py::test_the_operator_image_does_not_install_the_official_client",
+    "--deselect", "tests/unit/test_cli.py::test_version_is_the_package_the_chart_and_the_api"]
+TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not cluster", *READ_PYPROJECT]
 # --cluster: the client, and the tests that reach it through the real API server. The
 # CLI's own cluster tests run it as a process, which mutmut cannot map to functions.
 CLUSTER_MODULES = ["operator/disttrain_operator/client.py"]
-CLUSTER_TESTS = ["tests/unit", "tests/cluster/test_client_api.py", "-m", "not dist and not slow"]
+CLUSTER_TESTS = ["tests/unit", "tests/cluster/test_client_api.py", "-m", "not dist and not slow", *READ_PYPROJECT]
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 # Copied beside the packages because the tests read them (Dockerfile, charts, docs, hack/...):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -202,6 +204,7 @@ def test_watch_of_a_job_deleted_meanwhile_says_so(cluster, namespace, client):
 def test_watch_all_lists_syncs_then_streams_only_what_the_filters_match(cluster, namespace, client):
     client.create({**manifest("kept"), "metadata": {"name": "kept", "labels": {"team": "x"}}})
     client.create(manifest("other"))
+    client.create(manifest("third"))
     stream = client.watch_all(selector="team=x")
     assert [(kind, obj.get("metadata", {}).get("name")) for kind, obj in (next(stream), next(stream))] == [
         ("ADDED", "kept"), ("SYNCED", None)]
@@ -262,3 +265,105 @@ def test_no_rights_unreachable_and_a_broken_kubeconfig_are_one_line_errors(clust
         Client(namespace, kubeconfig=cluster.kubeconfig, request_timeout=-1)
     assert str(negative.value) == "request_timeout -1: give seconds >= 0 (0: no limit)"
     assert Client(namespace, kubeconfig=cluster.kubeconfig, request_timeout=0).list() == []
+
+
+def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, namespace, client):
+    """The namespace argument wins over the client's on every call that takes one."""
+    other = f"{namespace}-p"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    try:
+        for where in (namespace, other):  # the same name in both: each call must pick its own
+            client.create(manifest("twin", suspend=True, maxRestarts=1), namespace=where)
+        assert client.apply(manifest("twin", suspend=True, maxRestarts=2), namespace=other)[1] == "configured"
+        assert [cluster.get("dt", "twin", ns)["spec"]["maxRestarts"] for ns in (namespace, other)] == [1, 2]
+        client.resume("twin", other)
+        assert [cluster.get("dt", "twin", ns)["spec"]["suspend"] for ns in (namespace, other)] == [True, False]
+        client.suspend("twin", other)
+        client.resume("twin")
+        assert [cluster.get("dt", "twin", ns)["spec"]["suspend"] for ns in (namespace, other)] == [False, True]
+        stream = client.watch_all(other)
+        assert next(stream)[1]["metadata"]["namespace"] == other and next(stream)[0] == "SYNCED"
+        stream.close()
+        everywhere = client.watch_all(all_namespaces=True, name="twin")
+        assert sorted(next(everywhere)[1]["metadata"]["namespace"] for _ in range(2)) == sorted([namespace, other])
+        assert next(everywhere)[0] == "SYNCED"
+        everywhere.close()
+        client.delete("twin", other, wait=True, timeout=60)
+        assert cluster.try_get("dt", "twin", other) is None and cluster.try_get("dt", "twin", namespace) is not None
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false")
+
+
+def test_delete_with_wait_returns_once_the_job_is_gone_or_times_out(cluster, namespace, client):
+    """A finalizer (what a user's controller may hold) keeps the job after the delete: wait
+    waits for it, and a timeout says so."""
+    from disttrain import WaitTimeout
+
+    held = manifest("held")
+    held["metadata"]["finalizers"] = ["test.disttrain.dev/hold"]
+    client.create(held)
+    with pytest.raises(WaitTimeout) as late:
+        client.delete("held", wait=True, timeout=2)
+    assert str(late.value) == f"error: timed out waiting for {REF}/held"
+    assert cluster.get("dt", "held", namespace)["metadata"]["deletionTimestamp"]
+
+    def release() -> None:
+        time.sleep(1)  # (so the delete below is already waiting; it passes either way)
+        cluster.kubectl("patch", "dt", "held", "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        assert client.delete("held", wait=True, timeout=120) is None  # returns only once it is gone
+        assert cluster.try_get("dt", "held", namespace) is None
+    finally:
+        releaser.join()
+
+
+def test_apply_counts_a_label_or_annotation_change_as_configured(cluster, namespace, client):
+    client.apply(manifest("marked", suspend=True))
+    labelled = manifest("marked", suspend=True)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert client.apply(labelled)[1] == "configured"
+    annotated = {**labelled, "metadata": {**labelled["metadata"], "annotations": {"note": "x"}}}
+    assert client.apply(annotated)[1] == "configured"
+    assert client.apply(annotated)[1] == "unchanged"
+
+
+def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespace, client, monkeypatch):
+    """Each watch request ends after WATCH_SECONDS (shortened to 1 here) and the next one
+    starts at the last version seen: no job is announced twice, no change is lost."""
+    from disttrain_operator import client as client_module
+
+    monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
+    client.create(manifest("steady"))
+    stream = client.watch_all()
+    assert [kind for kind, _ in (next(stream), next(stream))] == ["ADDED", "SYNCED"]
+    time.sleep(3)  # let several watch requests end and reopen; what follows must be the change alone
+    cluster.kubectl("label", "dt", "steady", "-n", namespace, "after=reopen")
+    kind, obj = next(stream)
+    assert (kind, obj["metadata"]["labels"]) == ("MODIFIED", {"after": "reopen"})
+    stream.close()
+
+
+def test_train_submits_the_function_as_the_jobs_trainer(cluster, namespace, client):
+    from disttrain import InvalidArgument
+
+    def all_reduce(scale: int) -> None:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        print(scale)
+
+    name = client.train(all_reduce, {"scale": 10}, spec={"nodes": 2, "checkpoint": {"storage": "none"}})
+    assert name.startswith("all-reduce-")
+    stored = client.get(name)
+    assert stored["spec"]["nodes"] == 2 and "function" in json.dumps(stored["spec"]["trainer"])
+    named = client.train(all_reduce, {"scale": 1}, name="given", namespace=namespace, dry_run=True)
+    assert named == "given" and cluster.try_get("dt", "given", namespace) is None
+    with pytest.raises(InvalidArgument) as twice:
+        client.train(all_reduce, {"scale": 1}, spec={"trainer": {"builtin": {}}})
+    assert str(twice.value) == "spec.trainer: train() sets the trainer to the function; drop it from spec"
+    with pytest.raises(InvalidArgument) as unshippable:
+        client.train(lambda: None)
+    assert str(unshippable.value).startswith("train(): ")

@@ -5,6 +5,7 @@ in tests/cluster/test_cli_commands.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
@@ -51,28 +52,37 @@ def test_a_stamp_that_does_not_parse_sorts_last_and_keeps_its_place():
 
 
 class _Late(BaseHTTPRequestHandler):
-    """Answers every GET with a job, `delay` seconds late."""
+    """Answers a job (or an empty list), `delay` seconds late for the methods in `late`."""
     delay = 2.0
+    late = frozenset({"GET", "POST", "PATCH", "DELETE"})
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        time.sleep(self.delay)
-        body = json.dumps({"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-                           "metadata": {"name": "slow", "namespace": "n"}}).encode()
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.command in self.late:
+            time.sleep(self.delay)
+        job = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+               "metadata": {"name": "slow", "namespace": "n", "resourceVersion": "1"}, "spec": {"nodes": 1}}
+        listing = self.path.split("?", 1)[0].endswith(("/distributedtrainings", "/events"))
+        body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []} if listing
+                          else job).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    do_GET = do_POST = do_PATCH = do_DELETE = _answer
+
     def log_message(self, *args: object) -> None:
         pass
 
 
-def test_request_timeout_zero_means_no_limit_and_absent_means_the_default(tmp_path, monkeypatch):
-    """docs/cli.md, the Python client: request_timeout in seconds, 0 for no limit, absent for
-    the default. The default is shortened here to 1 s and the server answers after 2 s."""
-    monkeypatch.setattr(client_module, "REQUEST_TIMEOUT", (1, 1))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Late)
+@contextlib.contextmanager
+def late_server(tmp_path, late: set[str]):
+    """A kubeconfig for a server that answers `late` methods 2 s late (a real API server
+    cannot be made slow on purpose; this stands in for one that is)."""
+    handler = type("Handler", (_Late,), {"late": frozenset(late)})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
@@ -81,13 +91,39 @@ def test_request_timeout_zero_means_no_limit_and_absent_means_the_default(tmp_pa
         "users": [{"name": "u", "user": {}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
     try:
-        with pytest.raises(DisttrainError, match="timed out"):
-            Client(kubeconfig=str(kubeconfig)).get("slow")
-        assert Client(kubeconfig=str(kubeconfig), request_timeout=0).get("slow")["metadata"]["name"] == "slow"
-        assert Client(kubeconfig=str(kubeconfig), request_timeout=5).get("slow")["metadata"]["name"] == "slow"
+        yield str(kubeconfig)
     finally:
         server.shutdown()
         server.server_close()
+
+
+JOB = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "metadata": {"name": "slow"},
+       "spec": {"nodes": 1}}
+
+
+@pytest.mark.parametrize("late,call", [
+    ({"GET"}, lambda c: c.get("slow")), ({"GET"}, lambda c: c.status("slow")), ({"GET"}, lambda c: c.list()),
+    ({"GET"}, lambda c: c.jobs()), ({"GET"}, lambda c: c.events("slow")), ({"POST"}, lambda c: c.create(JOB)),
+    ({"PATCH"}, lambda c: c.apply(JOB)), ({"PATCH"}, lambda c: c.suspend("slow")),
+    ({"PATCH"}, lambda c: c.resume("slow")), ({"DELETE"}, lambda c: c.delete("slow")),
+], ids=["get", "status", "list", "jobs", "events", "create", "apply", "suspend", "resume", "delete"])
+def test_every_request_of_every_method_is_bounded_by_request_timeout(tmp_path, late, call):
+    """docs/cli.md: request_timeout bounds one request, whichever method sends it (only
+    watches and followed logs are not bounded). The server answers 2 s late; the limit is 1 s."""
+    with late_server(tmp_path, late) as kubeconfig:
+        with pytest.raises(DisttrainError, match="timed out"):
+            call(Client(kubeconfig=kubeconfig, request_timeout=1))
+
+
+def test_request_timeout_zero_means_no_limit_and_absent_means_the_default(tmp_path, monkeypatch):
+    """docs/cli.md, the Python client: request_timeout in seconds, 0 for no limit, absent for
+    the default. The default is shortened here to 1 s and the server answers after 2 s."""
+    monkeypatch.setattr(client_module, "REQUEST_TIMEOUT", (1, 1))
+    with late_server(tmp_path, {"GET"}) as kubeconfig:
+        with pytest.raises(DisttrainError, match="timed out"):
+            Client(kubeconfig=kubeconfig).get("slow")
+        assert Client(kubeconfig=kubeconfig, request_timeout=0).get("slow")["metadata"]["name"] == "slow"
+        assert Client(kubeconfig=kubeconfig, request_timeout=5).get("slow")["metadata"]["name"] == "slow"
 
 
 def test_every_error_the_client_raises_imports_from_disttrain():

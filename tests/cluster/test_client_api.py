@@ -171,19 +171,48 @@ def test_wait_and_watch_follow_the_status_to_the_phase_asked_for(cluster, namesp
         with pytest.raises(InvalidArgument) as wrong:
             client.wait("followed", bad)
         assert str(wrong.value) == (f"phase '{bad}' cannot be waited for; allowed: Running, Succeeded, Suspended")
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as both:
+        client.wait("followed", ("Pending", "Running", "Failed"))
+    assert str(both.value).startswith("phase 'Pending', 'Failed' cannot be waited for; ")
+    with pytest.raises(InvalidArgument) as none:
         client.wait("followed", ())
+    assert str(none.value).startswith("phase (none) cannot be waited for; ")
+    with pytest.raises(WaitTimeout):  # a watch with a timeout ends by it when nothing finishes the job
+        list(client.watch("followed", timeout=2))
+
+    def write_later(status: dict) -> threading.Thread:
+        def write() -> None:
+            time.sleep(1)  # (so the wait below is already watching; it passes either way)
+            set_status(cluster, namespace, "followed", status)
+        writer = threading.Thread(target=write)
+        writer.start()
+        return writer
+
+    writer = write_later({"progress": {"step": 40}})
+    try:  # met by a change, well inside its timeout
+        assert client.wait_for("followed", "jsonpath={.status.progress.step}=40", timeout=60).name == "followed"
+    finally:
+        writer.join()
     with pytest.raises(InvalidArgument) as target:
         client.wait_for("followed", "jsonpath=")
     assert str(target.value).startswith("error: ")
 
+    stamp = "2026-11-27T00:00:00Z"
     set_status(cluster, namespace, "followed", {"phase": "Failed", "conditions": [
+        {"type": "Validated", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": stamp},
+        {"type": "Suspended", "status": "False", "reason": "NotSuspended", "message": "no", "lastTransitionTime": stamp},
         {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "worker 0 exited 1",
-         "lastTransitionTime": "2026-11-27T00:00:00Z"}]})
+         "lastTransitionTime": stamp}]})
     with pytest.raises(JobFailed) as failed:
         client.wait("followed", timeout=30)
     assert failed.value.view.phase == "Failed"
-    assert str(failed.value).startswith(f"error: {REF}/followed is Failed; it will never be Succeeded")
+    assert str(failed.value) == (f"error: {REF}/followed is Failed; it will never be Succeeded: "
+                                 "BackoffLimitExceeded: worker 0 exited 1")
+    client.create(manifest("done"))
+    set_status(cluster, namespace, "done", {"phase": "Succeeded"})
+    with pytest.raises(JobFailed) as ended:  # no Failed condition: nothing more to say
+        client.wait("done", "Running", timeout=30)
+    assert str(ended.value) == f"error: {REF}/done is Succeeded; it will never be Running"
 
     views = list(client.watch("followed", timeout=30))  # a finished job: its view, then the end
     assert [v.phase for v in views] == ["Failed"]
@@ -193,7 +222,11 @@ def test_watch_of_a_job_deleted_meanwhile_says_so(cluster, namespace, client):
     from disttrain import NotFound
 
     client.create(manifest("vanishing"))
+    client.create(manifest("bystander"))
     stream = client.watch("vanishing", timeout=60)
+    assert next(stream).name == "vanishing"
+    cluster.kubectl("label", "dt", "bystander", "-n", namespace, "moved=yes")  # another job's change: not shown
+    cluster.kubectl("label", "dt", "vanishing", "-n", namespace, "moved=yes")
     assert next(stream).name == "vanishing"
     cluster.kubectl("delete", "dt", "vanishing", "-n", namespace)
     with pytest.raises(NotFound) as gone:
@@ -288,6 +321,8 @@ def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, name
         assert sorted(next(everywhere)[1]["metadata"]["namespace"] for _ in range(2)) == sorted([namespace, other])
         assert next(everywhere)[0] == "SYNCED"
         everywhere.close()
+        set_status(cluster, other, "twin", {"phase": "Suspended"})
+        assert client.wait("twin", "Suspended", other, timeout=30).phase == "Suspended"
         client.delete("twin", other, wait=True, timeout=60)
         assert cluster.try_get("dt", "twin", other) is None and cluster.try_get("dt", "twin", namespace) is not None
     finally:
@@ -361,6 +396,11 @@ def test_train_submits_the_function_as_the_jobs_trainer(cluster, namespace, clie
     assert stored["spec"]["nodes"] == 2 and "function" in json.dumps(stored["spec"]["trainer"])
     named = client.train(all_reduce, {"scale": 1}, name="given", namespace=namespace, dry_run=True)
     assert named == "given" and cluster.try_get("dt", "given", namespace) is None
+    from disttrain import Client
+
+    elsewhere = Client("default", kubeconfig=cluster.kubeconfig)  # the namespace argument wins over the client's
+    landed = elsewhere.train(all_reduce, {"scale": 2}, namespace=namespace, spec={"nodes": 1})
+    assert cluster.try_get("dt", landed, namespace) is not None
     with pytest.raises(InvalidArgument) as twice:
         client.train(all_reduce, {"scale": 1}, spec={"trainer": {"builtin": {}}})
     assert str(twice.value) == "spec.trainer: train() sets the trainer to the function; drop it from spec"

@@ -102,7 +102,7 @@ BUGS = [
         VALIDATE, '    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",\n', "",
         ("tests/unit/test_reserved_env.py::test_every_name_render_emits_is_reserved",)),
     Bug("trainer-metric-renamed", "the dashboards and alerts query a metric the trainer no longer exports",
-        TRAINER_METRICS, 'gauge("disttrain_train_step", ', 'gauge("disttrain_train_steps", ',
+        TRAINER_METRICS, 'gauge("disttrain_train_step",', 'gauge("disttrain_train_steps",',
         ("tests/unit/test_chart_sources.py::test_the_code_exports_every_design_metric_name",
          "tests/unit/test_chart_sources.py::test_dashboards_query_only_metrics_we_export",
          "tests/unit/test_chart_sources.py::test_alert_rules_use_only_metrics_we_export")),

@@ -34,7 +34,7 @@ set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOOLS="$HACK/tools"
 CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
-MODULES=(etcd kubernetes kwok kubeconform helm containerd coredns pause kueue scheduler-plugins versitygw)
+MODULES=(etcd kubernetes kwok kubeconform helm containerd coredns pause kueue scheduler-plugins versitygw kind)
 
 # The part of this script every build depends on: from here to the end of `build`.
 shared_part() { sed -n '/^# ---- shared by every module/,/^# ---- end of shared part/p' "$HACK/build-tools.sh"; }

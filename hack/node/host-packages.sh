@@ -5,10 +5,11 @@
 #   containernetworking-plugins  CNI bridge, host-local (/usr/lib/cni)
 #   iptables                     one DNAT rule to the API server, our FORWARD guard
 #   buildah                      builds our Dockerfile without a Docker engine
-#   debootstrap                  the Debian root filesystem of the base image
+#   debootstrap                  the Debian root filesystem of the base image (and kind's node image)
+#   docker.io                    dockerd for kind (hack/kind/dockerd.sh starts a private one)
 set -euo pipefail
 declare -A NEED=([runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
-  [iptables]=iptables [buildah]=buildah [debootstrap]=debootstrap)
+  [iptables]=iptables [buildah]=buildah [debootstrap]=debootstrap [dockerd]=docker.io)
 missing=()
 for probe in "${!NEED[@]}"; do
   if [[ $probe == /* ]]; then [[ -e $probe ]] && continue; else command -v "$probe" >/dev/null && continue; fi

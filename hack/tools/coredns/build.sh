@@ -1,2 +1,2 @@
-# CoreDNS with only the plugins the cluster zone needs (main.go).
+# CoreDNS with only the plugins our Corefiles name (main.go).
 build coredns . -ldflags "-s -w"

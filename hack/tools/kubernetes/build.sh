@@ -10,6 +10,7 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   kube_ldflags+=" -X '$pkg.gitMinor=$kube_minor' -X '$pkg.gitTreeState=archive' -X '$pkg.gitCommit='"
   kube_ldflags+=" -X '$pkg.buildDate=$KUBE_DATE'"
 done
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
+# kubeadm and kube-proxy: the kind node image (hack/kind/node-image.sh).
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy; do
   build "$cmd" "k8s.io/kubernetes/cmd/$cmd" -tags selinux,notest,grpcnotrace -ldflags "all=$kube_ldflags"
 done

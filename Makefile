@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
+.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down kind-up kind-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -80,6 +80,12 @@ cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the K
 
 cluster-down:  ## stop it and remove its state
 	@bash hack/cluster.sh down
+
+kind-up: tools  ## a two-node kind cluster with our images and the chart (docs/local-cluster.md); prints the KUBECONFIG to export
+	@PATH="$(TOOLS_BIN):$$PATH" bash hack/kind.sh up
+
+kind-down:  ## delete it, and the Docker engine and /lib/modules kind-up started or made
+	@PATH="$(TOOLS_BIN):$$PATH" bash hack/kind.sh down
 
 crd: venv  ## regenerate the CRD, docs/api.md and the chart's copies from their sources
 	$(RUN) python -m disttrain_operator.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml

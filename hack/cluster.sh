@@ -368,6 +368,5 @@ case "$CMD" in
   status) cmd_status ;;
   env) cmd_env ;;
   _reap) cmd_reap "$@" ;;
-  _nodes) fake_nodes ;; # internal: the fake Node manifests (hack/kind-up.sh)
   *) echo "usage: $0 up|down|status|env [NAME]" >&2; exit 2 ;;
 esac

@@ -9,8 +9,10 @@
 #   hack/images.sh names            print "NAME KEY" per image
 #   hack/images.sh pause-name       the pod sandbox image containerd is told to use
 #   hack/images.sh archive NAME OUT write a docker-archive (kind load image-archive)
+#   hack/images.sh stream NAME      write NAME as a docker-archive to stdout (hack/kind.sh)
+#   hack/images.sh id NAME          print the image's ID (its config digest, as crictl shows it)
 #   hack/images.sh build-args       the flags both builders pass (this one, and docker in
-#                                   hack/kind-up.sh) besides BASE_IMAGE: the version and
+#                                   hack/kind.sh) besides BASE_IMAGE: the version and
 #                                   revision (the source key) for the OCI labels
 #   hack/images.sh sizes            print "NAME SIZE" per built image (uncompressed)
 #
@@ -189,6 +191,19 @@ cmd_import() {
   done
 }
 
+# stream NAME: a docker-archive on stdout (buildah writes archives to a path only).
+cmd_stream() {
+  local fifo pusher
+  fifo=$(mktemp -u "${TMPDIR:-/tmp}/disttrain-stream.XXXXXX")
+  mkfifo "$fifo"
+  # shellcheck disable=SC2064
+  trap "rm -f '$fifo'" EXIT
+  bah push --quiet "$1" "docker-archive:$fifo:$1" &
+  pusher=$!
+  cat "$fifo"
+  wait "$pusher" || die "buildah push of $1 failed"
+}
+
 case "${1:-}" in
   build) cmd_build ;;
   import) [[ -n ${3:-} ]] || die "usage: $0 import SOCKET STAMPS"; cmd_import "$2" "$3" ;;
@@ -196,6 +211,8 @@ case "${1:-}" in
   names) for n in "${!TARGETS[@]}"; do echo "$n $(source_key)"; done ;;
   build-args) build_args ;;
   sizes) for n in "${!TARGETS[@]}"; do bah images --noheading --format '{{.Name}}:{{.Tag}} {{.Size}}' "$n"; done ;;
+  stream) [[ -n ${2:-} ]] || die "usage: $0 stream NAME"; cmd_stream "$2" ;;
+  id) [[ -n ${2:-} ]] || die "usage: $0 id NAME"; bah inspect --type image --format '{{.FromImageID}}' "$2" ;;
   archive) [[ -n ${3:-} ]] || die "usage: $0 archive NAME OUT"; bah push "$2" "docker-archive:$3:$2" ;;
-  *) echo "usage: $0 build|import SOCKET STAMPS|names|pause-name|build-args|sizes|archive NAME OUT" >&2; exit 2 ;;
+  *) echo "usage: $0 build|import SOCKET STAMPS|names|pause-name|build-args|sizes|archive NAME OUT|stream NAME|id NAME" >&2; exit 2 ;;
 esac

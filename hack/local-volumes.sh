@@ -8,7 +8,7 @@
 #   bash hack/local-volumes.sh [-n NAMESPACE] --claim NAME [DIR] | kubectl apply -f -
 #       a claim NAME (ReadWriteMany, 1Gi) and its PersistentVolume, for an example that
 #       names a claim it does not ship; with DIR, the volume is that directory on the node
-#       (it must exist; hack/kind-up.sh makes it, writable by uid 1000)
+#       (it must exist; hack/kind.sh makes it, writable by uid 1000)
 #
 # NAMESPACE (default: the current kubectl context's, else "default") is where the claims live. The volumes have no
 # StorageClass, a hostPath nothing mounts, and the label disttrain.dev/local-volume=true

@@ -174,8 +174,8 @@ class Cluster:
             pytest.fail(f"kubectl get {kind} {name}: {proc.stderr}", pytrace=False)
         return json.loads(proc.stdout)
 
+    @staticmethod
     def wait_for(
-        self,
         condition: Callable[[], T],
         *,
         timeout: float = 30,

@@ -117,43 +117,12 @@ def test_the_old_layout_would_fail_on_a_fresh_cluster(cluster, tmp_path):
         cluster.kubectl("delete", "crd", "oneshotprobes.example.dev", "--ignore-not-found", check=False)
 
 
-def kind_up(cluster, *args: str, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {**cluster.env, **({"PATH": path} if path else {})}
-    return subprocess.run([shutil.which("bash"), str(REPO / "hack" / "kind-up.sh"), *args], env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def test_kind_up_installs_what_kubeconform_and_the_example_accept(cluster, tmp_path):
-    """hack/kind-up.sh cannot run here (no Docker): what it installs is checked instead:
-    its helm values render a chart kubeconform passes, with the images hack/images.sh
-    builds, and its volume is the claim the CPU example names."""
-    assert subprocess.run(["bash", "-n", str(REPO / "hack" / "kind-up.sh")]).returncode == 0
-    proc = kind_up(cluster, "print")
-    assert proc.returncode == 0, proc.stderr
-    values_text, objects_text = proc.stdout.split("# objects\n")
-    values = yaml.safe_load(values_text)
-    names = subprocess.run(["bash", str(REPO / "hack" / "images.sh"), "names"], capture_output=True,
-                           text=True, check=True).stdout.split()
-    assert f"{values['image']['repository']}:{values['image']['tag']}" in names
-    assert values["image"]["pullPolicy"] == "Never"
-    (tmp_path / "values.yaml").write_text(values_text)
-    rendered = subprocess.run([str(cluster.bin_dir / "helm"), "template", "disttrain", str(REPO / "charts" /
-                               "disttrain"), "-n", "disttrain-system", "-f", str(tmp_path / "values.yaml")],
-                              capture_output=True, text=True, env=cluster.env)
-    assert rendered.returncode == 0, rendered.stderr
-    results = kubeconform(cluster, text=rendered.stdout + "\n---\n" + objects_text)
-    assert not problems(results), "\n".join(problems(results))
-    objects = [d for d in yaml.safe_load_all(objects_text) if d]
-    claim = next(d for d in objects if d["kind"] == "PersistentVolumeClaim")
-    example = next(d for d in yaml.safe_load_all((MANIFESTS / "examples" / "cpu-ddp-2x1.yaml").read_text()) if d)
-    assert claim["metadata"]["name"] == example["spec"]["checkpoint"]["claimName"]
-    assert "ReadWriteMany" in claim["spec"]["accessModes"]
-
-
-def test_kind_up_without_docker_says_what_is_missing(cluster, tmp_path):
-    for tool in ("dirname", "sed", "head"):  # what the script runs before its checks
-        (tmp_path / tool).symlink_to(shutil.which(tool))
-    proc = kind_up(cluster, "up", path=str(tmp_path))
+def test_kind_up_without_kind_says_what_is_missing_and_how_to_get_it(cluster, tmp_path):
+    """`make kind-up` on a machine without the tools fails before it changes anything."""
+    (tmp_path / "dirname").symlink_to(shutil.which("dirname"))  # what the script runs before its checks
+    proc = subprocess.run([shutil.which("bash"), str(REPO / "hack" / "kind.sh"), "up"],
+                          env={**cluster.env, "PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1].startswith("[kind-up disttrain] ERROR: kind not found on PATH"), \
-        proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "[kind disttrain] ERROR: kind not found on PATH (bash hack/build-tools.sh builds all three; "
+        "add its --print-bin to PATH)"), proc.stderr

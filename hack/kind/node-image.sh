@@ -58,7 +58,7 @@ image_key() {
     cat "${BASH_SOURCE[0]}"
     echo "$SUITE $(debian_mirror "$SUITE")"
     grep '^require\|sigs.k8s.io/kind ' "$HACK/tools/kind/go.mod"
-    for b in "${BINARIES[@]}"; do sha256sum "$BIN/$b"; done
+    for b in "${BINARIES[@]}"; do echo "$b $(sha256sum <"$BIN/$b" | cut -c1-64)"; done
   } | sha256sum | cut -c1-12
 }
 

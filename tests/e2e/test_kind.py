@@ -39,16 +39,20 @@ def kind(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 
 def host_state() -> dict[str, Any]:
-    """What kind-up may change on this machine and kind-down must put back."""
+    """What kind-up may change on this machine and kind-down must put back. Only what is ours
+    by name: the real node of the other e2e tests adds and removes its own veths, rules and
+    mounts beside it."""
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
     mounts = Path("/proc/self/mounts").read_text()
     return {
         "dockerd": subprocess.run(["pgrep", "-f", "dockerd --host unix:///run/disttrain-docker"],
                                   capture_output=True, text=True).stdout.split(),
+        # kind's network bridge and the nodes' veths on it
         "links": sorted(line.split(": ")[1].split("@")[0] for line in links.splitlines()
-                        if line.split(": ")[1].startswith(("dtkind", "veth", "br-"))),
-        "rules": sorted(line for line in rules.splitlines() if line.startswith("-A")),
+                        if "dtkind0" in line),
+        "rules": sorted(line for line in rules.splitlines() if "DOCKER" in line or "dtkind0" in line
+                        or "198.19.255." in line),
         "mounts": sorted(line.split()[1] for line in mounts.splitlines()
                          if "/disttrain-docker" in line or "/kind/docker" in line),
         "lib_modules": os.path.exists("/lib/modules"),

@@ -83,9 +83,9 @@ nodes:
 EOF
   local role
   for role in control-plane worker; do
+    echo "- role: $role"
+    [[ -z $image ]] || echo "$image"
     cat <<EOF
-- role: $role
-$image
   extraMounts:
   - {hostPath: $VOLUMES, containerPath: /var/local/disttrain}
 EOF

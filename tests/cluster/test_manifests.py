@@ -117,6 +117,43 @@ def test_the_old_layout_would_fail_on_a_fresh_cluster(cluster, tmp_path):
         cluster.kubectl("delete", "crd", "oneshotprobes.example.dev", "--ignore-not-found", check=False)
 
 
+@pytest.mark.parametrize("images", ["local", "registry"])
+def test_kind_up_makes_two_nodes_sharing_the_example_claim_and_installs_the_loaded_operator(cluster, images):
+    """What `make kind-up` would create, from `hack/kind.sh print` (tests/e2e/test_kind.py runs
+    the local path for real; the registry path needs a registry): two nodes that both run pods
+    and both mount the one host directory the example's claim is bound to, the node image built
+    here only on the local path (kind's own, with its kindnet, otherwise), and the chart told to
+    use the operator image it loaded, never to pull it."""
+    proc = subprocess.run([shutil.which("bash"), str(REPO / "hack" / "kind.sh"), "print"],
+                          env={**cluster.env, "DISTTRAIN_KIND_IMAGES": images}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    config_text, rest = proc.stdout.split("# values.yaml\n")
+    values_text, objects_text = rest.split("# objects\n")
+    config = yaml.safe_load(config_text)
+    assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker"]
+    mounts = [n["extraMounts"] for n in config["nodes"]]
+    assert mounts[0] == mounts[1] and [m["containerPath"] for m in mounts[0]] == ["/var/local/disttrain"]
+    node_images = {n.get("image") for n in config["nodes"]}
+    if images == "local":
+        assert len(node_images) == 1 and next(iter(node_images)).startswith("localhost/disttrain/kind-node:v1.37.1-")
+        assert config["networking"]["disableDefaultCNI"] is True
+    else:
+        assert node_images == {None} and config["networking"]["disableDefaultCNI"] is False
+    values = yaml.safe_load(values_text)
+    names = subprocess.run(["bash", str(REPO / "hack" / "images.sh"), "names"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert f"{values['image']['repository']}:{values['image']['tag']}" in names
+    assert values["image"]["pullPolicy"] == "Never"
+    objects = [d for d in yaml.safe_load_all(objects_text) if d]
+    claim = next(d for d in objects if d["kind"] == "PersistentVolumeClaim")
+    volume = next(d for d in objects if d["kind"] == "PersistentVolume")
+    example = next(d for d in yaml.safe_load_all((MANIFESTS / "examples" / "cpu-ddp-2x1.yaml").read_text()) if d)
+    assert claim["metadata"]["name"] == example["spec"]["checkpoint"]["claimName"]
+    assert "ReadWriteMany" in claim["spec"]["accessModes"]
+    assert volume["spec"]["hostPath"]["path"].startswith(mounts[0][0]["containerPath"] + "/")
+
+
 def test_kind_up_without_kind_says_what_is_missing_and_how_to_get_it(cluster, tmp_path):
     """`make kind-up` on a machine without the tools fails before it changes anything."""
     (tmp_path / "dirname").symlink_to(shutil.which("dirname"))  # what the script runs before its checks

@@ -22,7 +22,7 @@
 #
 # Knobs: DISTTRAIN_KIND_NAME (disttrain), DOCKER_BUILD_ARGS (registry: extra `docker
 # build` flags, e.g. --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu).
-set -euo pipefail
+set -Eeuo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HACK/.." && pwd)
@@ -45,6 +45,8 @@ timed() {
   return "$rc"
 }
 die() { log "ERROR: $*"; exit 1; }
+# any other failure says where it happened (set -E: inside functions too)
+trap 'log "ERROR: line $LINENO: $BASH_COMMAND exited $?"' ERR
 
 # "ghcr.io/disttrain/operator:0.1.0" etc., as hack/images.sh names them
 image() { bash "$HACK/images.sh" names | awk -v t="/$1:" 'index($1, t) {print $1}'; }
@@ -155,7 +157,7 @@ load_local() {
   for name in $(image operator) $(image trainer); do
     id=$(bash "$HACK/images.sh" id "$name")
     for node in $(nodes); do
-      if [[ $(docker exec "$node" crictl inspecti -o go-template --template '{{.status.id}}' "$name" 2>/dev/null) == "sha256:$id" ]]; then
+      if [[ $(docker exec "$node" crictl inspecti -o go-template --template '{{.status.id}}' "$name" 2>/dev/null || true) == "sha256:$id" ]]; then
         log "$name: present on $node"
         continue
       fi

@@ -21,7 +21,7 @@
 # Everything is kept under ${DISTTRAIN_CACHE:-~/.cache/disttrain}/kind/: buildah storage
 # is shared with hack/images.sh (images/storage). The key hashes this script, the
 # binaries it takes and the kind module version, so a new pin builds a new image.
-set -euo pipefail
+set -Eeuo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
@@ -39,6 +39,8 @@ PROXY_PACKAGES=iptables,conntrack,kmod
 
 log() { printf '[kind node-image] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# any other failure says where it happened (set -E: inside functions too)
+trap 'log "ERROR: line $LINENO: $BASH_COMMAND exited $?"' ERR
 
 bah() { buildah --root "$CACHE/images/storage" --runroot "$CACHE/images/run" --storage-driver overlay "$@"; }
 
@@ -123,34 +125,46 @@ control_plane_images() {
 }
 
 # Load IMAGES into the rootfs's containerd content store, unpacked by the node itself
-# when first used (as kind's build does: pinned, --no-unpack).
+# when first used (as kind's build does: pinned, --no-unpack). The containerd it runs for
+# that is stopped here, or by cleanup when the build fails.
+PRELOAD_PID=''
+PRELOAD_STATE=''
 preload() {
-  local rootfs=$1 state pid image fifo
+  local rootfs=$1 image fifo
   shift
-  state=$(mktemp -d /run/disttrain-kind-preload.XXXXXX)
-  cat >"$state/config.toml" <<EOF
+  PRELOAD_STATE=$(mktemp -d /run/disttrain-kind-preload.XXXXXX)
+  cat >"$PRELOAD_STATE/config.toml" <<EOF
 version = 3
 root = "$rootfs/var/lib/containerd"
-state = "$state/state"
+state = "$PRELOAD_STATE/state"
 [grpc]
-  address = "$state/containerd.sock"
+  address = "$PRELOAD_STATE/containerd.sock"
 [plugins."io.containerd.cri.v1.runtime"]
   disable = true
 EOF
-  "$BIN/containerd" --config "$state/config.toml" >"$DIR/preload-containerd.log" 2>&1 &
-  pid=$!
-  # shellcheck disable=SC2064
-  trap "kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '$state'" RETURN
-  for _ in $(seq 100); do [[ -S $state/containerd.sock ]] && break; sleep 0.1; done
+  "$BIN/containerd" --config "$PRELOAD_STATE/config.toml" >"$DIR/preload-containerd.log" 2>&1 &
+  PRELOAD_PID=$!
+  for _ in $(seq 100); do [[ -S $PRELOAD_STATE/containerd.sock ]] && break; sleep 0.1; done
   for image in "$@"; do
-    fifo=$state/image.tar
+    fifo=$PRELOAD_STATE/image.tar
     rm -f "$fifo" && mkfifo "$fifo"
     bah push --quiet "$image" "docker-archive:$fifo:$image" &
-    "$BIN/ctr" --address "$state/containerd.sock" -n k8s.io images import \
+    "$BIN/ctr" --address "$PRELOAD_STATE/containerd.sock" -n k8s.io images import \
       --label=io.cri-containerd.pinned=pinned --no-unpack --digests "$fifo" >>"$DIR/preload.log" 2>&1 \
-      || die "preloading $image failed"
+      || die "preloading $image failed; see $DIR/preload.log"
     wait $! || die "buildah push of $image failed"
   done
+  stop_preload
+}
+
+stop_preload() {
+  if [[ -n $PRELOAD_PID ]]; then
+    kill "$PRELOAD_PID" 2>/dev/null || true
+    wait "$PRELOAD_PID" 2>/dev/null || true
+    PRELOAD_PID=''
+  fi
+  [[ -z $PRELOAD_STATE ]] || rm -rf "$PRELOAD_STATE"
+  PRELOAD_STATE=''
 }
 
 build_rootfs() {
@@ -210,7 +224,7 @@ cmd_build() {
     rootfs=$DIR/rootfs-$key
     proxy_root=$DIR/proxy-rootfs-$key
     # shellcheck disable=SC2064
-    trap "rm -rf '$rootfs' '$proxy_root'" EXIT
+    trap "stop_preload; rm -rf '$rootfs' '$proxy_root'" EXIT
     log "rootfs: debootstrap $SUITE (node packages)"
     build_rootfs "$rootfs" "$files"
     log "kube-proxy base: debootstrap $SUITE ($PROXY_PACKAGES)"

@@ -51,6 +51,14 @@ up() {
     sleep 0.5
   done
   docker info >/dev/null 2>&1 || die "dockerd did not answer in 60 s: $(tail -n 5 "$RUN/dockerd.log")"
+  # Containers in a freshly started engine are left from a session that is over (a kind
+  # node does not outlive its engine; a `docker run` of a killed kind-up may even land
+  # after kind-down removed the rest): remove them, their volumes and kind's network, so
+  # kind never takes a dead node for a cluster to reuse.
+  # shellcheck disable=SC2046
+  docker rm -f -v $(docker ps -aq) >/dev/null 2>&1 || true
+  docker network rm kind >/dev/null 2>&1 || true
+  docker volume prune -f >/dev/null 2>&1 || true
   echo "DOCKER_HOST=$DOCKER_HOST"
 }
 

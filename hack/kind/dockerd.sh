@@ -53,26 +53,25 @@ up() {
   docker info >/dev/null 2>&1 || die "dockerd did not answer in 60 s: $(tail -n 5 "$RUN/dockerd.log")"
   # Containers in a freshly started engine are left from a session that is over (a kind
   # node does not outlive its engine; a `docker run` of a killed kind-up may even land
-  # after kind-down removed the rest): remove them, their volumes and kind's network, so
-  # kind never takes a dead node for a cluster to reuse.
+  # after kind-down removed the rest): so kind never takes a dead node for a cluster to reuse.
+  remove_containers
+  echo "DOCKER_HOST=$DOCKER_HOST"
+}
+
+# Every container of this engine, kind's network, and the nodes' /var volumes (also of
+# containers a killed `kind create` left half-made).
+remove_containers() {
   # shellcheck disable=SC2046
   docker rm -f -v $(docker ps -aq) >/dev/null 2>&1 || true
   docker network rm kind >/dev/null 2>&1 || true
   docker volume prune -f >/dev/null 2>&1 || true
-  echo "DOCKER_HOST=$DOCKER_HOST"
 }
 
 # Stop dockerd (its containerd and shims go with it) and remove what outlives it.
 down_quietly() {
   local pid m
   if [[ -f $RUN/dockerd.pid ]] && pid=$(cat "$RUN/dockerd.pid") && kill -0 "$pid" 2>/dev/null; then
-    if docker info >/dev/null 2>&1; then
-      # shellcheck disable=SC2046
-      docker rm -f -v $(docker ps -aq) >/dev/null 2>&1 || true
-      docker network rm kind >/dev/null 2>&1 || true
-      # the nodes' /var volumes, also of containers a killed `kind create` left half-made
-      docker volume prune -f >/dev/null 2>&1 || true
-    fi
+    docker info >/dev/null 2>&1 && remove_containers
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     kill -9 "$pid" 2>/dev/null || true

@@ -32,10 +32,14 @@ NODES = {f"{NAME}-control-plane", f"{NAME}-worker"}
 DOCKER_RUN = Path("/run/disttrain-docker")
 
 
-def kind(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def kind_env() -> dict[str, str]:
     env = {**os.environ, "PATH": f"{tools_bin()}:{os.environ['PATH']}", "DISTTRAIN_KIND_NAME": NAME}
     env.pop("KUBECONFIG", None)
-    return subprocess.run(["bash", str(KIND), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return env
+
+
+def kind(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(KIND), *args], capture_output=True, text=True, env=kind_env(), timeout=timeout)
 
 
 def host_state() -> dict[str, Any]:
@@ -168,10 +172,8 @@ def test_a_killed_kind_up_is_undone_by_kind_down():
     node containers and their network made, /lib/modules made), then `make kind-down`: the
     machine is as it was before."""
     before = host_state()
-    env = {**os.environ, "PATH": f"{tools_bin()}:{os.environ['PATH']}", "DISTTRAIN_KIND_NAME": NAME}
-    env.pop("KUBECONFIG", None)
     with open(os.devnull, "wb") as devnull:
-        up = subprocess.Popen(["bash", str(KIND), "up"], env=env, stdout=devnull, stderr=devnull,
+        up = subprocess.Popen(["bash", str(KIND), "up"], env=kind_env(), stdout=devnull, stderr=devnull,
                               start_new_session=True)
     docker = {**os.environ, "DOCKER_HOST": f"unix://{DOCKER_RUN}/docker.sock"}
 

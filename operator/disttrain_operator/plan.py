@@ -1013,20 +1013,32 @@ def look_again_in(*, resync: float, deferred_write: float | None = None, wake: f
 DEFERRABLE_STATUS = frozenset({"workers", "goodput"})
 RIDES_ALONG = frozenset({"goodput"})
 COUNTERS_DELAY_SECONDS = 30.0
+# While a job is Pending its counters move only because its pods appear and start: the
+# write of Running carries them. Why a job waits is a condition (Unschedulable, an image
+# pull, a refusal), written at once. A job that waits longer gets them every 5 minutes. At
+# 500 jobs starting at once, the 30 s rule cost ~5 status writes a job, each one a write
+# token that a pod create then waited for (bench/operator_scale.py).
+PENDING_COUNTERS_DELAY_SECONDS = 300.0
+
+
+def counters_delay(phase: str | None) -> float:
+    """How long after the last status write a change of the counters alone may wait."""
+    return PENDING_COUNTERS_DELAY_SECONDS if phase == "Pending" else COUNTERS_DELAY_SECONDS
 
 
 def status_write(old: Status, new: Status, since_last_write: float) -> tuple[dict[str, Any], float | None]:
     """The status patch to send now ({}: nothing), or how many seconds it may wait. A change
     of goodput alone is never sent (it rides along with the next write); a change of the
-    worker counters alone waits, and only while the job is active: once it is
-    Suspended, Succeeded or Failed its counters go out at once, so the status never shows
+    worker counters alone waits (counters_delay), and only while the job is active: once it
+    is Suspended, Succeeded or Failed its counters go out at once, so the status never shows
     workers a job of that phase cannot have. This is where the typed status is written out."""
     patch = status_patch(status_json(old), status_json(new))
     if patch and set(patch) <= RIDES_ALONG:
         return {}, None
-    if (patch and set(patch) <= DEFERRABLE_STATUS and since_last_write < COUNTERS_DELAY_SECONDS
+    delay = counters_delay(new.phase)
+    if (patch and set(patch) <= DEFERRABLE_STATUS and since_last_write < delay
             and new.phase in ACTIVE_PHASES):
-        return {}, COUNTERS_DELAY_SECONDS - since_last_write
+        return {}, delay - since_last_write
     return patch, None
 
 

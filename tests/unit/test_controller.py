@@ -12,7 +12,8 @@ from disttrain_operator.api import load_job
 from disttrain_operator.controller import SILENT_TRAINER_MAX_SECONDS, Controller, silent_poll_seconds
 from disttrain_operator.kube import ApiError
 from disttrain_operator.metrics import OperatorMetrics
-from disttrain_operator.plan import COUNTERS_DELAY_SECONDS, Policy, decide, status_write
+from disttrain_operator.plan import (COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DELAY_SECONDS, Policy, decide,
+                                     status_write)
 from disttrain_operator.pods import PodInfo
 from disttrain_operator.record import JobRecord
 from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_pod
@@ -279,6 +280,21 @@ def test_counter_changes_alone_wait_while_the_job_runs_but_never_once_it_stopped
     # Anything else goes out at once, in the JSON form the API server stores.
     assert status_write(running, typed({"phase": "Failed", "workers": {"desired": 2, "active": 2}}),
                         since_last_write=1) == ({"phase": "Failed"}, None)
+
+
+def test_a_pending_jobs_counters_alone_wait_for_its_phase_change_or_five_minutes():
+    """Pods appearing and starting move a Pending job's counters; the write of Running
+    carries them, so a burst of jobs does not spend write tokens its pods' creates need."""
+    pending = typed({"phase": "Pending", "workers": {"desired": 8, "active": 0}})
+    created = typed({"phase": "Pending", "workers": {"desired": 8, "active": 8}})
+    assert PENDING_COUNTERS_DELAY_SECONDS > COUNTERS_DELAY_SECONDS
+    assert status_write(pending, created, since_last_write=60) == ({}, PENDING_COUNTERS_DELAY_SECONDS - 60)
+    assert status_write(pending, created, since_last_write=PENDING_COUNTERS_DELAY_SECONDS) == (
+        {"workers": {"desired": 8, "active": 8}}, None)
+    # The phase change carries the counters at once, however soon after the last write.
+    running = typed({"phase": "Running", "workers": {"desired": 8, "active": 8, "ready": 8}})
+    patch, wait = status_write(pending, running, since_last_write=1)
+    assert wait is None and patch == {"phase": "Running", "workers": {"desired": 8, "active": 8, "ready": 8}}
 
 
 def test_a_deferred_counter_write_goes_out_when_it_is_due():

@@ -365,6 +365,38 @@ def test_apply_counts_a_label_or_annotation_change_as_configured(cluster, namesp
     assert client.apply(annotated)[1] == "unchanged"
 
 
+def test_watch_without_a_timeout_follows_each_change_across_reopened_requests(cluster, namespace, client,
+                                                                            monkeypatch):
+    """A watch with no timeout runs until the job finishes. Each watch request ends after
+    WATCH_SECONDS (1 here) and the next starts at the last version seen: a job that did not
+    change is not shown again, and the change that comes later is."""
+    from disttrain_operator import client as client_module
+
+    monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
+    client.create(manifest("open-ended"))
+    stream = client.watch("open-ended")
+    assert next(stream).step is None
+
+    def next_after_quiet_requests(status: dict):
+        """The next view, while several watch requests end and reopen before `status` is written."""
+        def write() -> None:
+            time.sleep(4)
+            set_status(cluster, namespace, "open-ended", status)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            return next(stream)
+        finally:
+            writer.join()
+
+    view = next_after_quiet_requests({"phase": "Running", "progress": {"step": 7}})
+    assert (view.phase, view.step) == ("Running", 7)
+    view = next_after_quiet_requests({"phase": "Succeeded"})  # after a change seen, too
+    assert (view.phase, view.step) == ("Succeeded", 7)
+    assert list(stream) == []  # a finished job ends the watch
+
+
 def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespace, client, monkeypatch):
     """Each watch request ends after WATCH_SECONDS (shortened to 1 here) and the next one
     starts at the last version seen: no job is announced twice, no change is lost."""

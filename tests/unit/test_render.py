@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -208,6 +209,15 @@ def test_template_hash_ignores_live_fields_and_tracks_the_rest():
     assert h(base) != h(changed)
     _, pod = render()
     assert pod["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+
+
+def test_template_hash_is_kept_per_object_and_never_answers_for_a_changed_copy():
+    spec_job, resolved = load_job(job(nodes=2))[:2]
+    first = template_hash(spec_job, resolved)
+    assert template_hash(spec_job, resolved) == first
+    other = dataclasses.replace(spec_job, spec=dataclasses.replace(spec_job.spec, image="other:1"))
+    assert template_hash(other, resolved) != first
+    assert template_hash(other, resolved) == template_hash(*load_job(job(nodes=2, image="other:1"))[:2])
 
 
 def test_fixed_size_job_changes_template_when_nodes_change():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Callable
 
@@ -199,8 +200,29 @@ _ADDED_DEFAULTS = {"eval_fraction": 0.1, "eval_fold": 0, "eval_interval_steps": 
 _ADDED_CHECKPOINT_DEFAULTS = {"uri": None, "secret_ref": None, "endpoint": None, "storage": "auto"}
 
 
+# Every pass compares its running pods' hash with the spec's, and the spec is the same two
+# objects (the validation kept per generation) pass after pass: hashing them anew was half
+# of a pass's decisions at 500 jobs. Entries hold their objects, so an id is never reused
+# while it is a key; specs are never changed in place (dataclasses.replace makes new ones).
+_HASHES: OrderedDict[tuple[int, int], tuple[t.Job, t.Resolved, str]] = OrderedDict()
+_HASHES_KEPT = 4096
+
+
 def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     """Changes exactly when running pods no longer match the spec and must be replaced."""
+    key = (id(job), id(resolved))
+    kept = _HASHES.get(key)
+    if kept is not None and kept[0] is job and kept[1] is resolved:
+        _HASHES.move_to_end(key)
+        return kept[2]
+    value = _template_hash(job, resolved)
+    _HASHES[key] = (job, resolved, value)
+    if len(_HASHES) > _HASHES_KEPT:
+        _HASHES.popitem(last=False)
+    return value
+
+
+def _template_hash(job: t.Job, resolved: t.Resolved) -> str:
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
     # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
     spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items()

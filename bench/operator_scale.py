@@ -350,11 +350,13 @@ class Bench:
     def _watch(self, ns: str, kind: str, seen: dict[str, float], stop: threading.Event,
                running: dict[str, float] | None = None) -> None:
         """First time each pod appears (and runs) / each job reports Running (client clock).
-        kubectl prints one line per event, name and phase: a burst of 16,000 pods' events
-        as pretty-printed JSON took this thread minutes to parse, and every time it
-        measured would have been late by its backlog."""
+        kubectl prints one line per object, name and phase: a burst of thousands of pods'
+        events as pretty-printed JSON took this thread minutes to parse, so every time it
+        took was late by its backlog; and a watch that starts (or starts again) on more than
+        500 objects gets them as chunked lists, which custom-columns prints item by item
+        (JSON or JSONPath would see one list and miss every pod in it)."""
         cmd = [f"{self.bin}/kubectl", "--kubeconfig", self.kubeconfig, "get", kind, "-n", ns, "--watch",
-               "-o", r"jsonpath={.metadata.name} {.status.phase}{'\n'}"]
+               "--no-headers", "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase"]
         while not stop.is_set():  # the API server ends watches now and then: watch again
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
             while not stop.is_set():
@@ -362,6 +364,7 @@ class Bench:
                 if not line:
                     break
                 name, _, phase = line.strip().partition(" ")
+                phase = phase.strip()
                 if kind == "pods" and name:
                     seen.setdefault(name, time.monotonic())
                     if running is not None and phase == "Running":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import asdict
 from typing import Callable
@@ -206,19 +207,22 @@ _ADDED_CHECKPOINT_DEFAULTS = {"uri": None, "secret_ref": None, "endpoint": None,
 # while it is a key; specs are never changed in place (dataclasses.replace makes new ones).
 _HASHES: OrderedDict[tuple[int, int], tuple[t.Job, t.Resolved, str]] = OrderedDict()
 _HASHES_KEPT = 4096
+_HASHES_LOCK = threading.Lock()
 
 
 def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     """Changes exactly when running pods no longer match the spec and must be replaced."""
     key = (id(job), id(resolved))
-    kept = _HASHES.get(key)
-    if kept is not None and kept[0] is job and kept[1] is resolved:
-        _HASHES.move_to_end(key)
-        return kept[2]
+    with _HASHES_LOCK:  # the CLI's local runs and sweeps render from threads too
+        kept = _HASHES.get(key)
+        if kept is not None and kept[0] is job and kept[1] is resolved:
+            _HASHES.move_to_end(key)
+            return kept[2]
     value = _template_hash(job, resolved)
-    _HASHES[key] = (job, resolved, value)
-    if len(_HASHES) > _HASHES_KEPT:
-        _HASHES.popitem(last=False)
+    with _HASHES_LOCK:
+        _HASHES[key] = (job, resolved, value)
+        if len(_HASHES) > _HASHES_KEPT:
+            _HASHES.popitem(last=False)
     return value
 
 

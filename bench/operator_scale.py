@@ -223,9 +223,7 @@ class Bench:
                 self.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": batch}))
                 for m in batch:
                     created[m["metadata"]["name"]] = stamp
-            deadline = time.monotonic() + 3600
-            while len(running) < jobs and time.monotonic() < deadline:
-                time.sleep(0.5)
+            wait_for_count(running, jobs)
             time.sleep(3)
             writes = self.operator_writes(ns)
             throttled = self.throttled() - throttled_before
@@ -318,9 +316,7 @@ class Bench:
             time.sleep(1)
             start = time.monotonic()
             elapsed = asyncio.run(create_all())
-            deadline = time.monotonic() + 3600
-            while len(running) < len(pods) and time.monotonic() < deadline:
-                time.sleep(0.5)
+            wait_for_count(running, len(pods))
             all_running = max(running.values()) - start if len(running) == len(pods) else float("nan")
         finally:
             stop.set()
@@ -377,6 +373,13 @@ class Bench:
 
 # The operator's own write pacing taken out of the way (the lifted run).
 LIFTED = {"DISTTRAIN_API_QPS": "1000", "DISTTRAIN_API_BURST": "1000"}
+
+
+def wait_for_count(seen: dict[str, float], count: int, seconds: float = 3600) -> None:
+    """Until a watcher has seen `count` names (or an hour went by: the result then says so)."""
+    deadline = time.monotonic() + seconds
+    while len(seen) < count and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def free_port() -> int:

@@ -69,6 +69,7 @@ def test_only_a_committed_step_is_listed_and_a_delete_unlists_first(s3_bucket: s
     assert names(url) == []
 
 
+@pytest.mark.dist
 def test_a_save_to_object_storage_resumes_with_exact_parameters(s3_bucket: str, tmp_path) -> None:  # noqa: ANN001
     """Two ranks (DDP) save every 3 steps; stopped after step 3 was committed, the next
     start resumes there and ends on the uninterrupted run's parameters."""

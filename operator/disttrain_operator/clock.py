@@ -25,3 +25,15 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+
+async def sleep_until_woken(clock: Clock, seconds: float, woken: asyncio.Event) -> None:
+    """Sleep `seconds` on `clock`, or less if `woken` is set meanwhile: a pump whose next
+    due time moves earlier (a sooner key, a more urgent waiter) must not oversleep it."""
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waker = asyncio.ensure_future(woken.wait())
+    try:
+        await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        waker.cancel()

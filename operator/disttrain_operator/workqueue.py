@@ -22,7 +22,7 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from .backoff import exponential
-from .clock import Clock
+from .clock import Clock, sleep_until_woken
 
 K = TypeVar("K", bound=Hashable)
 
@@ -191,13 +191,7 @@ class WorkQueue(Generic[K]):
             wait = self._release_due()
             if wait is None:
                 return  # nothing waits: add_after starts this again
-            sleeper = asyncio.ensure_future(self.clock.sleep(wait))
-            rescheduled = asyncio.ensure_future(self._rescheduled.wait())
-            try:
-                await asyncio.wait((sleeper, rescheduled), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeper.cancel()
-                rescheduled.cancel()
+            await sleep_until_woken(self.clock, wait, self._rescheduled)
 
 
 class QueueShutDown(Exception):

@@ -1,12 +1,14 @@
 """The operator's write pacer (kube.TokenBucket): a status patch queued behind other
-jobs' pod creates is served first, waiters of one priority keep their order, and a caller
-cancelled while waiting takes no token."""
+jobs' pod creates is served first, as soon as its one token is there, waiters of one
+priority keep their order, and a caller cancelled while waiting takes no token."""
 
 from __future__ import annotations
 
 import asyncio
 
 from disttrain_operator.kube import BULK, URGENT, TokenBucket
+
+from .fake_clock import FakeClock, settle
 
 
 def test_urgent_writes_overtake_queued_creates_and_order_holds_within_a_priority():
@@ -89,3 +91,32 @@ def test_a_batch_is_capped_at_the_burst_and_unspent_tokens_come_back():
     taken, tokens = asyncio.run(scenario())
     assert taken == 4
     assert 3 <= tokens < 3.1
+
+
+def test_a_status_patch_behind_a_waiting_batch_waits_for_its_own_token_not_the_batchs():
+    """At 50 writes a second a job's batch of 11 creates waits 0.22 s for its tokens; a
+    status patch (a job turning Running) that arrives meanwhile needs one token, 0.02 s:
+    it goes out then, and the batch still gets its 11 right after."""
+    async def scenario() -> list[tuple[str, float]]:
+        clock = FakeClock()
+        bucket = TokenBucket(rate=50, burst=11, clock=clock)
+        start = clock.monotonic()
+        served: list[tuple[str, float]] = []
+
+        async def write(name: str, priority: int, count: int) -> None:
+            await bucket.acquire(priority, count)
+            served.append((name, round(clock.monotonic() - start, 3)))
+
+        await bucket.acquire(BULK, 11)  # one job's batch spends the burst
+        batch = asyncio.create_task(write("batch", BULK, 11))
+        await settle()  # the pump now sleeps for the batch's 11 tokens
+        status = asyncio.create_task(write("status", URGENT, 1))
+        for _ in range(30):
+            await clock.advance(0.01)
+        await asyncio.gather(batch, status)
+        return served
+
+    served = asyncio.run(scenario())
+    assert [name for name, _ in served] == ["status", "batch"]
+    assert served[0][1] <= 0.03, served  # its one token (0.02 s), not the batch's 0.22 s
+    assert served[1][1] >= 0.24, served  # the batch's 11 tokens come after the status's one

@@ -15,10 +15,11 @@ Usage: python hack/mutation.py [--jobs N] [--report-only] [--cluster] [PATH ...]
 PATHs are source files or folders of the checkout (default: MODULES, or CLUSTER_MODULES
 with --cluster).
 
---cluster: the Python client, whose methods only a real API server exercises. A control
-plane is started for the run (hack/cluster.sh, torn down after, and by its reaper if this
-process is killed), and every mutant of CLUSTER_MODULES also meets the fast client tests
-against it (CLUSTER_TESTS: no operator, no pods). Its verdicts live in a work tree of
+--cluster: the Python client and the CLI, whose cluster commands only a real API server
+exercises. A control plane is started for the run (hack/cluster.sh, torn down after, and by
+its reaper if this process is killed), and every mutant of CLUSTER_MODULES also meets the
+tests that run against it with no operator (CLUSTER_TESTS: the client's, and the CLI
+commands' that take no `operator` fixture). Its verdicts live in a work tree of
 their own (<checkout>-cluster), so the two modes never drop each other's.
 """
 
@@ -58,9 +59,8 @@ MODULES = [
     "operator/disttrain_operator/status.py",
     "trainer/disttrain_trainer/config.py",
     "trainer/disttrain_trainer/checkpoint.py",
-    # What users call and read: the CLI, the Python client, the trainer's metrics (issue 29).
-    "operator/disttrain_operator/cli.py",
-    "operator/disttrain_operator/client.py",
+    # What users call and read: the trainer's metrics (issue 29); the CLI and the Python
+    # client are CLUSTER_MODULES (their unit tests meet their mutants there too).
     "trainer/disttrain_trainer/metrics.py",
 ]
 # The tests that may kill a mutant: the in-process ones (a new test file joins by itself;
@@ -71,10 +71,23 @@ READ_PYPROJECT = [
     "--deselect", "tests/unit/test_operator_main.py::test_the_operator_image_does_not_install_the_official_client",
     "--deselect", "tests/unit/test_cli.py::test_version_is_the_package_the_chart_and_the_api"]
 TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not cluster", *READ_PYPROJECT]
-# --cluster: the client, and the tests that reach it through the real API server. The
-# CLI's own cluster tests run it as a process, which mutmut cannot map to functions.
-CLUSTER_MODULES = ["operator/disttrain_operator/client.py"]
-CLUSTER_TESTS = ["tests/unit", "tests/cluster/test_client_api.py", "-m", "not dist and not slow", *READ_PYPROJECT]
+# --cluster: the client and the CLI, and the tests that reach them through the real API
+# server with no operator: the client's, and the CLI commands' that take no `operator`
+# fixture (they run each command that returns through main() in the test's process).
+CLUSTER_MODULES = ["operator/disttrain_operator/client.py", "operator/disttrain_operator/cli.py"]
+CLI_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_cli_commands.py"
+
+
+def operator_less(path: Path) -> list[str]:
+    """The node ids of the tests in `path` that take no `operator` fixture."""
+    tree = ast.parse(path.read_text())
+    return [f"{path.relative_to(ROOT)}::{node.name}" for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+            and "operator" not in [a.arg for a in node.args.args]]
+
+
+CLUSTER_TESTS = ["tests/unit", "tests/cluster/test_client_api.py", *operator_less(CLI_CLUSTER_TESTS),
+                 "-m", "not dist and not slow", *READ_PYPROJECT]
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 # Copied beside the packages because the tests read them (Dockerfile, charts, docs, hack/...):
@@ -341,7 +354,8 @@ def main() -> int:
             print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
         (work / "pyproject.toml").write_text(config)
         tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"]
-                              + ([ROOT / "tests" / "cluster" / "test_client_api.py"] if args.cluster else []))
+                              + ([ROOT / "tests" / "cluster" / "test_client_api.py", CLI_CLUSTER_TESTS]
+                                 if args.cluster else []))
         stamp = work / ".tests-hash"
         if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):
             # mutmut maps functions to tests once and then refreshes that map only for the test

@@ -3,9 +3,14 @@ real control plane + KWOK with the operator running (tests/cluster/reconcile/con
 its own ServiceAccount, the manifests' RBAC). A job's progress comes from the trainer's
 real /status server on loopback, which the test moves.
 
-The CLI runs as `python -m disttrain_operator.cli` from this checkout, as admin; errors are
-checked as one line on stderr with kubectl's exit code. Logs need pods that really log:
-tests/e2e/test_cli_logs.py.
+A command that returns runs through the CLI's main() in this process (`cli`, as
+tests/unit/helpers.disttrain does: stdout, stderr, exit code as a process has them), so
+`hack/mutation.py --cluster` sees the code it runs; a command that follows or watches until
+stopped runs as `python -m disttrain_operator.cli` from this checkout (`Streaming`), which
+is also how kubectl's plugin mechanism and Ctrl-C are tried. All as admin unless a test
+says otherwise; errors are checked as one line on stderr with kubectl's exit code. Logs need
+pods that really log: tests/e2e/test_cli_logs.py. The tests that take no `operator` fixture
+need none: the mutation run takes exactly those.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
 from reconcile.conftest import (REPO, annotate_exit, checkpoint_claim, job_manifest,  # noqa: F401 (fixtures)
                                 operator_kubeconfig, running_operator)
+from unit.helpers import disttrain
 
 pytestmark = pytest.mark.cluster
 
@@ -36,22 +43,16 @@ def cli_env(kubeconfig: str) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
 
 
-def cli(cluster, *args: str, kubeconfig: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """`disttrain ARGS` as admin (or with `kubeconfig`), from this checkout."""
-    return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True, text=True,
-                          env=cli_env(kubeconfig or cluster.kubeconfig), timeout=timeout)
+def cli(cluster, *args: str, kubeconfig: str | None = None) -> subprocess.CompletedProcess:
+    """`disttrain ARGS` as admin (or with `kubeconfig`), through main() in this process."""
+    with mock.patch.dict(os.environ, {"KUBECONFIG": kubeconfig or cluster.kubeconfig}):
+        done = disttrain(*args)
+    return subprocess.CompletedProcess(list(args), done.returncode, done.stdout, done.stderr)
 
 
 def cli_at_once(cluster, *calls: list[str], kubeconfig: str | None = None) -> list[subprocess.CompletedProcess]:
-    """Several independent `disttrain` calls run side by side (they are mostly Python start-up)."""
-    procs = [subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=cli_env(kubeconfig or cluster.kubeconfig))
-             for args in calls]
-    done = []
-    for args, proc in zip(calls, procs):
-        out, err = proc.communicate(timeout=120)
-        done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
-    return done
+    """Several independent `disttrain` calls, one after the other."""
+    return [cli(cluster, *args, kubeconfig=kubeconfig) for args in calls]
 
 
 def _as_from_a_terminal() -> None:

@@ -29,9 +29,9 @@ from unittest import mock
 
 import pytest
 import yaml
-from reconcile.conftest import (REPO, annotate_exit, checkpoint_claim, job_manifest,  # noqa: F401 (fixtures)
+from reconcile.conftest import (annotate_exit, checkpoint_claim, job_manifest,  # noqa: F401 (fixtures)
                                 operator_kubeconfig, running_operator)
-from unit.helpers import disttrain
+from unit.helpers import disttrain, package_paths
 
 pytestmark = pytest.mark.cluster
 
@@ -40,7 +40,7 @@ REF = "distributedtraining.disttrain.dev"
 
 def cli_env(kubeconfig: str) -> dict[str, str]:
     return {**os.environ, "KUBECONFIG": kubeconfig,
-            "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
+            "PYTHONPATH": package_paths()}
 
 
 def cli(cluster, *args: str, kubeconfig: str | None = None) -> subprocess.CompletedProcess:
@@ -203,7 +203,7 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
     plugins = tmp_path / "bin"
     plugins.mkdir()
     wrapper = plugins / "kubectl-disttrain"
-    wrapper.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO / 'operator')!r}]\n"
+    wrapper.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = {package_paths().split(os.pathsep)!r}\n"
                        "from disttrain_operator.cli import main\nsys.exit(main())\n")
     wrapper.chmod(0o755)
     env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}
@@ -637,7 +637,7 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster
     plugins.mkdir()
     for name, entry in (("kubectl-disttrain", "main"), ("kubectl_complete-disttrain", "kubectl_complete")):
         script = plugins / name  # what the console scripts of pyproject.toml are, for this checkout
-        script.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO / 'operator')!r}]\n"
+        script.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = {package_paths().split(os.pathsep)!r}\n"
                           f"from disttrain_operator.cli import {entry}\nsys.exit({entry}())\n")
         script.chmod(0o755)
     env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}

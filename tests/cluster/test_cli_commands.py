@@ -15,6 +15,7 @@ need none: the mutation run takes exactly those.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -43,16 +45,48 @@ def cli_env(kubeconfig: str) -> dict[str, str]:
             "PYTHONPATH": package_paths()}
 
 
-def cli(cluster, *args: str, kubeconfig: str | None = None) -> subprocess.CompletedProcess:
+def cli(cluster, *args: str, kubeconfig: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     """`disttrain ARGS` as admin (or with `kubeconfig`), through main() in this process."""
     with mock.patch.dict(os.environ, {"KUBECONFIG": kubeconfig or cluster.kubeconfig}):
-        done = disttrain(*args)
+        done = disttrain(*args, stdin=stdin)
     return subprocess.CompletedProcess(list(args), done.returncode, done.stdout, done.stderr)
 
 
 def cli_at_once(cluster, *calls: list[str], kubeconfig: str | None = None) -> list[subprocess.CompletedProcess]:
     """Several independent `disttrain` calls, one after the other."""
     return [cli(cluster, *args, kubeconfig=kubeconfig) for args in calls]
+
+
+@contextlib.contextmanager
+def ctrl_c_after(changes: int, on_synced: Callable[[], None]) -> Iterator[None]:
+    """Ctrl-C for a watching command run by `cli` in this process: its watch of the real API
+    server (Client.watch_all) is wrapped; once the command has shown what it listed,
+    `on_synced` makes changes while it watches, and the read after the `changes`-th change
+    it has shown raises KeyboardInterrupt, where Ctrl-C would have landed."""
+    from disttrain_operator.client import Client
+
+    real = Client.watch_all
+
+    def watch_all(self, *args, **kwargs):
+        shown = None
+        for kind, obj in real(self, *args, **kwargs):
+            yield kind, obj
+            if kind == "SYNCED" and shown is None:
+                shown = 0
+                on_synced()
+            elif shown is not None and kind not in ("RELIST", "SYNCED"):
+                shown += 1
+                if shown >= changes:
+                    raise KeyboardInterrupt
+
+    with mock.patch.object(Client, "watch_all", watch_all):
+        yield
+
+
+def write_status(cluster, namespace: str, name: str, **status) -> None:
+    """The job's status, written as the operator would (the status subresource, as admin)."""
+    cluster.kubectl("patch", "dt", name, "-n", namespace, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": status}))
 
 
 def _as_from_a_terminal() -> None:
@@ -429,8 +463,7 @@ def test_submit_reads_stdin_and_dry_runs_and_apply_updates_in_place(cluster, nam
     text = yaml.safe_dump(doc)
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True, text=True,
-                              input=stdin, env=cli_env(cluster.kubeconfig), timeout=60)
+        return cli(cluster, *args, stdin=stdin)
 
     client_dry = run("submit", "-f", "-", "--dry-run=client", *ns, stdin=text)
     server_dry = run("submit", "-f", "-", "--dry-run=server", *ns, stdin=text)
@@ -652,3 +685,113 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster
     assert "--watch" in complete("get", "--w")
     assert complete("wait", "x", "--for", "con")[0] == "condition="
     assert complete("status", "-n", namespace, "completed-")[:-1] == ["completed-one"]  # from the cluster
+
+
+def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namespace, operator_kubeconfig):  # noqa: F811
+    """`top` shows every job of the namespace as listed, then the whole table again on each
+    change (a status written, a job deleted), one table per change, until Ctrl-C: 130,
+    "interrupted", and the jobs untouched."""
+    ns = ["-n", namespace]
+    with ctrl_c_after(1, lambda: cluster.apply(job_manifest("alpha", nodes=1), namespace=namespace)):
+        empty = cli(cluster, "top", *ns)
+    assert empty.returncode == 130, empty.stderr
+    assert empty.stdout.splitlines()[0] == "(no jobs yet)" and "0 job(s)" in empty.stdout.splitlines()[1]
+    assert empty.stdout.split("\n\n")[1].splitlines()[1].split()[:2] == ["alpha", "Pending"], empty.stdout
+
+    cluster.apply(job_manifest("beta", nodes=1), namespace=namespace)
+    write_status(cluster, namespace, "alpha", phase="Running", progress={"step": 40, "totalSteps": 100},
+                 resolved={"worldSize": 1})
+
+    def changes() -> None:
+        write_status(cluster, namespace, "beta", phase="Running", progress={"step": 7, "totalSteps": 70})
+        cluster.kubectl("delete", "dt", "alpha", *ns)
+
+    with ctrl_c_after(2, changes):
+        out = cli(cluster, "top", *ns)
+    assert (out.returncode, out.stderr) == (130, "interrupted\n")
+    tables = [t.splitlines() for t in out.stdout.split("\n\n") if t]
+    assert len(tables) == 3, out.stdout  # as listed, then one per change
+    first, second, third = tables
+    assert first[0].split()[:3] == ["NAME", "PHASE", "WORLD"] and "\x1b" not in out.stdout  # not a terminal
+    assert [row.split()[:2] for row in first[1:-1]] == [["alpha", "Running"], ["beta", "Pending"]]
+    assert first[1].split()[2] == "1" and "40/100" in first[1]
+    assert re.fullmatch(r"-- \d\d:\d\d:\d\d, 2 job\(s\); updates on every change, Ctrl-C quits", first[-1])
+    assert [row.split()[:2] for row in second[1:-1]] == [["alpha", "Running"], ["beta", "Running"]]
+    assert "7/70" in second[2]
+    assert [row.split()[:2] for row in third[1:-1]] == [["beta", "Running"]] and "1 job(s)" in third[-1]
+    assert cluster.try_get("dt", "beta", namespace) is not None
+
+
+def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster, namespace,
+                                                                        operator_kubeconfig):  # noqa: F811
+    """`get -w`: the list with its header, then a row (no header) for each job that changes or
+    appears, in kubectl's columns; `get NAME -w` only that job's changes; Ctrl-C: 130."""
+    ns = ["-n", namespace]
+    cluster.apply(job_manifest("alpha", nodes=1), namespace=namespace)
+
+    def changes() -> None:
+        cluster.apply(job_manifest("beta", nodes=1), namespace=namespace)
+        write_status(cluster, namespace, "alpha", phase="Running")
+
+    with ctrl_c_after(2, changes):
+        rows = cli(cluster, "get", *ns, "-w")
+    assert (rows.returncode, rows.stderr) == (130, "interrupted\n")
+    lines = rows.stdout.splitlines()
+    assert lines[0].split()[:2] == ["NAME", "PHASE"] and len(lines) == 4, rows.stdout
+    assert [line.split()[:2] for line in lines[1:]] == [["alpha", "Pending"], ["beta", "Pending"],
+                                                          ["alpha", "Running"]]
+
+    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Running")):
+        one = cli(cluster, "get", "beta", *ns, "-w", "-o", "name")
+    assert (one.returncode, one.stdout) == (130, f"{REF}/beta\n{REF}/beta\n")
+
+    with ctrl_c_after(1, lambda: cluster.apply(job_manifest("gamma", nodes=1), namespace=namespace)):
+        names = cli(cluster, "get", *ns, "-w", "-o", "name")
+    assert names.stdout.splitlines() == [f"{REF}/alpha", f"{REF}/beta", f"{REF}/gamma"]
+
+    late = job_manifest("late", nodes=1)
+    late["metadata"]["labels"] = {"team": "late"}
+    with ctrl_c_after(1, lambda: cluster.apply(late, namespace=namespace)):
+        selected = cli(cluster, "get", *ns, "-w", "-l", "team=late", "--no-headers")
+    assert selected.stderr == f"No resources found in {namespace} namespace.\ninterrupted\n", selected.stderr
+    assert [line.split()[:2] for line in selected.stdout.splitlines()] == [["late", "Pending"]]
+    missing = cli(cluster, "get", "ghost", *ns, "-w")
+    assert (missing.returncode, missing.stderr) == (
+        1, 'Error from server (NotFound): distributedtrainings.disttrain.dev "ghost" not found\n')
+
+
+def test_submit_follows_the_job_to_its_end_exit_0_if_it_succeeded_1_with_the_reason_if_not(
+        cluster, namespace, operator_kubeconfig, tmp_path: Path):  # noqa: F811
+    """`submit FILE` (not -d): created, then one line per change of the job until it ends;
+    the status here is written by the test, as the operator would."""
+    ns = ["-n", namespace]
+
+    def finish(name: str, phase: str, **extra) -> threading.Thread:
+        def run() -> None:
+            cluster.wait_for(lambda: cluster.try_get("dt", name, namespace) is not None, timeout=60,
+                             what=f"job {name}")
+            write_status(cluster, namespace, name, phase="Running", progress={"step": 5, "totalSteps": 10})
+            write_status(cluster, namespace, name, phase=phase, progress={"step": 10, "totalSteps": 10}, **extra)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(job_manifest("ok", nodes=1)))
+    writer = finish("ok", "Succeeded")
+    ok = cli(cluster, "submit", str(path), *ns)
+    writer.join(timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.splitlines()
+    assert lines[0] == f"{REF}/ok created" and lines[-1].startswith("ok: Succeeded  step 10/10"), ok.stdout
+    assert any(line.startswith("ok: Running  step 5/10") for line in lines), ok.stdout
+    assert ok.stderr.splitlines()[-1] == "following ok (Ctrl-C stops following; the job keeps running)", ok.stderr
+
+    path.write_text(yaml.safe_dump(job_manifest("bad", nodes=1)))
+    writer = finish("bad", "Failed", conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                                                 "message": "worker 0 exited 1 four times",
+                                                 "lastTransitionTime": "2026-11-27T00:00:00Z"}])
+    bad = cli(cluster, "submit", str(path), *ns)
+    writer.join(timeout=60)
+    assert bad.returncode == 1 and bad.stdout.splitlines()[-1].startswith("bad: Failed"), bad.stdout
+    assert bad.stderr.splitlines()[-1] == "bad failed: BackoffLimitExceeded: worker 0 exited 1 four times"

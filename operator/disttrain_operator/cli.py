@@ -178,6 +178,12 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
 
     import argcomplete
 
+    class _QuietFinder(argcomplete.CompletionFinder):
+        def _init_debug_stream(self) -> None:
+            """argcomplete's hook for this (its docstring): its default opens file descriptor
+            9 for debug output, which here is no shell's, and may be any file of a process
+            that calls this function (a test's, an IDE's)."""
+
     words = list(sys.argv[1:] if argv is None else argv) or [""]
     *before, word = words
     line = " ".join(["disttrain", *map(shlex.quote, before), shlex.quote(word) if word.strip() != word or
@@ -186,7 +192,7 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
     saved = {k: os.environ.get(k) for k in ("_ARGCOMPLETE", "COMP_LINE", "COMP_POINT", "_ARGCOMPLETE_IFS")}
     os.environ.update(_ARGCOMPLETE="1", COMP_LINE=line, COMP_POINT=str(len(line)), _ARGCOMPLETE_IFS="\n")
     try:
-        argcomplete.autocomplete(build_parser(), output_stream=out, exit_method=lambda code: None)
+        _QuietFinder()(build_parser(), output_stream=out, exit_method=lambda code: None)
     finally:
         for key, value in saved.items():
             if value is None:

@@ -16,6 +16,7 @@ need none: the mutation run takes exactly those.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -681,10 +682,21 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster
         assert out.returncode == 0, out.stderr
         return out.stdout.splitlines()
 
-    assert complete("su")[:-1] == ["submit", "suspend"] and complete("su")[-1] == ":4"
-    assert "--watch" in complete("get", "--w")
-    assert complete("wait", "x", "--for", "con")[0] == "condition="
-    assert complete("status", "-n", namespace, "completed-")[:-1] == ["completed-one"]  # from the cluster
+    def complete_here(*words: str) -> list[str]:
+        """The same completer through kubectl_complete() in this process (mutation testing sees it)."""
+        from disttrain_operator.cli import kubectl_complete
+
+        out = io.StringIO()
+        with mock.patch.dict(os.environ, {"KUBECONFIG": cluster.kubeconfig}), contextlib.redirect_stdout(out):
+            assert kubectl_complete(list(words)) == 0
+        return out.getvalue().splitlines()
+
+    asked = {("su",): ["submit", "suspend", ":4"], ("get", "--w"): ["--watch", ":4"],
+             ("wait", "x", "--for", "con"): ["condition=", ":6"],
+             ("status", "-n", namespace, "completed-"): ["completed-one", ":4"],  # from the cluster
+             ("get", "-o", "json"): ["json", "jsonpath=", ":6"]}
+    for words, offered in asked.items():
+        assert complete(*words) == complete_here(*words) == offered, words
 
 
 def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namespace, operator_kubeconfig):  # noqa: F811

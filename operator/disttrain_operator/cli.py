@@ -177,12 +177,15 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
     import shlex
 
     import argcomplete
+    import argcomplete.io
 
     class _QuietFinder(argcomplete.CompletionFinder):
         def _init_debug_stream(self) -> None:
             """argcomplete's hook for this (its docstring): its default opens file descriptor
             9 for debug output, which here is no shell's, and may be any file of a process
-            that calls this function (a test's, an IDE's)."""
+            that calls this function (a test's, an IDE's). Its debug lines (_ARC_DEBUG) go
+            to the stderr of now."""
+            argcomplete.io.debug_stream = sys.stderr
 
     words = list(sys.argv[1:] if argv is None else argv) or [""]
     *before, word = words

@@ -319,6 +319,31 @@ def test_name_completion_asks_the_cluster_with_a_short_timeout(monkeypatch):
     assert made[0]["request_timeout"] == cli.COMPLETION_TIMEOUT <= 2
 
 
+def test_name_completion_lists_the_jobs_where_the_command_line_points(monkeypatch):
+    """-n, --context and --kubeconfig typed before the TAB say which cluster and namespace
+    the names come from; only names with the typed prefix are offered."""
+    import argparse
+
+    from disttrain_operator import cli, client
+
+    made = []
+
+    class Listing:
+        def __init__(self, *args, **kwargs):
+            made.append((args, kwargs))
+
+        def list(self):
+            return [{"metadata": {"name": name}} for name in ("train-a", "train-b", "eval")]
+
+    monkeypatch.setattr(client, "Client", Listing)
+    args = argparse.Namespace(namespace="team-a", context="lab", kubeconfig="/etc/lab.kubeconfig")
+    assert cli._job_names("train-", args) == ["train-a", "train-b"]
+    assert made == [(("team-a",), {"context": "lab", "kubeconfig": "/etc/lab.kubeconfig",
+                                    "request_timeout": cli.COMPLETION_TIMEOUT})]
+    assert cli._job_names("", argparse.Namespace()) == ["train-a", "train-b", "eval"]  # a command without them
+    assert made[-1] == ((None,), {"context": None, "kubeconfig": None, "request_timeout": cli.COMPLETION_TIMEOUT})
+
+
 def test_version_is_the_package_the_chart_and_the_api():
     import tomllib
 

@@ -540,7 +540,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         return documents
     if args.dry_run == "client":
         for doc in documents:
-            print(f"{_ref((doc.data.get('metadata') or {}).get('name') or '(unnamed)')} configured (dry run)")
+            print(f"{_ref(doc.data['metadata']['name'])} configured (dry run)")  # apply needs a name: validated
         return 0
     client = _client(args)
     for doc in documents:

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
@@ -767,6 +768,21 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
         selected = cli(cluster, "get", *ns, "-w", "-l", "team=late", "--no-headers")
     assert selected.stderr == f"No resources found in {namespace} namespace.\ninterrupted\n", selected.stderr
     assert [line.split()[:2] for line in selected.stdout.splitlines()] == [["late", "Pending"]]
+    # One job's watch prints wide rows (its text form is several lines); a deletion is a row too.
+    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "alpha", phase="Succeeded")):
+        named = cli(cluster, "get", "alpha", *ns, "-w")
+    assert named.stdout.splitlines()[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"], named.stdout
+    assert [line.split()[:2] for line in named.stdout.splitlines()[1:]] == [["alpha", "Running"],
+                                                                          ["alpha", "Succeeded"]]
+    token = uuid.uuid4().hex[:12]  # -A sees every namespace: only this test's jobs
+    for name in ("beta", "gamma"):
+        cluster.kubectl("label", "dt", name, f"watch={token}", *ns)
+    with ctrl_c_after(1, lambda: cluster.kubectl("delete", "dt", "gamma", *ns)):
+        everywhere = cli(cluster, "get", "-A", "-w", "-l", f"watch={token}")
+    lines = everywhere.stdout.splitlines()
+    assert lines[0].split()[:2] == ["NAMESPACE", "NAME"], everywhere.stdout
+    assert [line.split()[:2] for line in lines[1:]] == [[namespace, "beta"], [namespace, "gamma"],
+                                                        [namespace, "gamma"]]  # the last: its deletion
     missing = cli(cluster, "get", "ghost", *ns, "-w")
     assert (missing.returncode, missing.stderr) == (
         1, 'Error from server (NotFound): distributedtrainings.disttrain.dev "ghost" not found\n')
@@ -790,13 +806,16 @@ def test_submit_follows_the_job_to_its_end_exit_0_if_it_succeeded_1_with_the_rea
 
     path = tmp_path / "ok.yaml"
     path.write_text(yaml.safe_dump(job_manifest("ok", nodes=1)))
-    writer = finish("ok", "Succeeded")
+    done = {"type": "Succeeded", "status": "True", "reason": "TrainingComplete", "message": "m",
+            "lastTransitionTime": "2026-11-27T00:00:00Z"}
+    writer = finish("ok", "Succeeded", conditions=[done])
     ok = cli(cluster, "submit", str(path), *ns)
     writer.join(timeout=60)
     assert ok.returncode == 0, ok.stderr
     lines = ok.stdout.splitlines()
     assert lines[0] == f"{REF}/ok created" and lines[-1].startswith("ok: Succeeded  step 10/10"), ok.stdout
     assert any(line.startswith("ok: Running  step 5/10") for line in lines), ok.stdout
+    # (a condition True that is not Failed is no failure)
     assert ok.stderr.splitlines()[-1] == "following ok (Ctrl-C stops following; the job keeps running)", ok.stderr
 
     path.write_text(yaml.safe_dump(job_manifest("bad", nodes=1)))

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from .conftest import EXAMPLES, ROOT
-from .helpers import CLI_ENV, disttrain, write
+from .helpers import CLI_ENV, disttrain, job, write
 
 GOOD = """\
 apiVersion: disttrain.dev/v1alpha1
@@ -352,10 +352,38 @@ def test_version_is_the_package_the_chart_and_the_api():
     project = tomllib.loads(open(os.path.join(ROOT, "pyproject.toml")).read())["project"]["version"]
     chart = yaml.safe_load(open(os.path.join(ROOT, "charts", "disttrain", "Chart.yaml")))["appVersion"]
     assert __version__ == project == chart
-    result = disttrain("version", "-o", "json")
-    assert json.loads(result.stdout)["disttrain"] == __version__
-    assert json.loads(result.stdout)["api"] == "disttrain.dev/v1alpha1"
-    assert disttrain("version").stdout.startswith(f"disttrain {__version__} (API disttrain.dev/v1alpha1, ")
+
+
+def test_version_says_the_package_the_api_and_python_in_each_format():
+    """(Apart from the test above, which reads pyproject.toml: the mutation run's work tree
+    has its own.)"""
+    from disttrain_operator import __version__
+
+    python = ".".join(map(str, sys.version_info[:3]))
+    text = disttrain("version")
+    assert (text.returncode, text.stdout) == (0, f"disttrain {__version__} (API disttrain.dev/v1alpha1, "
+                                                 f"Python {python})\n")
+    expected = {"disttrain": __version__, "api": "disttrain.dev/v1alpha1", "python": python}
+    assert json.loads(disttrain("version", "-o", "json").stdout) == expected
+    assert yaml.safe_load(disttrain("version", "-o", "yaml").stdout) == expected
+
+
+def test_apply_dry_run_client_checks_offline_and_names_each_job(tmp_path):
+    """`apply --dry-run=client` sends nothing (no cluster here): each job is said
+    "configured (dry run)" by name, exit 0; a job without a name is refused (apply needs
+    one), exit 1, and nothing is said configured."""
+    path = tmp_path / "jobs.yaml"
+    first, second = job(nodes=1), job(nodes=1)
+    first["metadata"]["name"], second["metadata"]["name"] = "first", "second"
+    path.write_text(yaml.safe_dump_all([first, second]))
+    away = ["--dry-run=client", "--kubeconfig", str(tmp_path / "none")]
+    out = disttrain("apply", "-f", str(path), *away)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["distributedtraining.disttrain.dev/first configured (dry run)",
+                                       "distributedtraining.disttrain.dev/second configured (dry run)"]
+    path.write_text(yaml.safe_dump_all([first, {**second, "metadata": {}}]))
+    unnamed = disttrain("apply", "-f", str(path), *away)
+    assert (unnamed.returncode, unnamed.stdout) == (1, "") and "metadata.name: is required" in unnamed.stderr
 
 
 def test_completion_prints_a_script_the_shell_takes(tmp_path):

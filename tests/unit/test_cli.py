@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -128,6 +129,45 @@ def test_render_refuses_invalid_specs(tmp_path):
     result = disttrain("render", write(tmp_path, GOOD.replace("nodes: 2", "nodes: -1")))
     assert result.returncode == 1 and result.stdout == ""
     assert "spec.nodes: is out of range (got -1)" in result.stderr
+
+
+def test_render_goes_on_past_an_invalid_file_says_warnings_and_prints_nothing_if_any_failed(tmp_path, monkeypatch):
+    """Every file is checked: an invalid one is reported, the next still has its warnings
+    said (FILE:LINE: warning [REASON] FIELD: ...), and with any file invalid nothing is
+    printed and the exit is 1. -o json prints the same objects as JSON; a bad setting of
+    the operator's network policy is one line, exit 1."""
+    bad, warned = tmp_path / "bad.yaml", tmp_path / "warned.yaml"
+    bad.write_text(GOOD.replace("nodes: 2", "nodes: -1"))
+    warned.write_text(GOOD.replace("  checkpoint: {claimName: ckpt}\n", "  checkpoint: {claimName: ckpt}\n"
+                                   "  strategy: ddp\n  gpusPerNode: 1\n").replace("  gpusPerNode: 4\n", "")
+                      .replace("nodes: 2", "nodes: 1"))
+    both = disttrain("render", str(bad), str(warned))
+    assert (both.returncode, both.stdout) == (1, "")
+    assert "spec.nodes: is out of range (got -1)" in both.stderr
+    assert re.search(rf"^{re.escape(str(warned))}:\d+: warning \[\w+\] spec\.\w+: ", both.stderr, re.M), both.stderr
+
+    as_json = json.loads(disttrain("render", "-o", "json", write(tmp_path, GOOD)).stdout)
+    as_yaml = list(yaml.safe_load_all(disttrain("render", write(tmp_path, GOOD)).stdout))
+    assert as_json == as_yaml and [o["kind"] for o in as_json][:2] == ["Service", "NetworkPolicy"]
+
+    monkeypatch.setenv("DISTTRAIN_NETWORK_POLICY", "maybe")
+    refused = disttrain("render", write(tmp_path, GOOD))
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == "error: DISTTRAIN_NETWORK_POLICY='maybe': set it to true or false\n"
+
+
+def test_an_unreadable_file_is_a_report_like_an_invalid_job_in_json(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("spec: [unclosed\n")
+    out = disttrain("validate", str(path), "-o", "json")
+    assert out.returncode == 1
+    [entry] = json.loads(out.stdout)
+    assert entry.keys() == {"file", "line", "name", "valid", "warnings", "errors"}
+    assert (entry["file"], entry["line"], entry["name"], entry["valid"], entry["warnings"]) == (
+        str(path), None, None, False, [])
+    [error] = entry["errors"]
+    assert error.keys() == {"field", "message", "line"} and (error["field"], error["line"]) == (None, None)
+    assert error["message"]
 
 
 def test_crd_command_prints_the_committed_crd():

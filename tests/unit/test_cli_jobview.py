@@ -245,6 +245,40 @@ def test_shell_completion_offers_commands_and_options_and_no_names_without_a_clu
     assert complete("disttrain status g") == []  # job names come from the cluster; none is reachable
 
 
+def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environment_as_it_was(monkeypatch, tmp_path):
+    """kubectl_complete drives argcomplete through the environment (COMP_LINE, COMP_POINT,
+    _ARGCOMPLETE, _ARGCOMPLETE_IFS) and puts every one back as it found it, set or not: a
+    process that calls it goes on with its own. A word the shell would split or expand is
+    quoted into COMP_LINE; the directive says "no space" after a word that goes on."""
+    import contextlib
+    import io
+    import os
+
+    from disttrain_operator.cli import kubectl_complete
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.setenv("COMP_LINE", "the caller's")
+    monkeypatch.delenv("COMP_POINT", raising=False)
+    monkeypatch.delenv("_ARGCOMPLETE", raising=False)
+    monkeypatch.delenv("_ARGCOMPLETE_IFS", raising=False)
+
+    def complete(*words: str) -> list[str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert kubectl_complete(list(words)) == 0
+        return out.getvalue().splitlines()
+
+    assert sorted(complete("s")[:-1]) == ["status", "submit", "suspend", "sweep"] and complete("s")[-1] == ":4"
+    assert complete("get", "-o", "js") == ["json", "jsonpath=", ":6"]  # jsonpath= goes on: no space
+    assert complete("render", "--output", "y") == ["yaml", ":4"]
+    assert complete() == complete("")  # nothing typed yet: every command
+    # The word is one word even where a shell would split it: " y" offers nothing, not "yaml".
+    assert complete("render", "--output", " y") == [":4"]
+    assert complete("status", "it's") == [":4"]  # quoted, not a broken COMP_LINE; no such job
+    assert os.environ["COMP_LINE"] == "the caller's"
+    assert not {"COMP_POINT", "_ARGCOMPLETE", "_ARGCOMPLETE_IFS"} & set(os.environ)
+
+
 def waiting_client(*versions: str | dict):
     """A Client whose watch yields the job in these versions (a phase, or a whole object),
     one each, then ends as if deleted (no cluster: Client.wait's decisions are what is

@@ -170,6 +170,58 @@ def test_an_unreadable_file_is_a_report_like_an_invalid_job_in_json(tmp_path):
     assert error["message"]
 
 
+TOPOLOGIES = """\
+apiVersion: disttrain.dev/v1alpha1
+kind: DistributedTraining
+metadata: {name: gpu}
+spec: {nodes: 2, gpusPerNode: 4, checkpoint: {claimName: ckpt}, trainer: {builtin: {steps: 1000}}}
+---
+apiVersion: disttrain.dev/v1alpha1
+kind: DistributedTraining
+metadata: {name: elastic, labels: {kueue.x-k8s.io/queue-name: team-a}}
+spec: {nodes: 2, minNodes: 1, maxNodes: 3, checkpoint: {claimName: ckpt}, trainer: {builtin: {steps: 1000}}}
+---
+apiVersion: disttrain.dev/v1alpha1
+kind: DistributedTraining
+metadata: {name: one}
+spec: {nodes: 1, nprocPerNode: 2, trainer: {builtin: {steps: 1000}}, checkpoint: {storage: none}}
+---
+apiVersion: disttrain.dev/v1alpha1
+kind: DistributedTraining
+metadata: {}
+spec: {nodes: 1}
+---
+apiVersion: disttrain.dev/v1alpha1
+kind: DistributedTraining
+metadata: {name: single}
+spec: {nodes: 1, gpusPerNode: 1, trainer: {builtin: {steps: 1000}}, checkpoint: {storage: none}}
+"""
+
+
+def test_validate_says_each_jobs_topology_in_words_with_singulars_elastic_range_and_queue(tmp_path):
+    """validate's text report, whole: GPUs or CPU per node (1 GPU, 4 GPUs), processes per
+    node (1 process, 2 processes), an elastic range, the Kueue queue a job waits in, and a
+    job without a name as (unnamed)."""
+    path = write(tmp_path, TOPOLOGIES)
+    out = disttrain("validate", path)
+    assert out.returncode == 1  # the unnamed one
+    kueue = ("  queue: Kueue LocalQueue team-a (kueue.x-k8s.io/queue-name): held, no worker created, until Kueue "
+             "admits its Workload (an operator run with DISTTRAIN_KUEUE)")
+    assert out.stdout.splitlines() == [
+        f"{path}:1: gpu: valid",
+        "  topology: 2 nodes x 4 processes = world size 8, strategy auto, precision bf16-mixed, 4 GPUs per node",
+        f"{path}:6: elastic: valid",
+        "  topology: 2 nodes (elastic 1..3) x 1 process = world size 2, strategy auto, precision 32, CPU per node",
+        kueue,
+        f"{path}:11: one: valid",
+        "  topology: 1 node x 2 processes = world size 2, strategy auto, precision 32, CPU per node",
+        f"{path}:16: (unnamed): invalid",
+        f"  {path}:18: error: metadata.name: is required (not set); allowed: a DNS label. Fix: set metadata.name: "
+        "my-job",
+        f"{path}:21: single: valid",
+        "  topology: 1 node x 1 process = world size 1, strategy auto, precision bf16-mixed, 1 GPU per node"]
+
+
 def test_crd_command_prints_the_committed_crd():
     result = disttrain("crd")
     committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))

@@ -222,6 +222,33 @@ def test_validate_says_each_jobs_topology_in_words_with_singulars_elastic_range_
         "  topology: 1 node x 1 process = world size 1, strategy auto, precision bf16-mixed, 1 GPU per node"]
 
 
+def test_submit_checks_every_file_offline_and_sends_nothing_if_one_is_wrong(tmp_path):
+    """Before anything is sent (no cluster here: a kubeconfig that does not exist), submit
+    checks each document: an invalid one, a namespace that contradicts -n, a file it cannot
+    read, stdin named twice. Any of them: nothing is said created."""
+    offline = ["--kubeconfig", str(tmp_path / "none"), "--dry-run=client"]
+    placed = job(nodes=1)  # metadata.namespace team-a
+    path = tmp_path / "placed.yaml"
+    path.write_text(yaml.safe_dump(placed))
+    other = disttrain("submit", "-f", str(path), "-n", "other", *offline)
+    assert (other.returncode, other.stdout) == (1, "")
+    assert other.stderr.splitlines()[-1] == (f"error: {path}:1: the object's namespace 'team-a' does not match "
+                                             "-n 'other'; drop one of them")
+    same = disttrain("submit", "-f", str(path), "-n", "team-a", *offline)
+    assert (same.returncode, same.stdout) == (0, "distributedtraining.disttrain.dev/demo created (dry run)\n")
+
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(yaml.safe_dump_all([job(nodes=0), placed]))
+    refused = disttrain("submit", "-f", str(mixed), *offline)
+    assert (refused.returncode, refused.stdout) == (1, "")  # the valid one is not sent either
+
+    twice = disttrain("submit", "-f", "-", "-f", "-", *offline)
+    assert (twice.returncode, twice.stderr.splitlines()[-1]) == (2, "error: stdin (-) can be read once")
+    missing = disttrain("submit", "-f", str(tmp_path / "missing.yaml"), *offline)
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
+
+
 def test_crd_command_prints_the_committed_crd():
     result = disttrain("crd")
     committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))

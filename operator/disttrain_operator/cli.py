@@ -474,7 +474,8 @@ def _files(args: argparse.Namespace) -> list[str] | str:
     return files
 
 
-def _usage_error(args: argparse.Namespace, message: str) -> int:
+def _usage_error(message: str) -> int:
+    """A command line that cannot be carried out as given: one line, exit 2 (argparse's code)."""
     print(f"error: {message}", file=sys.stderr)
     return 2
 
@@ -484,7 +485,7 @@ def _checked_documents(args: argparse.Namespace) -> list[Document] | int:
     (2: no file given; 1: a file cannot be read or a job is invalid): nothing is sent."""
     files = _files(args)
     if isinstance(files, str):
-        return _usage_error(args, files)
+        return _usage_error(files)
     documents: list[Document] = []
     for path in files:
         found = _read_jobs(path)
@@ -723,9 +724,9 @@ def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done
     from .client import NotFound
 
     if args.names and (args.all or args.selector):
-        return _usage_error(args, "give NAMEs or --all/-l, not both")
+        return _usage_error("give NAMEs or --all/-l, not both")
     if not (args.names or args.all or args.selector):
-        return _usage_error(args, f"name a job, or pass --all or -l SELECTOR (see {program_name()} {args.command} -h)")
+        return _usage_error(f"name a job, or pass --all or -l SELECTOR (see {program_name()} {args.command} -h)")
     client = _client(args)
     names = args.names or [o["metadata"]["name"] for o in client.list(selector=args.selector)]
     if not names:

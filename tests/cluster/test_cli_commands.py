@@ -47,10 +47,12 @@ def cli_env(kubeconfig: str) -> dict[str, str]:
             "PYTHONPATH": package_paths()}
 
 
-def cli(cluster, *args: str, kubeconfig: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """`disttrain ARGS` as admin (or with `kubeconfig`), through main() in this process."""
+def cli(cluster, *args: str, kubeconfig: str | None = None, stdin: str | None = None,
+        tty: bool = False) -> subprocess.CompletedProcess:
+    """`disttrain ARGS` as admin (or with `kubeconfig`), through main() in this process
+    (tty: its stdout is a terminal)."""
     with mock.patch.dict(os.environ, {"KUBECONFIG": kubeconfig or cluster.kubeconfig}):
-        done = disttrain(*args, stdin=stdin)
+        done = disttrain(*args, stdin=stdin, tty=tty)
     return subprocess.CompletedProcess(list(args), done.returncode, done.stdout, done.stderr)
 
 
@@ -271,12 +273,15 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
     cluster.kubectl("create", "serviceaccount", "nobody", *ns)
     nobody = cluster.kubeconfig_for_service_account(namespace, "nobody", duration="10m")
     # (the context's namespace is the test's)
+    def forbidden(verb: str, name: str) -> str:
+        return (f'Error from server (Forbidden): distributedtrainings.disttrain.dev "{name}" is forbidden: User '
+                f'"system:serviceaccount:{namespace}:nobody" cannot {verb} resource "distributedtrainings" in API '
+                f'group "disttrain.dev" in the namespace "{namespace}"\n')
+
     for out in cli_at_once(cluster, ["get", "ghost"], ["delete", "ghost"], kubeconfig=nobody):
-        verb = out.args[0]
-        assert (out.returncode, out.stderr) == (1, (
-            f'Error from server (Forbidden): distributedtrainings.disttrain.dev "ghost" is forbidden: User '
-            f'"system:serviceaccount:{namespace}:nobody" cannot {verb} resource "distributedtrainings" in API '
-            f'group "disttrain.dev" in the namespace "{namespace}"\n')), out.args
+        assert (out.returncode, out.stderr) == (1, forbidden(out.args[0], "ghost")), out.args
+    both = cli(cluster, "delete", "ghost", "other", kubeconfig=nobody)  # each name is tried
+    assert (both.returncode, both.stderr) == (1, forbidden("delete", "ghost") + forbidden("delete", "other"))
 
     # An invalid file is refused offline: exit 1, the validator's words, nothing created.
     bad = tmp_path / "bad.yaml"
@@ -546,8 +551,9 @@ def test_suspend_resume_delete_take_several_all_selectors_and_ignore_not_found(c
         1, 'Error from server (NotFound): distributedtrainings.disttrain.dev "ghost" not found\n')
     # Each name is tried: b1 is deleted although ghost was not there; the exit code says one failed.
     assert (some.returncode, some.stdout) == (1, f'{REF} "b1" deleted\n') and "ghost" in some.stderr
-    assert usage.returncode == 2 and "--all or -l" in usage.stderr
-    assert both.returncode == 2 and "not both" in both.stderr
+    assert (usage.returncode, usage.stderr) == (2, "error: name a job, or pass --all or -l SELECTOR (see disttrain "
+                                                   "delete -h)\n")
+    assert (both.returncode, both.stderr) == (2, "error: give NAMEs or --all/-l, not both\n")
     everything = cli(cluster, "delete", "--all", "--wait", *ns)
     assert everything.stdout == f'{REF} "a1" deleted\n{REF} "a2" deleted\n', everything.stderr
     assert suspended() == {}
@@ -733,6 +739,20 @@ def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namesp
     assert "7/70" in second[2]
     assert [row.split()[:2] for row in third[1:-1]] == [["beta", "Running"]] and "1 job(s)" in third[-1]
     assert cluster.try_get("dt", "beta", namespace) is not None
+
+    # On a terminal each table replaces the last (cursor home, clear), with no blank line.
+    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Succeeded")):
+        drawn = cli(cluster, "top", *ns, tty=True)
+    screens = drawn.stdout.split("\x1b[H\x1b[2J")
+    assert screens[0] == "" and len(screens) == 3 and "\n\n" not in drawn.stdout, drawn.stdout
+    assert screens[2].splitlines()[1].split()[:2] == ["beta", "Succeeded"]
+
+    # -A: every namespace, the first column saying which.
+    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Failed")):
+        everywhere = cli(cluster, "top", "-A")
+    first = everywhere.stdout.split("\n\n")[0].splitlines()
+    assert first[0].split()[:2] == ["NAMESPACE", "NAME"] and [namespace, "beta", "Succeeded"] in [
+        row.split()[:3] for row in first], everywhere.stdout
 
 
 def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster, namespace,

@@ -90,13 +90,20 @@ def package_paths() -> str:
 CLI_ENV = {**os.environ, "PYTHONPATH": package_paths()}
 
 
-def disttrain(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+class Terminal(io.StringIO):
+    """A stdout that is a terminal (what `top` redraws in place)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def disttrain(*args: str, stdin: str | None = None, tty: bool = False) -> subprocess.CompletedProcess:
     """`disttrain ARGS` through the CLI's main() in this process, with stdin, stdout, stderr
     and the exit status as a process of its own would have them (argparse's exits included),
-    so that mutation testing sees the code a command runs."""
+    so that mutation testing sees the code a command runs. tty: stdout is a terminal."""
     from disttrain_operator.cli import main
 
-    out, err = io.StringIO(), io.StringIO()
+    out, err = Terminal() if tty else io.StringIO(), io.StringIO()
     given = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")  # with .buffer, as sys.stdin
     with mock.patch.object(sys, "stdin", given), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

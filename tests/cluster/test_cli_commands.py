@@ -846,3 +846,25 @@ def test_submit_follows_the_job_to_its_end_exit_0_if_it_succeeded_1_with_the_rea
     writer.join(timeout=60)
     assert bad.returncode == 1 and bad.stdout.splitlines()[-1].startswith("bad: Failed"), bad.stdout
     assert bad.stderr.splitlines()[-1] == "bad failed: BackoffLimitExceeded: worker 0 exited 1 four times"
+
+
+def test_wait_returns_at_once_when_met_and_exits_124_when_its_timeout_runs_out(cluster, namespace,
+                                                                          operator_kubeconfig):  # noqa: F811
+    """`wait` in this process: a phase or condition already there is met at once (its own
+    words for each form); a --timeout that runs out exits 124 (docs/cli.md); a --timeout
+    that is no duration is a usage error, exit 2, before anything is asked."""
+    ns = ["-n", namespace]
+    cluster.apply(job_manifest("done", nodes=1), namespace=namespace)
+    write_status(cluster, namespace, "done", phase="Succeeded", conditions=[
+        {"type": "Succeeded", "status": "True", "reason": "TrainingComplete", "message": "m",
+         "lastTransitionTime": "2026-11-27T00:00:00Z"}])
+    phase = cli(cluster, "wait", "done", "--for", "Running,Succeeded", "--timeout", "30s", *ns)
+    assert (phase.returncode, phase.stdout) == (0, f"{REF}/done is Succeeded\n"), phase.stderr
+    condition = cli(cluster, "wait", "done", "--for=condition=Succeeded", *ns)
+    assert (condition.returncode, condition.stdout) == (0, f"{REF}/done condition met\n"), condition.stderr
+    late = cli(cluster, "wait", "done", "--for=condition=Failed", "--timeout", "2s", *ns)
+    assert (late.returncode, late.stdout) == (124, "")  # docs/cli.md: 124, the timeout ran out
+    assert late.stderr.startswith(f"error: timed out waiting for {REF}/done"), late.stderr
+    bad = cli(cluster, "wait", "done", "--for=condition=Failed", "--timeout", "soon", *ns)
+    assert (bad.returncode, bad.stdout) == (2, "") and bad.stderr.startswith("error: --timeout: "), bad.stderr
+

@@ -147,8 +147,10 @@ def test_render_goes_on_past_an_invalid_file_says_warnings_and_prints_nothing_if
     assert re.search(rf"^{re.escape(str(warned))}:\d+: warning \[\w+\] spec\.\w+: ", both.stderr, re.M), both.stderr
 
     as_json = json.loads(disttrain("render", "-o", "json", write(tmp_path, GOOD)).stdout)
-    as_yaml = list(yaml.safe_load_all(disttrain("render", write(tmp_path, GOOD)).stdout))
+    text = disttrain("render", write(tmp_path, GOOD)).stdout
+    as_yaml = list(yaml.safe_load_all(text))
     assert as_json == as_yaml and [o["kind"] for o in as_json][:2] == ["Service", "NetworkPolicy"]
+    assert text.startswith("apiVersion: v1\nkind: Service\nmetadata:\n  name: demo\n")  # as rendered, not sorted
 
     monkeypatch.setenv("DISTTRAIN_NETWORK_POLICY", "maybe")
     refused = disttrain("render", write(tmp_path, GOOD))
@@ -485,6 +487,10 @@ def test_version_says_the_package_the_api_and_python_in_each_format():
     expected = {"disttrain": __version__, "api": "disttrain.dev/v1alpha1", "python": python}
     assert json.loads(disttrain("version", "-o", "json").stdout) == expected
     assert yaml.safe_load(disttrain("version", "-o", "yaml").stdout) == expected
+    # In the order said, not sorted; JSON indented by 2, as kubectl prints it.
+    assert disttrain("version", "-o", "yaml").stdout == (f"disttrain: {__version__}\napi: disttrain.dev/v1alpha1\n"
+                                                         f"python: {python}\n")
+    assert disttrain("version", "-o", "json").stdout == json.dumps(expected, indent=2) + "\n"
 
 
 def test_apply_dry_run_client_checks_offline_and_names_each_job(tmp_path):

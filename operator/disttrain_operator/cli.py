@@ -517,7 +517,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return documents
     if args.dry_run == "client":  # checked offline, as the operator would; nothing sent
         for doc in documents:
-            print(f"{_ref((doc.data.get('metadata') or {}).get('name') or '(generated)')} created (dry run)")
+            print(f"{_ref(doc.data['metadata']['name'])} created (dry run)")  # a name is required: validated
         return 0
     client = _client(args)
     names = []

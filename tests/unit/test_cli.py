@@ -251,6 +251,25 @@ def test_submit_checks_every_file_offline_and_sends_nothing_if_one_is_wrong(tmp_
     assert missing.stderr == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
 
 
+def test_other_kinds_in_a_file_are_said_skipped_and_a_file_of_none_is_an_error(tmp_path):
+    """A manifest file may hold a ConfigMap beside the job: it is said skipped on stderr and
+    the job is checked; a file with no DistributedTraining at all is an error naming what
+    was expected, exit 1."""
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"
+    path = tmp_path / "mixed.yaml"
+    path.write_text(config_map + "---\n" + GOOD)
+    mixed = disttrain("validate", str(path))
+    assert mixed.returncode == 0 and f"{path}:5: demo: valid" in mixed.stdout, mixed.stdout + mixed.stderr
+    assert mixed.stderr.splitlines() == [f"{path}:1: skipping a ConfigMap (v1): not a DistributedTraining"]
+    path.write_text(config_map)
+    none = disttrain("validate", str(path))
+    assert (none.returncode, none.stdout) == (1, "")
+    assert none.stderr.splitlines() == [
+        f"{path}:1: skipping a ConfigMap (v1): not a DistributedTraining",
+        f"{path}:1: no DistributedTraining in this file (expected apiVersion: disttrain.dev/v1alpha1, kind: "
+        "DistributedTraining)"]
+
+
 def test_crd_command_prints_the_committed_crd():
     result = disttrain("crd")
     committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))

@@ -270,6 +270,35 @@ def test_other_kinds_in_a_file_are_said_skipped_and_a_file_of_none_is_an_error(t
         "DistributedTraining)"]
 
 
+def test_logs_prefixes_each_line_with_its_worker_and_passes_every_option_to_the_client(monkeypatch, tmp_path):
+    """`logs`: what the CLI adds to Client.logs (which reads real pods: tests/e2e/test_cli_logs.py
+    on the real node). Here a stand-in Client records the call and yields lines, because
+    pods that really log exist only there: the worker prefix ([worker-?] for a line of
+    none), --timestamps after it, and each option handed on as given."""
+    from disttrain_operator import client
+
+    calls = []
+
+    class Logging:
+        def __init__(self, namespace, **kwargs):
+            self.namespace = namespace
+
+        def logs(self, name, **options):
+            calls.append((self.namespace, name, options))
+            yield client.LogLine(0, "step 1", "2026-11-27T10:00:00Z")
+            yield client.LogLine(None, "from an unlabelled pod", "2026-11-27T10:00:01Z")
+
+    monkeypatch.setattr(client, "Client", Logging)
+    plain = disttrain("logs", "demo", "-n", "team-a", "--kubeconfig", str(tmp_path / "none"))
+    assert (plain.returncode, plain.stdout) == (0, "[worker-0] step 1\n[worker-?] from an unlabelled pod\n")
+    assert calls[-1] == ("team-a", "demo", {"worker": None, "follow": False, "tail": None, "since": None,
+                                            "previous": False})
+    stamped = disttrain("logs", "demo", "--worker", "0", "-f", "--tail", "5", "--since", "5m", "-p", "--timestamps")
+    assert stamped.stdout.splitlines() == ["[worker-0] 2026-11-27T10:00:00Z step 1",
+                                           "[worker-?] 2026-11-27T10:00:01Z from an unlabelled pod"]
+    assert calls[-1][2] == {"worker": 0, "follow": True, "tail": 5, "since": 300.0, "previous": True}
+
+
 def test_crd_command_prints_the_committed_crd():
     result = disttrain("crd")
     committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))

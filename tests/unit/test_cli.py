@@ -299,6 +299,36 @@ def test_logs_prefixes_each_line_with_its_worker_and_passes_every_option_to_the_
     assert calls[-1][2] == {"worker": 0, "follow": True, "tail": 5, "since": 300.0, "previous": True}
 
 
+def test_run_local_hands_the_validated_job_and_every_option_to_the_local_runner(monkeypatch, tmp_path):
+    """What `run --local` adds to local_run.run_local (which trains for real under torchrun:
+    tests/trainer/test_local_run.py): the file's one job, validated and resolved, and the
+    options as given; its exit code is the command's. A stand-in runner records the call
+    here, because a real run is the trainer tests' (minutes of torch, no mutant can afford)."""
+    from disttrain_operator import local_run
+
+    calls = []
+
+    def runner(job, resolved, **options):
+        calls.append((job.name, resolved.world_size, options))
+        return 3
+
+    monkeypatch.setattr(local_run, "run_local", runner)
+    path = write(tmp_path, GOOD.replace("  gpusPerNode: 4\n", ""))
+    out = disttrain("run", "--local", path, "--workdir", str(tmp_path / "w"), "--no-progress",
+                    "--checkpoint-uri", "s3://bucket/ckpt")
+    assert out.returncode == 3, out.stderr
+    assert calls == [("demo", 2, {"workdir": str(tmp_path / "w"), "progress": False,
+                                  "checkpoint_uri": "s3://bucket/ckpt"})]
+    assert f"{path}:1: demo: valid" in out.stderr  # the report goes to stderr: stdout is the run's
+    disttrain("run", "--local", path)
+    assert calls[-1][2] == {"workdir": ".disttrain", "progress": True, "checkpoint_uri": None}
+    two = tmp_path / "two.yaml"
+    two.write_text(GOOD + "---\n" + GOOD)
+    refused = disttrain("run", "--local", str(two))
+    assert (refused.returncode, refused.stderr) == (
+        1, f"{two}: holds 2 DistributedTrainings; run --local takes one per call\n") and len(calls) == 2
+
+
 def test_crd_command_prints_the_committed_crd():
     result = disttrain("crd")
     committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))

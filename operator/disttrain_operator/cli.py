@@ -602,7 +602,9 @@ def print_objects(objs: list[dict[str, Any]], args: argparse.Namespace, *, listi
             dump({"apiVersion": "v1", "kind": "List", "items": objs}, kind, sys.stdout)
         else:
             for obj in objs:
-                dump(obj, kind, sys.stdout) if kind == "json" else dump([obj], kind, sys.stdout, multi=True)
+                if listing and kind == "yaml":  # a watch: a document per change, a stream that parses
+                    sys.stdout.write("---\n")
+                dump(obj, kind, sys.stdout)
     elif kind == "name":
         for obj in objs:
             print(_ref(obj["metadata"]["name"]))

@@ -423,6 +423,15 @@ def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespa
     assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"] and len(wide) == 3
     one = cli(cluster, "get", "alpha", "-n", namespace, "-o", "name")
     assert one.stdout.strip() == f"{REF}/alpha"
+    # -o json / yaml: a List of them, or the one job named, as stored.
+    listed = json.loads(cli(cluster, "get", "-n", namespace, "-o", "json").stdout)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    assert [(o["kind"], o["metadata"]["name"]) for o in listed["items"]] == [
+        ("DistributedTraining", "alpha"), ("DistributedTraining", "beta")]
+    assert yaml.safe_load(cli(cluster, "get", "-n", namespace, "-o", "yaml").stdout) == listed
+    named = cli(cluster, "get", "alpha", "-n", namespace, "-o", "yaml").stdout
+    assert not named.startswith("---") and yaml.safe_load(named) == listed["items"][0]
+    assert json.loads(cli(cluster, "get", "alpha", "-n", namespace, "-o", "json").stdout) == listed["items"][0]
 
 
 def test_get_prints_jsonpath_and_custom_columns_and_watches_changes(cluster, namespace,
@@ -803,6 +812,25 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
     assert lines[0].split()[:2] == ["NAMESPACE", "NAME"], everywhere.stdout
     assert [line.split()[:2] for line in lines[1:]] == [[namespace, "beta"], [namespace, "gamma"],
                                                         [namespace, "gamma"]]  # the last: its deletion
+    # -o yaml / json while watching: one document per object and change, a stream that parses.
+    def stored() -> list[tuple[str, str | None]]:
+        items = json.loads(cluster.kubectl("get", "dt", *ns, "-o", "json").stdout)["items"]
+        return [(o["metadata"]["name"], (o.get("status") or {}).get("phase")) for o in items]
+
+    before = stored()
+    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Restarting")):
+        documents = cli(cluster, "get", *ns, "-w", "-o", "yaml")
+    assert [(d["metadata"]["name"], (d.get("status") or {}).get("phase")) for d in
+            yaml.safe_load_all(documents.stdout)] == before + [("beta", "Restarting")]
+    before = stored()
+    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Succeeded")):
+        objects = cli(cluster, "get", *ns, "-w", "-o", "json")
+    decoder, text, seen = json.JSONDecoder(), objects.stdout.strip(), []
+    while text:
+        obj, end = decoder.raw_decode(text)
+        seen.append((obj["metadata"]["name"], (obj.get("status") or {}).get("phase")))
+        text = text[end:].strip()
+    assert seen == before + [("beta", "Succeeded")]
     missing = cli(cluster, "get", "ghost", *ns, "-w")
     assert (missing.returncode, missing.stderr) == (
         1, 'Error from server (NotFound): distributedtrainings.disttrain.dev "ghost" not found\n')

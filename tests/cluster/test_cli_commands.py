@@ -433,6 +433,31 @@ def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespa
     assert not named.startswith("---") and yaml.safe_load(named) == listed["items"][0]
     assert json.loads(cli(cluster, "get", "alpha", "-n", namespace, "-o", "json").stdout) == listed["items"][0]
 
+    # Nothing selected: kubectl's words on stderr for a table, an empty List for -o json.
+    nothing = cli(cluster, "get", "-n", namespace, "-l", "team=none")
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (
+        0, "", f"No resources found in {namespace} namespace.\n")
+    assert json.loads(cli(cluster, "get", "-n", namespace, "-l", "team=none", "-o", "json").stdout)["items"] == []
+    everywhere = cli(cluster, "get", "-A", "-l", "team=b").stdout.splitlines()
+    assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"] and [namespace, "beta"] in [
+        row.split()[:2] for row in everywhere[1:]]
+    named_everywhere = cli(cluster, "get", "alpha", "-A")
+    assert (named_everywhere.returncode, named_everywhere.stderr) == (
+        2, "error: a NAME takes one namespace: drop -A and pass -n NAMESPACE\n")
+
+    # One job's text: what `status` says, with the job's own Events (one written here as the operator would).
+    uid = cluster.get("dt", "alpha", namespace)["metadata"]["uid"]
+    cluster.apply({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "alpha.warned", "namespace": namespace},
+                   "involvedObject": {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                                      "name": "alpha", "namespace": namespace, "uid": uid},
+                   "type": "Warning", "reason": "FailedScheduling", "message": "no node fits the workers",
+                   "firstTimestamp": "2026-11-27T10:00:00Z", "lastTimestamp": "2026-11-27T10:00:00Z", "count": 1,
+                   "source": {"component": "disttrain-operator"}}, namespace=namespace)
+    text = cli(cluster, "get", "alpha", "-n", namespace).stdout.splitlines()
+    assert text[:2] == ["Name:        alpha", f"Namespace:   {namespace}"], text
+    events = text[text.index("Events:") + 1:]
+    assert len(events) == 1 and "FailedScheduling" in events[0] and "no node fits the workers" in events[0], text
+
 
 def test_get_prints_jsonpath_and_custom_columns_and_watches_changes(cluster, namespace,
                                                                      operator_kubeconfig):  # noqa: F811

@@ -87,12 +87,6 @@ def ctrl_c_after(changes: int, on_synced: Callable[[], None]) -> Iterator[None]:
         yield
 
 
-def write_status(cluster, namespace: str, name: str, **status) -> None:
-    """The job's status, written as the operator would (the status subresource, as admin)."""
-    cluster.kubectl("patch", "dt", name, "-n", namespace, "--subresource=status", "--type=merge", "-p",
-                    json.dumps({"status": status}))
-
-
 def _as_from_a_terminal() -> None:
     """Ctrl-C's default disposition, as a command typed at a terminal has it: a test run
     started in the background (nohup, `&`) hands its children SIGINT ignored, and Python
@@ -674,21 +668,18 @@ def test_wait_for_condition_jsonpath_and_delete(cluster, namespace, operator_kub
     ns = ["-n", namespace]
     cluster.apply(job_manifest("waited", nodes=1), namespace=namespace)
 
-    def write_status(**status) -> None:
-        cluster.kubectl("patch", "dt", "waited", *ns, "--subresource=status", "--type=merge", "-p",
-                        json.dumps({"status": status}))
-
     condition = Streaming(cluster, "wait", "waited", "--for=condition=checkpointstale", "--timeout", "60s", *ns)
     step = Streaming(cluster, "wait", "waited", "--for=jsonpath={.status.progress.step}=40", "--timeout", "60s", *ns)
     gone = Streaming(cluster, "wait", "waited", "--for", "delete", "--timeout", "60s", *ns)
     try:
-        write_status(progress={"step": 10})
-        write_status(conditions=[{"type": "CheckpointStale", "status": "True", "reason": "NoRecentCheckpoint",
-                                  "message": "m", "lastTransitionTime": "2026-11-25T00:00:00Z"}])
+        cluster.patch_status("dt", "waited", {"progress": {"step": 10}}, namespace)
+        cluster.patch_status("dt", "waited", {"conditions": [
+            {"type": "CheckpointStale", "status": "True", "reason": "NoRecentCheckpoint", "message": "m",
+             "lastTransitionTime": "2026-11-25T00:00:00Z"}]}, namespace)
         assert condition.finish(timeout=60) == 0, condition.stderr()
         assert condition.lines == [f"{REF}/waited condition met\n"]
         assert step.proc.poll() is None  # step 10 is not 40
-        write_status(progress={"step": 40})
+        cluster.patch_status("dt", "waited", {"progress": {"step": 40}}, namespace)
         assert step.finish(timeout=60) == 0 and step.lines == [f"{REF}/waited condition met\n"], step.stderr()
         assert gone.proc.poll() is None
         cluster.kubectl("delete", "dt", "waited", *ns)
@@ -752,11 +743,11 @@ def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namesp
     assert empty.stdout.split("\n\n")[1].splitlines()[1].split()[:2] == ["alpha", "Pending"], empty.stdout
 
     cluster.apply(job_manifest("beta", nodes=1), namespace=namespace)
-    write_status(cluster, namespace, "alpha", phase="Running", progress={"step": 40, "totalSteps": 100},
-                 resolved={"worldSize": 1})
+    cluster.patch_status("dt", "alpha", dict(phase="Running", progress={"step": 40, "totalSteps": 100},
+                                             resolved={"worldSize": 1}), namespace)
 
     def changes() -> None:
-        write_status(cluster, namespace, "beta", phase="Running", progress={"step": 7, "totalSteps": 70})
+        cluster.patch_status("dt", "beta", dict(phase="Running", progress={"step": 7, "totalSteps": 70}), namespace)
         cluster.kubectl("delete", "dt", "alpha", *ns)
 
     with ctrl_c_after(2, changes):
@@ -775,14 +766,14 @@ def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namesp
     assert cluster.try_get("dt", "beta", namespace) is not None
 
     # On a terminal each table replaces the last (cursor home, clear), with no blank line.
-    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Succeeded")):
+    with ctrl_c_after(1, lambda: cluster.patch_status("dt", "beta", dict(phase="Succeeded"), namespace)):
         drawn = cli(cluster, "top", *ns, tty=True)
     screens = drawn.stdout.split("\x1b[H\x1b[2J")
     assert screens[0] == "" and len(screens) == 3 and "\n\n" not in drawn.stdout, drawn.stdout
     assert screens[2].splitlines()[1].split()[:2] == ["beta", "Succeeded"]
 
     # -A: every namespace, the first column saying which.
-    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Failed")):
+    with ctrl_c_after(1, lambda: cluster.patch_status("dt", "beta", dict(phase="Failed"), namespace)):
         everywhere = cli(cluster, "top", "-A")
     first = everywhere.stdout.split("\n\n")[0].splitlines()
     assert first[0].split()[:2] == ["NAMESPACE", "NAME"] and [namespace, "beta", "Succeeded"] in [
@@ -798,7 +789,7 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
 
     def changes() -> None:
         cluster.apply(job_manifest("beta", nodes=1), namespace=namespace)
-        write_status(cluster, namespace, "alpha", phase="Running")
+        cluster.patch_status("dt", "alpha", dict(phase="Running"), namespace)
 
     with ctrl_c_after(2, changes):
         rows = cli(cluster, "get", *ns, "-w")
@@ -808,7 +799,7 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
     assert [line.split()[:2] for line in lines[1:]] == [["alpha", "Pending"], ["beta", "Pending"],
                                                           ["alpha", "Running"]]
 
-    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Running")):
+    with ctrl_c_after(1, lambda: cluster.patch_status("dt", "beta", dict(phase="Running"), namespace)):
         one = cli(cluster, "get", "beta", *ns, "-w", "-o", "name")
     assert (one.returncode, one.stdout) == (130, f"{REF}/beta\n{REF}/beta\n")
 
@@ -823,7 +814,7 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
     assert selected.stderr == f"No resources found in {namespace} namespace.\ninterrupted\n", selected.stderr
     assert [line.split()[:2] for line in selected.stdout.splitlines()] == [["late", "Pending"]]
     # One job's watch prints wide rows (its text form is several lines); a deletion is a row too.
-    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "alpha", phase="Succeeded")):
+    with ctrl_c_after(1, lambda: cluster.patch_status("dt", "alpha", dict(phase="Succeeded"), namespace)):
         named = cli(cluster, "get", "alpha", *ns, "-w")
     assert named.stdout.splitlines()[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"], named.stdout
     assert [line.split()[:2] for line in named.stdout.splitlines()[1:]] == [["alpha", "Running"],
@@ -843,12 +834,12 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
         return [(o["metadata"]["name"], (o.get("status") or {}).get("phase")) for o in items]
 
     before = stored()
-    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Restarting")):
+    with ctrl_c_after(1, lambda: cluster.patch_status("dt", "beta", dict(phase="Restarting"), namespace)):
         documents = cli(cluster, "get", *ns, "-w", "-o", "yaml")
     assert [(d["metadata"]["name"], (d.get("status") or {}).get("phase")) for d in
             yaml.safe_load_all(documents.stdout)] == before + [("beta", "Restarting")]
     before = stored()
-    with ctrl_c_after(1, lambda: write_status(cluster, namespace, "beta", phase="Succeeded")):
+    with ctrl_c_after(1, lambda: cluster.patch_status("dt", "beta", dict(phase="Succeeded"), namespace)):
         objects = cli(cluster, "get", *ns, "-w", "-o", "json")
     decoder, text, seen = json.JSONDecoder(), objects.stdout.strip(), []
     while text:
@@ -871,8 +862,9 @@ def test_submit_follows_the_job_to_its_end_exit_0_if_it_succeeded_1_with_the_rea
         def run() -> None:
             cluster.wait_for(lambda: cluster.try_get("dt", name, namespace) is not None, timeout=60,
                              what=f"job {name}")
-            write_status(cluster, namespace, name, phase="Running", progress={"step": 5, "totalSteps": 10})
-            write_status(cluster, namespace, name, phase=phase, progress={"step": 10, "totalSteps": 10}, **extra)
+            cluster.patch_status("dt", name, dict(phase="Running", progress={"step": 5, "totalSteps": 10}), namespace)
+            cluster.patch_status("dt", name, dict(phase=phase, progress={"step": 10, "totalSteps": 10}, **extra),
+                                 namespace)
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
@@ -908,9 +900,9 @@ def test_wait_returns_at_once_when_met_and_exits_124_when_its_timeout_runs_out(c
     that is no duration is a usage error, exit 2, before anything is asked."""
     ns = ["-n", namespace]
     cluster.apply(job_manifest("done", nodes=1), namespace=namespace)
-    write_status(cluster, namespace, "done", phase="Succeeded", conditions=[
+    cluster.patch_status("dt", "done", dict(phase="Succeeded", conditions=[
         {"type": "Succeeded", "status": "True", "reason": "TrainingComplete", "message": "m",
-         "lastTransitionTime": "2026-11-27T00:00:00Z"}])
+         "lastTransitionTime": "2026-11-27T00:00:00Z"}]), namespace)
     phase = cli(cluster, "wait", "done", "--for", "Running,Succeeded", "--timeout", "30s", *ns)
     assert (phase.returncode, phase.stdout) == (0, f"{REF}/done is Succeeded\n"), phase.stderr
     condition = cli(cluster, "wait", "done", "--for=condition=Succeeded", *ns)

@@ -44,12 +44,6 @@ def client(cluster, namespace, crds):
     return Client(namespace, kubeconfig=cluster.kubeconfig)
 
 
-def set_status(cluster, namespace: str, name: str, status: dict) -> None:
-    """Write status as the operator would (the status subresource, as admin)."""
-    cluster.kubectl("patch", "dt", name, "-n", namespace, "--subresource=status", "--type=merge",
-                    "-p", json.dumps({"status": status}))
-
-
 def test_create_validates_offline_dry_runs_and_refuses_a_name_in_use(cluster, namespace, client):
     from disttrain import DisttrainError, DistributedTrainingSpec, InvalidJob
 
@@ -123,7 +117,7 @@ def test_get_list_jobs_and_status_read_the_namespace_given_else_the_clients(clus
         assert [v.name for v in client.jobs(other)] == ["c"]
         assert {v.name for v in client.jobs(all_namespaces=True)} >= {"a", "b", "c"}
         assert client.get("c", other)["metadata"]["namespace"] == other
-        set_status(cluster, other, "c", {"phase": "Running"})
+        cluster.patch_status("dt", "c", {"phase": "Running"}, other)
         assert (client.status("c", other).name, client.status("c", other).phase) == ("c", "Running")
         assert Client(other, kubeconfig=cluster.kubeconfig).get("c")["metadata"]["name"] == "c"
     finally:
@@ -156,7 +150,7 @@ def test_wait_and_watch_follow_the_status_to_the_phase_asked_for(cluster, namesp
     from disttrain import InvalidArgument, JobFailed, WaitTimeout
 
     client.create(manifest("followed"))
-    set_status(cluster, namespace, "followed", {"phase": "Running"})
+    cluster.patch_status("dt", "followed", {"phase": "Running"}, namespace)
     seen = []
     view = client.wait("followed", ("Running", "Suspended"), timeout=30, on_change=seen.append)
     assert view.phase == "Running" and [v.phase for v in seen] == ["Running"]
@@ -183,7 +177,7 @@ def test_wait_and_watch_follow_the_status_to_the_phase_asked_for(cluster, namesp
     def write_later(status: dict) -> threading.Thread:
         def write() -> None:
             time.sleep(1)  # (so the wait below is already watching; it passes either way)
-            set_status(cluster, namespace, "followed", status)
+            cluster.patch_status("dt", "followed", status, namespace)
         writer = threading.Thread(target=write)
         writer.start()
         return writer
@@ -198,18 +192,18 @@ def test_wait_and_watch_follow_the_status_to_the_phase_asked_for(cluster, namesp
     assert str(target.value).startswith("error: ")
 
     stamp = "2026-11-27T00:00:00Z"
-    set_status(cluster, namespace, "followed", {"phase": "Failed", "conditions": [
+    cluster.patch_status("dt", "followed", {"phase": "Failed", "conditions": [
         {"type": "Validated", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": stamp},
         {"type": "Suspended", "status": "False", "reason": "NotSuspended", "message": "no", "lastTransitionTime": stamp},
         {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "worker 0 exited 1",
-         "lastTransitionTime": stamp}]})
+         "lastTransitionTime": stamp}]}, namespace)
     with pytest.raises(JobFailed) as failed:
         client.wait("followed", timeout=30)
     assert failed.value.view.phase == "Failed"
     assert str(failed.value) == (f"error: {REF}/followed is Failed; it will never be Succeeded: "
                                  "BackoffLimitExceeded: worker 0 exited 1")
     client.create(manifest("done"))
-    set_status(cluster, namespace, "done", {"phase": "Succeeded"})
+    cluster.patch_status("dt", "done", {"phase": "Succeeded"}, namespace)
     with pytest.raises(JobFailed) as ended:  # no Failed condition: nothing more to say
         client.wait("done", "Running", timeout=30)
     assert str(ended.value) == f"error: {REF}/done is Succeeded; it will never be Running"
@@ -321,7 +315,7 @@ def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, name
         assert sorted(next(everywhere)[1]["metadata"]["namespace"] for _ in range(2)) == sorted([namespace, other])
         assert next(everywhere)[0] == "SYNCED"
         everywhere.close()
-        set_status(cluster, other, "twin", {"phase": "Suspended"})
+        cluster.patch_status("dt", "twin", {"phase": "Suspended"}, other)
         assert client.wait("twin", "Suspended", other, timeout=30).phase == "Suspended"
         client.delete("twin", other, wait=True, timeout=60)
         assert cluster.try_get("dt", "twin", other) is None and cluster.try_get("dt", "twin", namespace) is not None
@@ -381,7 +375,7 @@ def test_watch_without_a_timeout_follows_each_change_across_reopened_requests(cl
         """The next view, while several watch requests end and reopen before `status` is written."""
         def write() -> None:
             time.sleep(4)
-            set_status(cluster, namespace, "open-ended", status)
+            cluster.patch_status("dt", "open-ended", status, namespace)
 
         writer = threading.Thread(target=write)
         writer.start()

@@ -75,6 +75,7 @@ TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not clu
 # server with no operator: the client's, and the CLI commands' that take no `operator`
 # fixture (they run each command that returns through main() in the test's process).
 CLUSTER_MODULES = ["operator/disttrain_operator/client.py", "operator/disttrain_operator/cli.py"]
+CLIENT_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_client_api.py"
 CLI_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_cli_commands.py"
 
 
@@ -86,7 +87,7 @@ def operator_less(path: Path) -> list[str]:
             and "operator" not in [a.arg for a in node.args.args]]
 
 
-CLUSTER_TESTS = ["tests/unit", "tests/cluster/test_client_api.py", *operator_less(CLI_CLUSTER_TESTS),
+CLUSTER_TESTS = ["tests/unit", str(CLIENT_CLUSTER_TESTS.relative_to(ROOT)), *operator_less(CLI_CLUSTER_TESTS),
                  "-m", "not dist and not slow", *READ_PYPROJECT]
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
@@ -354,8 +355,7 @@ def main() -> int:
             print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
         (work / "pyproject.toml").write_text(config)
         tests_now = tree_hash([ROOT / "tests" / "unit", ROOT / "tests" / "trainer"]
-                              + ([ROOT / "tests" / "cluster" / "test_client_api.py", CLI_CLUSTER_TESTS]
-                                 if args.cluster else []))
+                              + ([CLIENT_CLUSTER_TESTS, CLI_CLUSTER_TESTS] if args.cluster else []))
         stamp = work / ".tests-hash"
         if meta_files(work) and (not stamp.exists() or stamp.read_text() != tests_now):
             # mutmut maps functions to tests once and then refreshes that map only for the test

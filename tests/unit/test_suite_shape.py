@@ -52,11 +52,6 @@ def test_make_test_runs_every_test_file_in_exactly_one_group():
     assert sorted(seen) == suite_modules()
 
 
-def _marked(node: ast.AST, marker: str) -> bool:
-    """A `pytest.mark.MARKER` decorator (bare or called) on a function or a module's pytestmark."""
-    return any(marker in ast.unparse(d) for d in getattr(node, "decorator_list", []))
-
-
 def test_every_test_that_starts_torchrun_is_marked_dist():
     """`-m "not dist"` (make mutation, the quick loops of docs/contributing.md) must leave out
     every test that starts torch.distributed processes: they import the trainer in child
@@ -70,6 +65,7 @@ def test_every_test_that_starts_torchrun_is_marked_dist():
             if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
                 continue
             calls = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-            if "run_torchrun" in calls and not (module_marked or _marked(node, "mark.dist")):
+            marked = any("mark.dist" in ast.unparse(d) for d in node.decorator_list)
+            if "run_torchrun" in calls and not (module_marked or marked):
                 offenders.append(f"{path.relative_to(ROOT)}::{node.name}")
     assert offenders == []

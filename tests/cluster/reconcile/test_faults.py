@@ -229,10 +229,11 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took(cluster, namespace
         assert created == 6
         cluster.kubectl("delete", "crd", crd, "--wait=true", "--timeout=120s")
         # The pods left behind change as pods do (ended by hand here, as their node or the
-        # garbage collector would): each change reaches the operator.
+        # garbage collector would, and the collector may be first): each change reaches the operator.
         for i in range(3):
             for pod in pods_of(cluster, namespace, f"doomed-{i}"):
-                cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false")
+                cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false",
+                                "--ignore-not-found")
         cluster.wait_for(lambda: all(pods_of(cluster, namespace, f"doomed-{i}") == [] for i in range(3)),
                          timeout=60, what="the orphaned pods gone")
         # Give a wrong operator every chance to act: a few of its passes, reacting to the deletions.

@@ -65,7 +65,7 @@ async def serve(args: argparse.Namespace, kopf: Any) -> int:
     """Run kopf until SIGTERM/SIGINT (kopf's own signal handling: 0), or until the work
     stops itself because the Lease was lost (1: the Pod restarts as a standby)."""
     stop, ready = asyncio.Event(), asyncio.Event()
-    memo = kopf.Memo(stop_flag=stop, leadership_lost=False)
+    memo = kopf.Memo(stop_flag=stop, leadership_lost=False, cluster_wide=args.all_namespaces)
     await kopf.operator(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces,
                         liveness_endpoint=args.liveness or None, stop_flag=stop, ready_flag=ready, memo=memo)
     return 1 if memo.leadership_lost else 0

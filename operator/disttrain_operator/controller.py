@@ -30,6 +30,7 @@ from . import kueue
 from .backoff import exponential
 from .api.validate import Validation, validate_document
 from .clock import Clock
+from .informer import PodWatch
 from .kube import ApiError, Kube, kind_of
 from .metrics import OperatorMetrics
 from .plan import JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, status_write
@@ -111,7 +112,8 @@ class Controller:
         self.polls: WorkQueue[Key] = WorkQueue(self.clock, name="progress")
         self.jobs: dict[Key, WatchedJob] = {}
         self.records: dict[str, JobRecord] = {}  # by job uid
-        self.pods_index: Any = None  # kopf's index of our pods by (namespace, job)
+        self.pods_index: Any = None  # our pods by (namespace, job): the PodWatch's cache (informer.py)
+        self.pod_watch: PodWatch | None = None  # None (unit tests): pods_index is complete from the start
         self.nodes_index: Any = None  # kopf's index of node health by node name
         self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
         self._local_queues: dict[Key, tuple[str | None, float]] = {}  # -> (its ClusterQueue, read again after)
@@ -124,6 +126,8 @@ class Controller:
     def job_event(self, key: Key, body: Mapping[str, Any], event_type: str | None) -> None:
         """Remember the newest version; queue the job when it changed in a way that matters."""
         view = WatchedJob.of(body)
+        if self.pod_watch is not None:
+            self.pod_watch.want(key[0])
         if event_type == "DELETED":
             self.drop(key, view.uid)
             return
@@ -136,6 +140,13 @@ class Controller:
 
     def pod_event(self, key: Key) -> None:
         self.queue.add_after(key, COALESCE_SECONDS)
+
+    def pods_synced(self, namespace: str | None) -> None:
+        """The pods of a namespace (None: of every namespace) are all listed: its jobs,
+        which waited for that, go now."""
+        for key in self.jobs:
+            if namespace is None or key[0] == namespace:
+                self.queue.add(key)
 
     def node_event(self, name: str, deleted: bool = False) -> None:
         """A node was lost or came back, cordoned or uncordoned: queue the jobs with workers
@@ -230,6 +241,8 @@ class Controller:
         view = self.jobs.get(key)
         if view is None or view.deleting:
             return None  # gone, or being deleted: the garbage collector removes the children
+        if self.pod_watch is not None and not self.pod_watch.synced(key[0]):
+            return None  # its pods are not all listed yet: pods_synced queues it when they are
         clock = self.clock
         rec = self.records.get(view.uid)
         if rec is None:

@@ -1,13 +1,16 @@
-"""kopf handlers: glue only. kopf watches; the work happens in controller.py's queue.
+"""kopf handlers: glue only. kopf watches the jobs and nodes; the work happens in
+controller.py's queue.
 
-- `worker_pods` indexes our pods (server-side label filter) by (namespace, job); kopf
-  fills every index before any other handler runs, so the first pass of a restarted
-  operator already sees every pod.
+- Our worker pods are not kopf's: the operator's own list and watch (informer.py) keeps a
+  summary of each by (namespace, job), with the whole cluster in one watch under
+  --all-namespaces (`memo.cluster_wide`, set by __main__), else one watch per namespace
+  in which a job was seen; a job is reconciled once its namespace's pods are all listed,
+  so the first pass of a restarted operator already sees every pod.
 - `node_health` indexes every node's health (Ready, unreachable taints) by name, a few
   fields each; `node_changed` queues the jobs with workers on a node that was lost or
   came back (failures.py, plan.lost_workers).
-- `pod_changed` / `job_changed` put the job's key on the work queue: reactions take
-  milliseconds, not a timer.
+- `job_changed` (and a changed pod, through the pod watch) put the job's key on the work
+  queue: reactions take milliseconds, not a timer.
 - `watch_workloads` (with DISTTRAIN_KUEUE only: without it the operator needs no right on
   Kueue's objects, nor Kueue installed) indexes the Workloads it made by (namespace, job)
   and queues the job when Kueue changes one (kueue.py).
@@ -33,18 +36,18 @@ from . import kueue
 from .api.names import JOB_LABEL
 from .api.types import GROUP, PLURAL, VERSION
 from .controller import Controller
+from .informer import PodWatch
 from .kube import Kube, login
 from .leader import LeaderElector
 from .metrics import OperatorMetrics
 from .plan import Policy
 from .nodes import summarize_node
-from .pods import summarize_pod
 from .settings import Settings, configure_kopf, lease_settings, platform_policies
 
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger,
-                worker_pods: kopf.Index, node_health: kopf.Index, **indices: Any) -> None:
+                node_health: kopf.Index, **indices: Any) -> None:
     ours = Settings.from_env()
     pod_policy, network_policy = platform_policies()
     configure_kopf(settings, ours)
@@ -57,7 +60,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
         policy=Policy(backoff_base_seconds=ours.restart_backoff_seconds,
                       backoff_max_seconds=ours.restart_backoff_max_seconds),
         pod_policy=pod_policy, network_policy=network_policy)
-    controller.pods_index = worker_pods  # kopf's live index, filled before any event handler runs
+    pods = PodWatch(kube, on_change=controller.pod_event, on_synced=controller.pods_synced,
+                    cluster_wide=bool(memo.get("cluster_wide")), clock=controller.clock)
+    controller.pods_index, controller.pod_watch = pods.cache, pods
+    pods.start()
     controller.nodes_index = node_health
     controller.workloads_index = indices.get("job_workloads")  # with Kueue only (watch_workloads)
     memo.controller = controller
@@ -104,6 +110,7 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         work.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await work
+    await memo.controller.pod_watch.close()
     await memo.controller.kube.close()
 
 
@@ -112,16 +119,6 @@ def credentials(**_: Any) -> kopf.ConnectionInfo:
     """kopf's own minimal login (service account, else kubeconfig): the operator never
     imports the official client."""
     return login()
-
-
-@kopf.index("pods", labels={JOB_LABEL: kopf.PRESENT})
-async def worker_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
-    return {(namespace, labels[JOB_LABEL]): summarize_pod(body)}
-
-
-@kopf.on.event("pods", labels={JOB_LABEL: kopf.PRESENT})
-async def pod_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
-    memo.controller.pod_event((namespace, labels[JOB_LABEL]))
 
 
 @kopf.index("nodes")

@@ -57,6 +57,10 @@ class ApiError(Exception):
         return self.status in RETRY_STATUSES or self.status == 0
 
 
+class Expired(Exception):
+    """A watch's resourceVersion is too old (410 Gone): list again."""
+
+
 @dataclass(frozen=True, slots=True)
 class Created:
     """The outcome of create(): created, already there (ours or not), or refused."""
@@ -132,11 +136,13 @@ class Kube:
         self._prepaid: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("prepaid", default=None)
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._watches: aiohttp.ClientSession | None = None  # long-lived: not in the 32 connections of calls
         self._ssl = _ssl_context(info)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._watches):
+            if session is not None:
+                await session.close()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -205,6 +211,47 @@ class Kube:
                 continue
             raise ApiError(status, str(payload.get("reason") or ""), str(payload.get("message") or ""), doing)
         raise AssertionError("unreachable")
+
+    async def list_pods(self, namespace: str | None, params: dict[str, str]) -> dict[str, Any]:
+        """One page of a pod list, in a namespace or (None) in all of them."""
+        try:
+            return (await self.request("GET", _pods_path(namespace), params=params,
+                                       doing=f"listing pods in {namespace or 'all namespaces'}"))[1]
+        except ApiError as exc:
+            if exc.status == 410:  # the continue token of a long list expired
+                raise Expired(str(exc)) from None
+            raise
+
+    async def watch_pods(self, namespace: str | None, params: dict[str, str]) -> AsyncIterator[tuple[str, dict]]:
+        """(type, object) of each event of one watch request, until the server ends it;
+        Expired when its resourceVersion is too old, ApiError when it is refused."""
+        path, params = _pods_path(namespace), {**params, "watch": "true"}
+        check_use("GET", path, params)
+        if self._watches is None or self._watches.closed:
+            self._watches = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._ssl, limit=0))
+        read = float(params.get("timeoutSeconds", 300)) + 30  # the server ends it first
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout.total, sock_read=read)
+        for attempt in range(2):
+            async with self._watches.get(self.server + path, params=params, headers=self._headers(),
+                                         timeout=timeout) as resp:
+                self.on_answer("WATCH", resp.status)
+                if resp.status == 401 and attempt == 0 and self._relogin():
+                    continue
+                if resp.status == 410:
+                    raise Expired("410 Gone")
+                if resp.status >= 400:
+                    payload = await _json(resp)
+                    raise ApiError(resp.status, str(payload.get("reason") or ""), str(payload.get("message") or ""),
+                                   f"watching pods in {namespace or 'all namespaces'}")
+                async for event in _lines(resp):
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            raise Expired(str(obj.get("message") or "410 Gone"))
+                        raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""),
+                                       str(obj.get("message") or ""), "watching pods")
+                    yield str(kind), obj
+                return
 
     def _relogin(self) -> bool:
         """A projected service-account token rotates: read it again once on a 401."""
@@ -385,6 +432,24 @@ def _child_path(namespace: str, kind: str) -> str:
 
 def _job_path(namespace: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+
+def _pods_path(namespace: str | None) -> str:
+    return _child_path(namespace, "Pod") if namespace else "/api/v1/pods"
+
+
+async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
+    """A watch's body, one JSON event a line. Read in chunks, not readline(): aiohttp
+    refuses a line above its buffer's limit, and a pod can be bigger."""
+    pending = b""
+    async for chunk in resp.content.iter_any():
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    if pending.strip():
+        yield json.loads(pending)
 
 
 def _retry_after(header: str | None, default: float) -> float:

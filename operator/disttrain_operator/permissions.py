@@ -2,9 +2,9 @@
 and why. It is the operator's side of least privilege:
 
 - `Kube.request` classifies every call it makes (`classify`) and refuses one this table
-  does not list, so the table cannot fall behind the code; kopf's watches are the
-  `list`/`watch` rows (the handlers' resources, plus kopf's own observers of namespaces
-  and CRDs);
+  does not list (the pod watch of informer.py included), so the table cannot fall behind
+  the code; kopf's watches are the other `list`/`watch` rows (the handlers' resources,
+  plus kopf's own observers of namespaces and CRDs);
 - tests/cluster/test_least_privilege.py applies the RBAC of each install mode as shipped
   and asks the API server (SubjectAccessReview) whether the operator's account may do each
   row where it must, and nothing else on these resources.
@@ -45,7 +45,7 @@ USES: tuple[Use, ...] = (
          "kopf removes the finalizer older versions of the operator added, when such a job is deleted"),
     _use("disttrain.dev", "distributedtrainings/status", "patch", WATCHED, "the job's status"),
     _use("", "pods", "list watch create get delete", WATCHED,
-         "the workers: watched, created, read on a name conflict, deleted to restart"),
+         "the workers: listed and watched (informer.py), created, read on a name conflict, deleted to restart"),
     _use("", "services", "create get", WATCHED, "the rendezvous Service, restored when deleted"),
     _use("networking.k8s.io", "networkpolicies", "create get", WATCHED, "the job's NetworkPolicy"),
     _use("scheduling.x-k8s.io", "podgroups", "create get", WATCHED, "gang scheduling (coscheduling)"),

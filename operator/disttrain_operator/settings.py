@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from .api.bounds import RECURSION_LIMIT
-from .api.names import FINALIZER, JOB_LABEL
+from .api.names import FINALIZER
 from .api.policy import PodPolicy, pod_policy_from_env
 from .api.types import GROUP
 from .leader import LeaseSettings
@@ -159,8 +159,6 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    # Only our worker pods are watched, filtered by the API server (not every pod).
-    settings.watching.label_selectors["v1", "pods"] = JOB_LABEL
     # kopf's own retries of a broken watch follow the operator's one back-off schedule.
     settings.networking.error_backoffs = [exponential(1.0, 60.0, attempt) for attempt in range(1, 10)]
     # Except where the API server says when: a watch refused with 429 "storage is

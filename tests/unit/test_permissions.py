@@ -64,7 +64,7 @@ def kopf_watches() -> set[tuple[str, str]]:
 
 def test_every_resource_kopf_watches_is_listed_and_watched():
     watches = kopf_watches()
-    assert ("", "pods") in watches and ("kueue.x-k8s.io", "workloads") in watches  # the parse found them
+    assert ("", "nodes") in watches and ("kueue.x-k8s.io", "workloads") in watches  # the parse found them
     listed = {(u.group, u.resource) for u in p.USES if {"list", "watch"} <= u.verbs}
     assert watches <= listed, watches - listed
 

@@ -440,16 +440,22 @@ def _pods_path(namespace: str | None) -> str:
 
 async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
     """A watch's body, one JSON event a line. Read in chunks, not readline(): aiohttp
-    refuses a line above its buffer's limit, and a pod can be bigger."""
-    pending = b""
+    refuses a line above its buffer's limit, and a pod can be bigger. A line's pieces are
+    joined once, when its newline comes."""
+    parts: list[bytes] = []
     async for chunk in resp.content.iter_any():
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        for line in lines:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start:end])
+            line, parts = b"".join(parts), []
             if line.strip():
                 yield json.loads(line)
-    if pending.strip():
-        yield json.loads(pending)
+            start = end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
+    line = b"".join(parts)
+    if line.strip():
+        yield json.loads(line)
 
 
 def _retry_after(header: str | None, default: float) -> float:

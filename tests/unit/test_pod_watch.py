@@ -10,6 +10,7 @@ back-off of a refused watch, which the real server cannot be made to do on cue.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from disttrain_operator.api.names import JOB_LABEL
@@ -207,3 +208,27 @@ def test_a_job_waits_for_its_namespaces_pods_to_be_listed_and_goes_the_moment_th
         assert kube.calls  # and now it acts
         await watch.close()
     asyncio.run(scenario())
+
+
+def test_a_watch_body_is_cut_into_events_at_newlines_whatever_the_chunks_and_however_long_a_line():
+    """aiohttp's readline() refuses a line above its buffer (128 KiB); a pod can be bigger."""
+    from disttrain_operator.kube import _lines
+
+    big = {"type": "MODIFIED", "object": {"metadata": {"name": "w-0"}, "data": "x" * 300_000}}
+    body = (json.dumps({"type": "ADDED", "object": {}}) + "\n\n" + json.dumps(big) + "\n"
+            + json.dumps({"type": "DELETED", "object": {}})).encode()  # the last line has no newline
+
+    class Chunked:
+        def __init__(self, size: int):
+            self.content = self
+            self.size = size
+
+        async def iter_any(self):
+            for start in range(0, len(body), self.size):
+                yield body[start:start + self.size]
+
+    async def events(size: int) -> list[str]:
+        return [event["type"] async for event in _lines(Chunked(size))]  # type: ignore[arg-type]
+
+    for size in (7, 4096, len(body)):
+        assert asyncio.run(events(size)) == ["ADDED", "MODIFIED", "DELETED"], size

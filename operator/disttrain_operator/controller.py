@@ -33,7 +33,8 @@ from .clock import Clock
 from .informer import PodWatch
 from .kube import ApiError, Kube, kind_of
 from .metrics import OperatorMetrics
-from .plan import JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, status_write
+from .plan import (JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds, routine_write,
+                   status_write)
 from .failures import avoiding
 from .nodes import NodeHealth
 from .pods import PodInfo, controller_uid
@@ -611,7 +612,7 @@ class Controller:
             return wait
         if patch:
             try:
-                await self.kube.patch_status(*key, patch)
+                await self.kube.patch_status(*key, patch, routine=routine_write(patch))
             except ApiError as exc:
                 if exc.status not in STATUS_REFUSED:
                     raise

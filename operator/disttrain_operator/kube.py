@@ -42,7 +42,10 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # evaluation history at most a few tens of KiB).
 STATUS_BODY_LIMIT = 256 * 1024
 EVENT_SOURCE = "disttrain-operator"
-URGENT, BULK = 0, 1  # write priorities
+# Write priorities: what changes a job's phase or conditions, and deletes; a status write
+# of the worker counters alone (at 2,000 jobs paced, a thousand jobs Pending for 5 minutes
+# write theirs within a minute: a job's Running must not queue behind them); creates.
+URGENT, ROUTINE, BULK = 0, 1, 2
 
 
 class ApiError(Exception):
@@ -176,7 +179,7 @@ class Kube:
 
     async def request(self, method: str, path: str, body: Any = None, *, doing: str,
                       content_type: str = "application/json", params: dict[str, str] | None = None,
-                      ok_missing: bool = False) -> tuple[int, dict[str, Any]]:
+                      ok_missing: bool = False, priority: int | None = None) -> tuple[int, dict[str, Any]]:
         """One call; 429/5xx/connection errors are retried a few times here (honouring
         Retry-After), then raised as a transient ApiError for the reconcile's back-off.
         A call that permissions.USES does not list is refused before it is sent."""
@@ -187,7 +190,7 @@ class Kube:
         elif method != "GET":
             # Creates are the bulk (8 pods a job); a status patch or a delete goes first,
             # so a job reports Running without waiting behind other jobs' pods.
-            await self.writes.acquire(BULK if method == "POST" else URGENT)
+            await self.writes.acquire(priority if priority is not None else BULK if method == "POST" else URGENT)
         headers = {**self._headers(), "Content-Type": content_type}
         data = json.dumps(body) if body is not None else None
         for attempt in range(4):
@@ -301,11 +304,14 @@ class Kube:
             if exc.status != 409:  # 409: the uid precondition failed, it is already another pod
                 raise
 
-    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any],
+                           routine: bool = False) -> dict[str, Any]:
+        """`routine`: nothing a user waits for (the worker counters alone): after every
+        phase and condition change that is waiting, before pod creates."""
         status, payload = await self.request(
             "PATCH", f"{_job_path(namespace)}/{name}/status", {"status": patch},
             content_type="application/merge-patch+json", doing=f"writing the status of {namespace}/{name}",
-            ok_missing=True)
+            ok_missing=True, priority=ROUTINE if routine else URGENT)
         return payload if status != 404 else {}
 
     async def delete_job(self, namespace: str, name: str) -> None:

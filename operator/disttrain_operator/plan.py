@@ -1042,6 +1042,12 @@ def status_write(old: Status, new: Status, since_last_write: float) -> tuple[dic
     return patch, None
 
 
+def routine_write(patch: Mapping[str, Any]) -> bool:
+    """A status patch of fields that may wait (the worker counters) and nothing else: it
+    gives way to the writes that change what a job is (kube.ROUTINE)."""
+    return bool(patch) and set(patch) <= DEFERRABLE_STATUS
+
+
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Only the top-level status fields that changed (None removes a field)."""
     patch = {k: v for k, v in new.items() if old.get(k) != v}

@@ -17,6 +17,7 @@ class FakeKube:
         self.jobs = dict(jobs or {})  # (namespace, name) -> uid: the jobs that exist
         self.objects: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name) -> object
         self.calls: list[tuple[str, ...]] = []
+        self.routine_writes: list[str] = []  # status patches sent as kube.ROUTINE
         self.fail: dict[str, ApiError] = {}  # verb -> raised once per call while set
         self.reports: dict[str, dict] = {}  # pod ip -> its /status
         # pod ip -> the answer to POST /checkpoint: (report, None) taken, (None, why) refused
@@ -65,8 +66,10 @@ class FakeKube:
         self.calls.append(("force-delete" if force else "delete", "Pod", name))
         self.objects.pop(("Pod", namespace, name), None)
 
-    async def patch_status(self, namespace: str, name: str, patch: dict) -> dict:
+    async def patch_status(self, namespace: str, name: str, patch: dict, routine: bool = False) -> dict:
         self.calls.append(("patch-status", name, *sorted(patch)))
+        if routine:
+            self.routine_writes.append(name)
         self._maybe_fail("patch-status")
         return {}
 

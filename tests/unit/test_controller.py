@@ -303,6 +303,7 @@ def test_a_deferred_counter_write_goes_out_when_it_is_due():
         h = template_hash()
         shell.pods_index = {KEY: [info("demo-worker-0", template=h), info("demo-worker-1", template=h)]}
         await reconciled(shell)  # Running, both counted
+        phase_write_routine = list(kube.routine_writes)
         shell.pods_index = {KEY: [info("demo-worker-0", template=h),
                                   info("demo-worker-1", template=h, ready=False)]}
         await clock.advance(1)
@@ -311,11 +312,13 @@ def test_a_deferred_counter_write_goes_out_when_it_is_due():
         deferred = kube.verbs("patch-status")
         await clock.advance(wait)
         await reconciled(shell)
-        return wait, deferred, kube.verbs("patch-status")
+        return wait, deferred, kube.verbs("patch-status"), phase_write_routine, kube.routine_writes
 
-    wait, deferred, written = run(scenario())
+    wait, deferred, written, phase_write_routine, routine = run(scenario())
     assert deferred == [] and wait == COUNTERS_DELAY_SECONDS - 1
     assert written == [("patch-status", "demo", "goodput", "workers")]  # goodput rides along with it
+    # The write of Running is urgent; the counters alone give way to it (kube.ROUTINE).
+    assert phase_write_routine == [] and routine == ["demo"]
 
 
 def test_a_finished_job_is_deleted_when_its_ttl_runs_out():

@@ -1,17 +1,17 @@
 """The operator's write pacer (kube.TokenBucket): a status patch queued behind other
-jobs' pod creates is served first, as soon as its one token is there, waiters of one
+jobs' pod creates is served first (a phase change before a write of counters alone), as soon as its one token is there, waiters of one
 priority keep their order, and a caller cancelled while waiting takes no token."""
 
 from __future__ import annotations
 
 import asyncio
 
-from disttrain_operator.kube import BULK, URGENT, TokenBucket
+from disttrain_operator.kube import BULK, ROUTINE, URGENT, TokenBucket
 
 from .fake_clock import FakeClock, settle
 
 
-def test_urgent_writes_overtake_queued_creates_and_order_holds_within_a_priority():
+def test_urgent_writes_overtake_routine_ones_which_overtake_queued_creates_and_order_holds_within_a_priority():
     async def scenario() -> list[str]:
         bucket = TokenBucket(rate=200, burst=1)
         served: list[str] = []
@@ -22,13 +22,15 @@ def test_urgent_writes_overtake_queued_creates_and_order_holds_within_a_priority
 
         tasks = [asyncio.create_task(write(f"create-{i}", BULK)) for i in range(6)]
         await asyncio.sleep(0)  # the creates queue (the first takes the one token)
+        tasks += [asyncio.create_task(write(f"counters-{i}", ROUTINE)) for i in range(2)]
+        await asyncio.sleep(0)
         tasks.append(asyncio.create_task(write("status", URGENT)))
         await asyncio.gather(*tasks)
         return served
 
     served = asyncio.run(scenario())
-    assert served[:2] == ["create-0", "status"], served
-    assert served[2:] == [f"create-{i}" for i in range(1, 6)]
+    assert served[:4] == ["create-0", "status", "counters-0", "counters-1"], served
+    assert served[4:] == [f"create-{i}" for i in range(1, 6)]
 
 
 class CountingBucket(TokenBucket):

@@ -46,7 +46,9 @@ class OperatorMetrics:
             "Reconcile passes that failed and were retried with back-off, by reason.",
             ["reason"], registry=r)
         self.api_requests = Counter(
-            "disttrain_operator_api_requests", "Requests to the Kubernetes API by verb and answer (code 0: no answer).",
+            "disttrain_operator_api_requests",
+            "Requests to the Kubernetes API by verb (the HTTP method; WATCH for each watch request of the pod "
+            "watch) and answer (code 0: no answer).",
             ["verb", "code"], registry=r)
         self._phases: dict[tuple[str, str], str] = {}
         for phase in PHASES:

@@ -23,6 +23,7 @@ from disttrain_operator.settings import Settings
 
 from .fake_clock import FakeClock, settle
 from .fake_kube import FakeKube
+from .helpers import job as job_doc
 
 
 def pod(name: str, job: str | None = "demo", namespace: str = "team-a", phase: str = "Running",
@@ -194,9 +195,10 @@ def test_a_job_waits_for_its_namespaces_pods_to_be_listed_and_goes_the_moment_th
         watch = PodWatch(api, on_change=shell.pod_event, on_synced=shell.pods_synced,  # type: ignore[arg-type]
                          cluster_wide=False, clock=clock)
         shell.pods_index, shell.pod_watch = watch.cache, watch
-        from .test_controller import body
         key = ("team-a", "demo")
-        shell.job_event(key, body(), "ADDED")
+        doc = job_doc(nodes=2, trainer={"builtin": {"steps": 10}})
+        doc["metadata"].update(uid="u1", generation=1, creationTimestamp="2026-11-24T12:00:00Z")
+        shell.job_event(key, doc, "ADDED")
         assert await shell.queue.get() == key
         assert await shell.reconcile(key) is None
         shell.queue.done(key)

@@ -33,10 +33,10 @@ from .backoff import exponential
 from .clock import Clock
 from .kube import ApiError, Expired, Kube
 from .pods import PodInfo, summarize_pod
+from .record import Key
 
 log = logging.getLogger("disttrain.informer")
 
-Key = tuple[str, str]  # (namespace, job)
 CLUSTER = None  # the scope of a cluster-wide watch
 LIST_PAGE = 500
 WATCH_SECONDS = 300  # the server ends each watch after this; it is resumed at once
@@ -208,4 +208,3 @@ class PodWatch:
                 for key in self.cache.apply(event_type, obj):
                     self.on_change(key)
         return version, events
-

@@ -55,6 +55,11 @@ class ApiError(Exception):
         super().__init__(f"{doing}: {status} {reason}: {message}")
         self.status, self.reason, self.message = status, reason, message
 
+    @classmethod
+    def of(cls, status: int, answer: dict[str, Any], doing: str) -> ApiError:
+        """From a Status the API server answered (a response body, or a watch's ERROR)."""
+        return cls(status, str(answer.get("reason") or ""), str(answer.get("message") or ""), doing)
+
     @property
     def transient(self) -> bool:
         return self.status in RETRY_STATUSES or self.status == 0
@@ -212,7 +217,7 @@ class Kube:
             if status == 401 and attempt == 0 and self._relogin():
                 headers = {**self._headers(), "Content-Type": content_type}
                 continue
-            raise ApiError(status, str(payload.get("reason") or ""), str(payload.get("message") or ""), doing)
+            raise ApiError.of(status, payload, doing)
         raise AssertionError("unreachable")
 
     async def list_pods(self, namespace: str | None, params: dict[str, str]) -> dict[str, Any]:
@@ -243,16 +248,14 @@ class Kube:
                 if resp.status == 410:
                     raise Expired("410 Gone")
                 if resp.status >= 400:
-                    payload = await _json(resp)
-                    raise ApiError(resp.status, str(payload.get("reason") or ""), str(payload.get("message") or ""),
-                                   f"watching pods in {namespace or 'all namespaces'}")
+                    raise ApiError.of(resp.status, await _json(resp),
+                                      f"watching pods in {namespace or 'all namespaces'}")
                 async for event in _lines(resp):
                     kind, obj = event.get("type"), event.get("object") or {}
                     if kind == "ERROR":
                         if obj.get("code") == 410:
                             raise Expired(str(obj.get("message") or "410 Gone"))
-                        raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""),
-                                       str(obj.get("message") or ""), "watching pods")
+                        raise ApiError.of(int(obj.get("code") or 0), obj, "watching pods")
                     yield str(kind), obj
                 return
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import json
 import os
 import re
@@ -58,9 +59,12 @@ CLAIM = "shared-checkpoints"
 # kubectl's condition wait errs on a just-created CRD (status.conditions: null); its JSONPath wait waits.
 ESTABLISHED = '--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True'
 OPERATOR_USER = "system:serviceaccount:disttrain-system:disttrain-operator"
-# Every write by the operator, nothing else: the log stays small at 500 jobs.
+# Every write by the operator, nothing else: the log stays small at 500 jobs. Its status
+# patches with their bodies: the one that says Running splits the lag (lag_split).
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-                "rules": [{"level": "Metadata", "users": [OPERATOR_USER],
+                "rules": [{"level": "Request", "users": [OPERATOR_USER], "verbs": ["patch"],
+                           "resources": [{"group": "disttrain.dev", "resources": ["distributedtrainings/status"]}]},
+                          {"level": "Metadata", "users": [OPERATOR_USER],
                            "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
                           {"level": "None"}]}
 
@@ -179,6 +183,23 @@ class Bench:
                 counts[(entry["verb"], resource, (entry.get("responseStatus") or {}).get("code", 0))] += 1
         return counts
 
+    def running_writes(self, ns: str) -> dict[str, tuple[float, float]]:
+        """Per job of namespace NS, when the API server received the operator's status patch
+        that said Running and when it had answered it (wall clock, from the audit log)."""
+        found: dict[str, tuple[float, float]] = {}
+        with open(Path(self.kubeconfig).parent / "audit.log", encoding="utf-8") as lines:
+            for line in lines:
+                if '"Running"' not in line:
+                    continue
+                entry = json.loads(line)
+                ref = entry.get("objectRef") or {}
+                phase = (((entry.get("requestObject") or {}).get("status")) or {}).get("phase")
+                if (entry.get("stage") == "ResponseComplete" and ref.get("namespace") == ns
+                        and ref.get("subresource") == "status" and phase == "Running"):
+                    found.setdefault(ref["name"], (wall_seconds(entry["requestReceivedTimestamp"]),
+                                                   wall_seconds(entry["stageTimestamp"])))
+        return found
+
     def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None,
             extra_env: dict[str, str] | None = None) -> dict:
         ns = f"{NAMESPACE}-{jobs}-{variant}-{attempt}"
@@ -202,6 +223,7 @@ class Bench:
             spy = subprocess.Popen(["py-spy", "record", "--format", "raw", "--rate", "50", "--pid", str(operator.pid),
                                     "-o", str(profile / f"{variant}-{jobs}-{attempt}.txt")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.time() - time.monotonic()  # audit log stamps (wall) -> this run's monotonic stamps
         seen_pods: dict[str, float] = {}
         pods_running: dict[str, float] = {}
         running: dict[str, float] = {}
@@ -226,6 +248,7 @@ class Bench:
             wait_for_count(running, jobs)
             time.sleep(3)
             writes = self.operator_writes(ns)
+            said_running = self.running_writes(ns)
             throttled = self.throttled() - throttled_before
             rss_kib = peak_rss_kib(operator.pid)
             cpu = (cpu_seconds(operator.pid) - cpu_before[0],
@@ -240,7 +263,7 @@ class Bench:
                 spy.wait(timeout=60)
             os.killpg(operator.pid, signal.SIGTERM)
             operator.wait(timeout=60)
-        to_pods, to_running, lag = [], [], []
+        to_pods, to_running, lag, split = [], [], [], []
         for name, t0 in created.items():
             pods = [seen_pods.get(f"{name}-worker-{i}") for i in range(self.nodes)]
             if all(pods):
@@ -250,6 +273,10 @@ class Bench:
                 ran = [pods_running.get(f"{name}-worker-{i}") for i in range(self.nodes)]
                 if all(ran):  # the operator's own share: last pod Running -> job Running
                     lag.append(running[name] - max(ran))
+                    if name in said_running:  # (lag, since the first creation, operator, API server, watch)
+                        received, answered = (t - wall for t in said_running[name])
+                        split.append((lag[-1], max(ran) - min(created.values()), received - max(ran),
+                                      answered - received, running[name] - answered))
         self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
         return {"variant": variant, "run": attempt, "jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
                 "conflicts": sum(n for (verb, _r, code), n in writes.items() if verb == "create" and code == 409),
@@ -261,6 +288,7 @@ class Bench:
                 "running_p99": percentile(to_running, 0.99) if to_running else float("nan"),
                 "lag_p50": statistics.median(lag) if lag else float("nan"),
                 "lag_p99": percentile(lag, 0.99) if lag else float("nan"),
+                "lag_split": split,
                 "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024,
                 # The first job created -> the last job Running: the whole burst.
                 "all_running": (max(running[n] for n in created if n in running) - min(created.values())
@@ -382,6 +410,25 @@ def wait_for_count(seen: dict[str, float], count: int, seconds: float = 3600) ->
         time.sleep(0.5)
 
 
+def wall_seconds(stamp: str) -> float:
+    """An audit log timestamp (RFC 3339, microseconds) as seconds since the epoch."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def lag_split_summary(split: list[tuple[float, float, float, float, float]]) -> str:
+    """p50/p99 of each share of the lag, and where the slowest 1 % of jobs spent theirs."""
+    if not split:
+        return "no Running patch found in the audit log"
+    parts = ["operator", "API server", "watch"]
+    text = ", ".join(f"{part} {statistics.median(s[2 + i] for s in split):.2f}/"
+                     f"{percentile([s[2 + i] for s in split], 0.99):.2f}s" for i, part in enumerate(parts))
+    slow = sorted(split)[-max(1, len(split) // 100):]
+    shares = ", ".join(f"{part} {statistics.mean(s[2 + i] for s in slow):.2f}s" for i, part in enumerate(parts))
+    return (f"p50/p99 {text}; the slowest {len(slow)} (lag {slow[0][0]:.2f}-{slow[-1][0]:.2f}s, their last pod "
+            f"Running {min(s[1] for s in slow):.0f}-{max(s[1] for s in slow):.0f}s after the first creation): "
+            f"mean {shares}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -492,6 +539,10 @@ def main() -> int:
             if r["jobs"] == c["jobs"]:
                 print(f"  {r['label']} run {r['run']}: all {r['jobs']} Running after {r['all_running']:.1f}s = "
                       f"x{r['all_running'] / c['all_running']:.2f} the cluster's floor")
+    print("lag split (the status patch that said Running, from the audit log): operator = last pod Running -> "
+          "the API server received the patch; API server = received -> answered; watch = answered -> seen Running")
+    for r in results:
+        print(f"  {r['label']} N={r['jobs']} run {r['run']}: {lag_split_summary(r['lag_split'])}")
     for r in results:
         per_job = ", ".join(f"{verb} {resource} {code} {n / r['jobs']:.2f}"
                             for (verb, resource, code), n in sorted(r["writes"].items()))

@@ -24,6 +24,11 @@ with an audit policy that records every create/update/patch/delete by the operat
 service account, whatever the resource: pods, Services, NetworkPolicies, Events, job
 status, finalizers), so neither the scheduler's nor KWOK's writes are counted; 409s are
 the operator's creates answered AlreadyExists, 429s every client's throttled requests.
+The audit log also keeps the bodies of the operator's status patches: the one that said
+Running splits each job's lag into the operator's share (last pod Running -> the API server
+received the patch), the API server's (received -> answered: its queueing under API
+Priority and Fairness included) and the watch's (answered -> the bench saw Running), and
+the slowest 1 % are shown with when their pods turned Running.
 Before the runs of each N, the same pods are created by an unpaced client (32 requests
 in flight, the operator's credentials): the API server's ceiling on this machine, which
 bounds "creation -> all its pods exist" for the last of N jobs whatever the operator does;

@@ -6,6 +6,7 @@ the watch) is proven in tests/cluster against the real control plane."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +19,8 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name) -> object
         self.calls: list[tuple[str, ...]] = []
         self.routine_writes: list[str] = []  # status patches sent as kube.ROUTINE
+        self.batches: list[list[int]] = []  # per creating() batch: [writes paid for, creates sent]
+        self._batch: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("batch", default=None)
         self.fail: dict[str, ApiError] = {}  # verb -> raised once per call while set
         self.reports: dict[str, dict] = {}  # pod ip -> its /status
         # pod ip -> the answer to POST /checkpoint: (report, None) taken, (None, why) refused
@@ -29,7 +32,13 @@ class FakeKube:
 
     @contextlib.asynccontextmanager
     async def creating(self, count: int) -> AsyncIterator[None]:
-        yield
+        batch = [count, 0]
+        self.batches.append(batch)
+        reset = self._batch.set(batch)
+        try:
+            yield
+        finally:
+            self._batch.reset(reset)
 
     async def job_uid(self, namespace: str, name: str) -> str | None:
         self.calls.append(("get-job", namespace, name))
@@ -42,6 +51,8 @@ class FakeKube:
     async def create(self, obj: dict) -> Created:
         meta = obj["metadata"]
         self.calls.append(("create", obj["kind"], meta["name"]))
+        if (batch := self._batch.get()) is not None:
+            batch[1] += 1
         self._maybe_fail("create")
         key = (kind_of(obj), meta["namespace"], meta["name"])
         if key in self.objects:

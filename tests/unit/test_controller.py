@@ -17,6 +17,7 @@ from disttrain_operator.plan import (COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DE
 from disttrain_operator.pods import PodInfo
 from disttrain_operator.record import JobRecord
 from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_pod
+from disttrain_operator.render.network_policy import NetworkPolicySettings
 from disttrain_operator.settings import Settings
 
 from .fake_clock import FakeClock, settle
@@ -179,6 +180,22 @@ def test_a_new_job_gets_its_service_and_workers_after_the_job_is_read_once():
     assert ("patch-status", "demo", "conditions", "goodput", "observedGeneration", "phase", "resolved", "restarts",
             "selector", "startTime", "warnings", "workers") in calls
     assert again == Settings().resync_seconds  # nothing due sooner: the next look is the resync
+
+
+def test_every_create_of_a_jobs_children_is_paid_for_by_its_one_batch():
+    """The Service, NetworkPolicy, PodDisruptionBudget and pods go out as one paced batch:
+    a write left out of the count would wait for a token behind every other job's batch."""
+    async def scenario():
+        kube = FakeKube({KEY: "u1"})
+        shell = controller(kube)
+        shell.network_policy = NetworkPolicySettings()
+        shell.job_event(KEY, body(nodes=4), "ADDED")
+        await reconciled(shell)
+        return kube.batches, kube.verbs("create")
+
+    batches, creates = run(scenario())
+    assert [kind for _verb, kind, _name in creates] == ["Service", "NetworkPolicy", "PodDisruptionBudget"] + ["Pod"] * 4
+    assert batches == [[7, 7]]
 
 
 def test_a_job_gone_from_the_api_is_never_given_pods():

@@ -55,6 +55,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -173,36 +174,34 @@ class Bench:
                 total += int(float(line.rsplit(" ", 1)[1]))
         return total
 
+    def _audit(self, ns: str) -> Iterator[dict]:
+        """The audit log's answered requests in namespace NS (the operator's writes)."""
+        with open(Path(self.kubeconfig).parent / "audit.log", encoding="utf-8") as lines:
+            for line in lines:
+                entry = json.loads(line)
+                if entry.get("stage") == "ResponseComplete" and (entry.get("objectRef") or {}).get("namespace") == ns:
+                    yield entry
+
     def operator_writes(self, ns: str) -> collections.Counter:
         """The operator's writes in namespace NS by (verb, resource[/subresource], code),
         from the audit log."""
         counts: collections.Counter = collections.Counter()
-        log = Path(self.kubeconfig).parent / "audit.log"
-        with open(log, encoding="utf-8") as lines:
-            for line in lines:
-                entry = json.loads(line)
-                ref = entry.get("objectRef") or {}
-                if entry.get("stage") != "ResponseComplete" or ref.get("namespace") != ns:
-                    continue
-                resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-                counts[(entry["verb"], resource, (entry.get("responseStatus") or {}).get("code", 0))] += 1
+        for entry in self._audit(ns):
+            ref = entry["objectRef"]
+            resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            counts[(entry["verb"], resource, (entry.get("responseStatus") or {}).get("code", 0))] += 1
         return counts
 
     def running_writes(self, ns: str) -> dict[str, tuple[float, float]]:
         """Per job of namespace NS, when the API server received the operator's status patch
         that said Running and when it had answered it (wall clock, from the audit log)."""
         found: dict[str, tuple[float, float]] = {}
-        with open(Path(self.kubeconfig).parent / "audit.log", encoding="utf-8") as lines:
-            for line in lines:
-                if '"Running"' not in line:
-                    continue
-                entry = json.loads(line)
-                ref = entry.get("objectRef") or {}
-                phase = (((entry.get("requestObject") or {}).get("status")) or {}).get("phase")
-                if (entry.get("stage") == "ResponseComplete" and ref.get("namespace") == ns
-                        and ref.get("subresource") == "status" and phase == "Running"):
-                    found.setdefault(ref["name"], (wall_seconds(entry["requestReceivedTimestamp"]),
-                                                   wall_seconds(entry["stageTimestamp"])))
+        for entry in self._audit(ns):
+            ref = entry["objectRef"]
+            phase = (((entry.get("requestObject") or {}).get("status")) or {}).get("phase")
+            if ref.get("subresource") == "status" and phase == "Running":
+                found.setdefault(ref["name"], (wall_seconds(entry["requestReceivedTimestamp"]),
+                                               wall_seconds(entry["stageTimestamp"])))
         return found
 
     def run(self, jobs: int, variant: str, tree: Path, attempt: int, profile: Path | None = None,
@@ -269,6 +268,7 @@ class Bench:
             os.killpg(operator.pid, signal.SIGTERM)
             operator.wait(timeout=60)
         to_pods, to_running, lag, split = [], [], [], []
+        first = min(created.values(), default=0.0)
         for name, t0 in created.items():
             pods = [seen_pods.get(f"{name}-worker-{i}") for i in range(self.nodes)]
             if all(pods):
@@ -280,7 +280,7 @@ class Bench:
                     lag.append(running[name] - max(ran))
                     if name in said_running:  # (lag, since the first creation, operator, API server, watch)
                         received, answered = (t - wall for t in said_running[name])
-                        split.append((lag[-1], max(ran) - min(created.values()), received - max(ran),
+                        split.append((lag[-1], max(ran) - first, received - max(ran),
                                       answered - received, running[name] - answered))
         self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
         return {"variant": variant, "run": attempt, "jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
@@ -296,7 +296,7 @@ class Bench:
                 "lag_split": split,
                 "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024,
                 # The first job created -> the last job Running: the whole burst.
-                "all_running": (max(running[n] for n in created if n in running) - min(created.values())
+                "all_running": (max(running[n] for n in created if n in running) - first
                                 if len(to_running) == jobs else float("nan"))}
 
     def create_ceiling(self, jobs: int) -> dict:

@@ -28,7 +28,12 @@ The audit log also keeps the bodies of the operator's status patches: the one th
 Running splits each job's lag into the operator's share (last pod Running -> the API server
 received the patch), the API server's (received -> answered: its queueing under API
 Priority and Fairness included) and the watch's (answered -> the bench saw Running), and
-the slowest 1 % are shown with when their pods turned Running.
+the slowest 1 % are shown with when their pods turned Running. The operator's log line for
+each phase change (when its pod watch told of the pods' change, how long the pass waited for
+a worker, decided, and waited for its patch) splits the slowest jobs' operator share again:
+its pod watch behind the bench's, the wait to the pass (coalescing, the delaying queue), the
+wait for a worker, the pass itself, and the patch until the API server received it (its
+write token, a connection).
 Before the runs of each N, the same pods are created by an unpaced client (32 requests
 in flight, the operator's credentials): the API server's ceiling on this machine, which
 bounds "creation -> all its pods exist" for the last of N jobs whatever the operator does;
@@ -217,7 +222,8 @@ class Bench:
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
                "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}", **(extra_env or {})}
-        log = open(Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log", "wb")
+        log_path = Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log"
+        log = open(log_path, "wb")
         operator = subprocess.Popen([sys.executable, "-c", AS_IN_THE_IMAGE, "-n", ns, "--liveness", ""],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         apiserver = apiserver_pid(CLUSTER)
@@ -267,8 +273,9 @@ class Bench:
                 spy.wait(timeout=60)
             os.killpg(operator.pid, signal.SIGTERM)
             operator.wait(timeout=60)
-        to_pods, to_running, lag, split = [], [], [], []
+        to_pods, to_running, lag, split, inside = [], [], [], [], []
         first = min(created.values(), default=0.0)
+        passes = operator_passes(log_path)
         for name, t0 in created.items():
             pods = [seen_pods.get(f"{name}-worker-{i}") for i in range(self.nodes)]
             if all(pods):
@@ -282,6 +289,10 @@ class Bench:
                         received, answered = (t - wall for t in said_running[name])
                         split.append((lag[-1], max(ran) - first, received - max(ran),
                                       answered - received, running[name] - answered))
+                        if name in passes:  # (lag, watch, to the pass, worker, decide, patch until received)
+                            changed, waited, decide, asked = passes[name]
+                            inside.append((lag[-1], changed - wall - max(ran), asked - decide - changed - waited,
+                                           waited, decide, received - (asked - wall)))
         self.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
         return {"variant": variant, "run": attempt, "jobs": jobs, "nodes": self.nodes, "complete": len(to_running),
                 "conflicts": sum(n for (verb, _r, code), n in writes.items() if verb == "create" and code == 409),
@@ -293,7 +304,7 @@ class Bench:
                 "running_p99": percentile(to_running, 0.99) if to_running else float("nan"),
                 "lag_p50": statistics.median(lag) if lag else float("nan"),
                 "lag_p99": percentile(lag, 0.99) if lag else float("nan"),
-                "lag_split": split,
+                "lag_split": split, "operator_split": inside,
                 "writes_per_job": sum(writes.values()) / jobs, "rss_mib": rss_kib / 1024,
                 # The first job created -> the last job Running: the whole burst.
                 "all_running": (max(running[n] for n in created if n in running) - first
@@ -418,6 +429,37 @@ def wait_for_count(seen: dict[str, float], count: int, seconds: float = 3600) ->
 def wall_seconds(stamp: str) -> float:
     """An audit log timestamp (RFC 3339, microseconds) as seconds since the epoch."""
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+PHASE_LINE = re.compile(r"^\[(?P<stamp>[0-9-]+ [0-9:,]+)\] \S+ \[INFO *\] [^/]+/(?P<job>\S+): phase Pending -> "
+                        r"Running; the pods changed (?P<since>[0-9.]+)s before the pass, which had waited "
+                        r"(?P<waited>[0-9.]+)s for a worker and took (?P<decide>[0-9.]+)s to decide; the patch took "
+                        r"(?P<patch>[0-9.]+)s")
+
+
+def operator_passes(log: Path) -> dict[str, tuple[float, float, float, float]]:
+    """From the operator's log, per job that turned Running: (when its pod watch told of the
+    change, wall clock; the wait for a worker; the pass until the patch; when the patch was
+    asked for, wall clock). The log's stamps are local time, to the millisecond."""
+    found = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = PHASE_LINE.match(line)
+        if m:
+            logged = datetime.datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            asked = logged - float(m["patch"])
+            started = asked - float(m["decide"])
+            found[m["job"]] = (started - float(m["since"]), float(m["waited"]), float(m["decide"]), asked)
+    return found
+
+
+def operator_split_summary(inside: list[tuple[float, ...]]) -> str:
+    """Where the slowest 1 % of jobs spent the operator's share (means, in seconds)."""
+    if not inside:
+        return "no phase line in the operator's log"
+    slow = sorted(inside)[-max(1, len(inside) // 100):]
+    parts = ["pod watch behind the bench's", "to the pass", "waiting for a worker", "the pass", "patch until received"]
+    return f"the slowest {len(slow)}: " + ", ".join(
+        f"{part} {statistics.mean(s[1 + i] for s in slow):.2f}s" for i, part in enumerate(parts))
 
 
 def lag_split_summary(split: list[tuple[float, float, float, float, float]]) -> str:
@@ -548,6 +590,7 @@ def main() -> int:
           "the API server received the patch; API server = received -> answered; watch = answered -> seen Running")
     for r in results:
         print(f"  {r['label']} N={r['jobs']} run {r['run']}: {lag_split_summary(r['lag_split'])}")
+        print(f"    inside the operator (its log): {operator_split_summary(r['operator_split'])}")
     for r in results:
         per_job = ", ".join(f"{verb} {resource} {code} {n / r['jobs']:.2f}"
                             for (verb, resource, code), n in sorted(r["writes"].items()))

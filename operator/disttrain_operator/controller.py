@@ -140,6 +140,10 @@ class Controller:
             self.queue.add(key)
 
     def pod_event(self, key: Key) -> None:
+        view = self.jobs.get(key)
+        rec = self.records.get(view.uid) if view is not None else None
+        if rec is not None:
+            rec.pods_changed = self.clock.monotonic()
         self.queue.add_after(key, COALESCE_SECONDS)
 
     def pods_synced(self, namespace: str | None) -> None:
@@ -245,6 +249,7 @@ class Controller:
         if self.pod_watch is not None and not self.pod_watch.synced(key[0]):
             return None  # its pods are not all listed yet: pods_synced queues it when they are
         clock = self.clock
+        started = clock.monotonic()
         rec = self.records.get(view.uid)
         if rec is None:
             rec = self.records[view.uid] = JobRecord(uid=view.uid, key=key)
@@ -273,7 +278,7 @@ class Controller:
                       nodes=nodes, checkpoint_refused=self._checkpoint_refused(base, rec))
         if not await self.carry_out(plan, job, view, pods, rec):
             return None  # the job is gone
-        deferred = await self._write_status(key, base, plan.status, rec)
+        deferred = await self._write_status(key, base, plan.status, rec, started)
         self._observe_metrics(plan, job, view, moment)
         if plan.status.phase in ACTIVE and validation.ok and not self.polls.pending(key) \
                 and not self.polls.processing(key):
@@ -603,7 +608,8 @@ class Controller:
             if await self.kube.get(namespace, kind, name) is None:
                 del rec.conflicts[name]
 
-    async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord) -> float | None:
+    async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord,
+                            started: float | None = None) -> float | None:
         """Write the changed fields now, or say when a deferred write is due (plan.status_write).
         A status the API server refuses as invalid (a bug of ours) is logged and counted, and
         the decision stands all the same: the record keeps it, so the job moves on (a restart
@@ -614,6 +620,7 @@ class Controller:
         if wait is not None:
             return wait
         if patch:
+            asked = self.clock.monotonic()
             try:
                 await self.kube.patch_status(*key, patch, routine=routine_write(patch))
             except ApiError as exc:
@@ -622,8 +629,19 @@ class Controller:
                 self.metrics.reconcile_errors.labels(reason=f"Api{exc.status}").inc()
                 log.error("%s/%s: the API server refused the status fields %s: %s", *key, sorted(patch), exc)
             rec.last_write = self.clock.monotonic()
+            if new.phase != base.phase:
+                self._log_phase(key, base, new, rec, started if started is not None else asked, asked)
         rec.last_status = new
         return None
+
+    def _log_phase(self, key: Key, base: Status, new: Status, rec: JobRecord, started: float, asked: float) -> None:
+        """A phase change, with where the time went from the pod change that caused it to
+        the patch that says it: a job slow to show Running points at the watch, the queue
+        (all workers busy), the pass or the write (its token, the API server)."""
+        since_pods = f"{started - rec.pods_changed:.3f}s" if rec.pods_changed is not None else "-"
+        log.info("%s/%s: phase %s -> %s; the pods changed %s before the pass, which had waited %.3fs for a "
+                 "worker and took %.3fs to decide; the patch took %.3fs", *key, base.phase or "(none)", new.phase,
+                 since_pods, self.queue.waited(key), asked - started, rec.last_write - asked)
 
     def _observe_metrics(self, plan: Plan, job: JobState, view: WatchedJob, moment: Any) -> None:
         metrics = self.metrics

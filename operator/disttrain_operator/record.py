@@ -50,6 +50,7 @@ class JobRecord:
     creating: bool = False  # its children are being created in the background
     asked_checkpoint: str | None = None  # the eviction (its requestTime) a checkpoint was asked for
     checkpoint_refused: str | None = None  # why the trainer did not take that request (None: it did, or pending)
+    pods_changed: float | None = None  # when the pod watch last told of a change of its pods (monotonic clock)
 
     def expect_create(self, name: str, template_hash: str | None, now: float) -> None:
         self.expected_creates[name] = (now + EXPECTATION_SECONDS, template_hash)

@@ -7,7 +7,9 @@
 - `add_rate_limited(key)`: later by what the `RateLimiter` says for that key (exponential
   per key, plus one token bucket for the whole queue); `forget(key)` after a success
   resets the key's back-off.
-- `get()` waits for the next key; `done(key)` ends its processing.
+- `get()` waits for the next key; `done(key)` ends its processing; `waited(key)` says how
+  long the key, while processed, had been ready before a worker took it (client-go's
+  queue_duration: all workers busy shows here, not in the pass's own time).
 
 One asyncio event loop owns a queue: no locks. Time comes from the injected clock.
 """
@@ -67,6 +69,8 @@ class WorkQueue(Generic[K]):
         self._ready: deque[K] = deque()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
+        self._ready_since: dict[K, float] = {}  # key -> when it was last made ready
+        self._waited: dict[K, float] = {}  # key being processed -> how long it had been ready
         self._waiting: list[tuple[float, int, K]] = []  # (due, arrival, key): a heap
         self._due: dict[K, float] = {}  # key -> its earliest due time among the heap's entries
         self._arrivals = itertools.count()
@@ -83,8 +87,7 @@ class WorkQueue(Generic[K]):
         self._dirty.add(key)
         if key in self._processing:
             return  # handed out again once its worker is done
-        self._ready.append(key)
-        self._readied.set()
+        self._make_ready(key)
 
     def add_after(self, key: K, seconds: float) -> None:
         if self._shut:
@@ -117,6 +120,7 @@ class WorkQueue(Generic[K]):
         self.limiter.forget(key)
         if key in self._dirty:
             self._dirty.discard(key)
+            self._ready_since.pop(key, None)
             try:
                 self._ready.remove(key)
             except ValueError:
@@ -134,13 +138,19 @@ class WorkQueue(Generic[K]):
         key = self._ready.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
+        self._waited[key] = self.clock.monotonic() - self._ready_since.pop(key, self.clock.monotonic())
         return key
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        self._waited.pop(key, None)
         if key in self._dirty and not self._shut:
-            self._ready.append(key)
-            self._readied.set()
+            self._make_ready(key)
+
+    def _make_ready(self, key: K) -> None:
+        self._ready.append(key)
+        self._ready_since[key] = self.clock.monotonic()
+        self._readied.set()
 
     def shutdown(self) -> None:
         self._shut = True
@@ -164,6 +174,11 @@ class WorkQueue(Generic[K]):
 
     def processing(self, key: K) -> bool:
         return key in self._processing
+
+    def waited(self, key: K) -> float:
+        """Seconds the key being processed had been ready before a worker took it (0.0 when
+        it is not being processed)."""
+        return self._waited.get(key, 0.0)
 
     # ---- the delaying part -------------------------------------------------------------
 

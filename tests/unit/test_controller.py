@@ -338,6 +338,29 @@ def test_a_deferred_counter_write_goes_out_when_it_is_due():
     assert phase_write_routine == [] and routine == ["demo"]
 
 
+def test_a_phase_change_is_logged_with_where_its_time_went(caplog):
+    """From the pod change to the patch: the watch, the wait for a worker, the pass."""
+    async def scenario():
+        shell, _kube, clock = with_job()
+        key = await shell.queue.get()
+        await reconciled(shell)  # Pending, its pods asked for
+        shell.queue.done(key)
+        h = template_hash()
+        shell.pods_index = {KEY: [info("demo-worker-0", template=h), info("demo-worker-1", template=h)]}
+        shell.pod_event(KEY)
+        await clock.advance(0.05)  # coalescing
+        await clock.advance(1.5)  # every worker busy
+        key = await shell.queue.get()
+        with caplog.at_level("INFO", logger="disttrain.controller"):
+            await shell.reconcile(key)
+        shell.queue.done(key)
+
+    run(scenario())
+    assert [r.getMessage() for r in caplog.records if "phase" in r.getMessage()] == [
+        "team-a/demo: phase Pending -> Running; the pods changed 1.550s before the pass, which had waited 1.500s "
+        "for a worker and took 0.000s to decide; the patch took 0.000s"]
+
+
 def test_a_finished_job_is_deleted_when_its_ttl_runs_out():
     async def scenario():
         clock = FakeClock()

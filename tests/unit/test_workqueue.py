@@ -109,6 +109,24 @@ def test_add_after_waits_on_the_clock_and_the_earliest_time_wins():
     assert run(scenario()) == (0, ["a", "b"], 0, False)
 
 
+def test_a_key_says_how_long_it_was_ready_before_a_worker_took_it():
+    async def scenario():
+        clock = FakeClock()
+        queue = WorkQueue(clock)
+        queue.add("a")
+        await clock.advance(2.5)  # every worker busy
+        key = await queue.get()
+        waited = queue.waited(key)
+        queue.add("a")  # again while processed: ready only once it is done
+        await clock.advance(4)
+        queue.done(key)
+        await clock.advance(1)
+        again = await queue.get()
+        return waited, queue.waited(again), queue.waited("b")
+
+    assert run(scenario()) == (2.5, 1, 0.0)
+
+
 def test_a_failed_key_comes_back_after_its_back_off():
     async def scenario():
         clock = FakeClock()

@@ -2,7 +2,7 @@
 
 kopf only watches (handlers.py): a job's or one of its pods' events put the job's key
 (namespace, name) on `queue`; workers take keys one at a time and run `reconcile(key)`,
-which returns when to look again. A key is never reconciled by two workers at once, and
+which returns when to look again (a timer: keys an event queued go first). A key is never reconciled by two workers at once, and
 events that arrive during a pass coalesce into one more pass that sees the newest state.
 A pass that fails is retried after the queue's per-key exponential back-off.
 
@@ -46,7 +46,7 @@ from .report import parse_report
 from .settings import Settings
 from .status import read_status, status_sources
 from .times import iso, parse_time
-from .workqueue import QueueShutDown, RateLimiter, WorkQueue
+from .workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
 
 log = logging.getLogger("disttrain.controller")
 
@@ -220,8 +220,8 @@ class Controller:
                     on_error(key, exc)
             else:
                 queue.forget(key)
-                if again is not None:
-                    queue.add_after(key, again)
+                if again is not None:  # a timer: it goes behind every job an event queued
+                    queue.add_after(key, again, TIMER)
             finally:
                 queue.done(key)
 

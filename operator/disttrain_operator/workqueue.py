@@ -7,6 +7,8 @@
 - `add_rate_limited(key)`: later by what the `RateLimiter` says for that key (exponential
   per key, plus one token bucket for the whole queue); `forget(key)` after a success
   resets the key's back-off.
+- Two levels: `add(key, TIMER)` / `add_after(key, s, TIMER)` hand the key out only when
+  no EVENT key is ready; an EVENT add of a key waiting as a TIMER moves it up.
 - `get()` waits for the next key; `done(key)` ends its processing; `waited(key)` says how
   long the key, while processed, had been ready before a worker took it (client-go's
   queue_duration: all workers busy shows here, not in the pass's own time).
@@ -27,6 +29,14 @@ from .backoff import exponential
 from .clock import Clock, sleep_until_woken
 
 K = TypeVar("K", bound=Hashable)
+
+# Levels: keys added for something that happened (a watch event, a retry) are handed out
+# before keys added by a timer (a pass's own "look again in": a deferred counter write,
+# the resync). At 2,000 jobs, the 5-minute counter writes of a thousand Pending jobs came
+# due within seconds of each other, and a job whose pods had all started waited half a
+# minute for a worker behind them (controller-runtime's priority queue does the same for
+# its initial list and resyncs).
+EVENT, TIMER = 0, 1
 
 
 class RateLimiter(Generic[K]):
@@ -66,13 +76,15 @@ class WorkQueue(Generic[K]):
     def __init__(self, clock: Clock, limiter: RateLimiter[K] | None = None, name: str = "queue"):
         self.clock, self.name = clock, name
         self.limiter: RateLimiter[K] = limiter or RateLimiter(clock)
-        self._ready: deque[K] = deque()
-        self._dirty: set[K] = set()
+        # One deque per level (EVENT, TIMER). A key sits in the deque of its level; a key
+        # moved up leaves a stale entry behind, skipped when it comes out (_take).
+        self._ready: tuple[deque[K], deque[K]] = (deque(), deque())
+        self._dirty: dict[K, int] = {}  # key to be handed out (again) -> its level
         self._processing: set[K] = set()
         self._ready_since: dict[K, float] = {}  # key -> when it was last made ready
         self._waited: dict[K, float] = {}  # key being processed -> how long it had been ready
-        self._waiting: list[tuple[float, int, K]] = []  # (due, arrival, key): a heap
-        self._due: dict[K, float] = {}  # key -> its earliest due time among the heap's entries
+        self._waiting: list[tuple[float, int, K, int]] = []  # (due, arrival, key, level): a heap
+        self._due: tuple[dict[K, float], dict[K, float]] = ({}, {})  # per level: key -> its earliest due time
         self._arrivals = itertools.count()
         self._readied = asyncio.Event()
         self._rescheduled = asyncio.Event()
@@ -81,25 +93,29 @@ class WorkQueue(Generic[K]):
 
     # ---- adding ------------------------------------------------------------------------
 
-    def add(self, key: K) -> None:
-        if self._shut or key in self._dirty:
+    def add(self, key: K, level: int = EVENT) -> None:
+        if self._shut:
             return
-        self._dirty.add(key)
+        before = self._dirty.get(key)
+        if before is not None and before <= level:
+            return
+        self._dirty[key] = level
         if key in self._processing:
             return  # handed out again once its worker is done
-        self._make_ready(key)
+        self._make_ready(key, level)
 
-    def add_after(self, key: K, seconds: float) -> None:
+    def add_after(self, key: K, seconds: float, level: int = EVENT) -> None:
         if self._shut:
             return
         if seconds <= 0:
-            self.add(key)
+            self.add(key, level)
             return
         due = self.clock.monotonic() + seconds
-        if key in self._due and self._due[key] <= due:
+        dues = self._due[level]
+        if key in dues and dues[key] <= due:
             return  # already due sooner
-        self._due[key] = due
-        heapq.heappush(self._waiting, (due, next(self._arrivals), key))
+        dues[key] = due
+        heapq.heappush(self._waiting, (due, next(self._arrivals), key, level))
         self._rescheduled.set()
         self._start_pump()
 
@@ -116,27 +132,25 @@ class WorkQueue(Generic[K]):
     def discard(self, key: K) -> None:
         """Forget a key entirely (its object is gone): nothing pending, no back-off. A worker
         processing it now finishes its pass and is not handed it again."""
-        self._due.pop(key, None)
+        for dues in self._due:
+            dues.pop(key, None)
         self.limiter.forget(key)
-        if key in self._dirty:
-            self._dirty.discard(key)
-            self._ready_since.pop(key, None)
-            try:
-                self._ready.remove(key)
-            except ValueError:
-                pass
+        self._dirty.pop(key, None)  # its deque entries are skipped from now on
+        self._ready_since.pop(key, None)
 
     # ---- processing --------------------------------------------------------------------
 
     async def get(self) -> K:
-        """The next key to process; it is this caller's until `done(key)`."""
-        while not self._ready:
+        """The next key to process, events before timers; it is this caller's until `done(key)`."""
+        while True:
+            key = self._take()
+            if key is not None:
+                break
             if self._shut:
                 raise QueueShutDown(self.name)
             self._readied.clear()
             await self._readied.wait()
-        key = self._ready.popleft()
-        self._dirty.discard(key)
+        del self._dirty[key]
         self._processing.add(key)
         self._waited[key] = self.clock.monotonic() - self._ready_since.pop(key, self.clock.monotonic())
         return key
@@ -145,12 +159,22 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         self._waited.pop(key, None)
         if key in self._dirty and not self._shut:
-            self._make_ready(key)
+            self._make_ready(key, self._dirty[key])
 
-    def _make_ready(self, key: K) -> None:
-        self._ready.append(key)
-        self._ready_since[key] = self.clock.monotonic()
+    def _make_ready(self, key: K, level: int) -> None:
+        self._ready[level].append(key)
+        self._ready_since.setdefault(key, self.clock.monotonic())
         self._readied.set()
+
+    def _take(self) -> K | None:
+        """The first key of the highest level whose entry is current (not discarded, not
+        moved up, not being processed)."""
+        for level, ready in enumerate(self._ready):
+            while ready:
+                key = ready.popleft()
+                if self._dirty.get(key) == level and key not in self._processing:
+                    return key
+        return None
 
     def shutdown(self) -> None:
         self._shut = True
@@ -162,14 +186,14 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys ready to be handed out now."""
-        return len(self._ready)
+        return sum(1 for key in self._dirty if key not in self._processing)
 
     def pending(self, key: K) -> bool:
         """Is the key ready, dirty or waiting for a later time?"""
-        return key in self._dirty or key in self._due
+        return key in self._dirty or any(key in dues for dues in self._due)
 
     def due_in(self, key: K) -> float | None:
-        due = self._due.get(key)
+        due = min((dues[key] for dues in self._due if key in dues), default=None)
         return None if due is None else max(0.0, due - self.clock.monotonic())
 
     def processing(self, key: K) -> bool:
@@ -190,13 +214,13 @@ class WorkQueue(Generic[K]):
         """Move every key whose time has come to the ready queue; seconds until the next."""
         now = self.clock.monotonic()
         while self._waiting and self._waiting[0][0] <= now:
-            due, _arrival, key = heapq.heappop(self._waiting)
-            if self._due.get(key) == due:  # else superseded by an earlier add_after, or discarded
-                del self._due[key]
-                self.add(key)
-        if len(self._waiting) > 64 and len(self._waiting) > 4 * len(self._due):
+            due, _arrival, key, level = heapq.heappop(self._waiting)
+            if self._due[level].get(key) == due:  # else superseded by an earlier add_after, or discarded
+                del self._due[level][key]
+                self.add(key, level)
+        if len(self._waiting) > 64 and len(self._waiting) > 4 * sum(map(len, self._due)):
             # Superseded entries pile up when keys are moved earlier over and over.
-            self._waiting = [(d, a, k) for d, a, k in self._waiting if self._due.get(k) == d]
+            self._waiting = [(d, a, k, lv) for d, a, k, lv in self._waiting if self._due[lv].get(k) == d]
             heapq.heapify(self._waiting)
         return self._waiting[0][0] - now if self._waiting else None
 

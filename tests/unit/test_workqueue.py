@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from disttrain_operator.backoff import exponential
-from disttrain_operator.workqueue import QueueShutDown, RateLimiter, WorkQueue
+from disttrain_operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
 
 from .fake_clock import FakeClock, settle
 
@@ -125,6 +125,42 @@ def test_a_key_says_how_long_it_was_ready_before_a_worker_took_it():
         return waited, queue.waited(again), queue.waited("b")
 
     assert run(scenario()) == (2.5, 1, 0.0)
+
+
+def test_keys_an_event_queued_go_before_keys_a_timer_queued():
+    """A thousand timers due at once (deferred counter writes) must not hold back the job
+    whose pods just started."""
+    async def scenario():
+        clock = FakeClock()
+        queue = WorkQueue(clock)
+        for i in range(1000):
+            queue.add_after(f"t{i}", 5, TIMER)
+        await clock.advance(5)
+        queue.add("event")
+        queue.add("t500")  # an event for a key waiting as a timer moves it up
+        first = [await queue.get() for _ in range(3)]
+        rest = [await queue.get() for _ in range(len(queue))]
+        return first, len(rest), len(set(rest)), "t500" in rest
+
+    first, rest, distinct, again = run(scenario())
+    assert first == ["event", "t500", "t0"]
+    assert (rest, distinct, again) == (998, 998, False)  # each key handed out once
+
+
+def test_a_timer_for_a_key_already_queued_by_an_event_does_not_move_it_down():
+    async def scenario():
+        clock = FakeClock()
+        queue = WorkQueue(clock)
+        queue.add("b", TIMER)
+        queue.add("a")
+        queue.add("a", TIMER)
+        key = await queue.get()
+        queue.add(key, TIMER)  # while processed: once more after done, as a timer
+        queue.add("c")
+        queue.done(key)
+        return [key] + [await queue.get() for _ in range(3)], len(queue)
+
+    assert run(scenario()) == (["a", "c", "b", "a"], 0)
 
 
 def test_a_failed_key_comes_back_after_its_back_off():

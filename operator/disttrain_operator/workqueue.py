@@ -31,11 +31,11 @@ from .clock import Clock, sleep_until_woken
 K = TypeVar("K", bound=Hashable)
 
 # Levels: keys added for something that happened (a watch event, a retry) are handed out
-# before keys added by a timer (a pass's own "look again in": a deferred counter write,
-# the resync). At 2,000 jobs, the 5-minute counter writes of a thousand Pending jobs came
-# due within seconds of each other, and a job whose pods had all started waited half a
-# minute for a worker behind them (controller-runtime's priority queue does the same for
-# its initial list and resyncs).
+# before keys added by a timer (a pass's own "look again in": the resync, one GET of each
+# quiet job a minute; a deferred counter write). At 2,000 jobs paced, those passes came to
+# about 30 a second while the API server was slow to answer, the workers fell behind, and
+# a job whose pods had all started waited up to 29 s for one (controller-runtime's priority
+# queue puts its initial list and resyncs last the same way).
 EVENT, TIMER = 0, 1
 
 

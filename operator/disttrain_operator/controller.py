@@ -2,8 +2,9 @@
 
 kopf only watches (handlers.py): a job's or one of its pods' events put the job's key
 (namespace, name) on `queue`; workers take keys one at a time and run `reconcile(key)`,
-which returns when to look again (a timer: keys an event queued go first). A key is never reconciled by two workers at once, and
-events that arrive during a pass coalesce into one more pass that sees the newest state.
+which returns when to look again (a timer: keys an event queued go first). A key is
+never reconciled by two workers at once, and events that arrive during a pass coalesce
+into one more pass that sees the newest state.
 A pass that fails is retried after the queue's per-key exponential back-off.
 
 The trainer's /status is read through a second queue, `polls`, of running jobs, so a slow
@@ -609,7 +610,7 @@ class Controller:
                 del rec.conflicts[name]
 
     async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord,
-                            started: float | None = None) -> float | None:
+                            started: float) -> float | None:
         """Write the changed fields now, or say when a deferred write is due (plan.status_write).
         A status the API server refuses as invalid (a bug of ours) is logged and counted, and
         the decision stands all the same: the record keeps it, so the job moves on (a restart
@@ -630,7 +631,7 @@ class Controller:
                 log.error("%s/%s: the API server refused the status fields %s: %s", *key, sorted(patch), exc)
             rec.last_write = self.clock.monotonic()
             if new.phase != base.phase:
-                self._log_phase(key, base, new, rec, started if started is not None else asked, asked)
+                self._log_phase(key, base, new, rec, started, asked)
         rec.last_status = new
         return None
 

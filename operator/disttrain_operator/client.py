@@ -53,10 +53,12 @@ APPLY = "application/apply-patch+yaml"  # server-side apply
 
 class DisttrainError(Exception):
     """A failed operation; str() is one line, exit_code what the CLI exits with.
-    `causes`: the API server's details.causes ({reason, message, field}), if it gave any."""
+    `causes`: the API server's details.causes ({reason, message, field}), if it gave any;
+    `status`: its HTTP status code, when the error is its answer."""
 
     exit_code = 1
     causes: tuple[dict[str, Any], ...] = ()
+    status: int | None = None
 
 
 class NotFound(DisttrainError):
@@ -462,26 +464,31 @@ class Client:
                         yield obj
                     if deadline is not None and time.monotonic() > deadline:
                         raise expired()
-            except _Expired:  # the version is too old: read the object again
-                obj = self.get(name, ns)
-                version = obj["metadata"]["resourceVersion"]
-                yield obj
+            except _Expired:
+                # Too old a version to resume from. The job's own version may be as old (a
+                # job unchanged for long, a CRD changed since): a watch from it would expire
+                # again at once. Read it with a list and go on from the list's version.
+                listing = self._list(ns, False, field=f"metadata.name={name}")
+                version = listing["metadata"]["resourceVersion"]
+                if not listing["items"]:
+                    if until_deleted:
+                        return
+                    raise NotFound(f'Error from server (NotFound): {RESOURCE} "{name}" was deleted')
+                yield listing["items"][0]
 
     def _guard(self, stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """A watch stream with API errors mapped; 410 Gone raises _Expired."""
+        """A watch stream with API errors mapped (the client raises a watch's ERROR event
+        as an ApiException); 410 Gone, the version to resume from is too old, raises _Expired."""
         it = iter(stream)
         while True:
             try:
                 event = self._call(lambda: next(it, None))
             except DisttrainError as exc:
-                if "(Expired)" in str(exc) or "(Gone)" in str(exc):
+                if exc.status == 410:
                     raise _Expired() from None
                 raise
             if event is None:
                 return
-            if event["type"] == "ERROR":
-                raise _Expired() if event["object"].get("code") == 410 else \
-                    DisttrainError(f"Error from server: {event['object'].get('message')}")
             yield event
 
     def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, options: dict[str, Any]
@@ -540,11 +547,14 @@ def api_error(status: int | None, reason: str | None, body: Any, name: str, reso
         causes = [c for c in (parsed.get("details") or {}).get("causes") or () if isinstance(c, dict)]
     except (TypeError, ValueError, AttributeError):
         message = str(body or "")
+    if not body and ": " in why:  # a watch's ERROR event: the client makes it "Reason: message"
+        why, message = why.split(": ", 1)
     if status == 404:
-        return NotFound(f'Error from server (NotFound): {resource} "{name}" not found')
-    text = f"Error from server ({why or status}): {' '.join(message.split()) or reason}"
-    error = Forbidden(text) if status == 403 else DisttrainError(text)
-    error.causes = tuple(causes)
+        error: DisttrainError = NotFound(f'Error from server (NotFound): {resource} "{name}" not found')
+    else:
+        text = f"Error from server ({why or status}): {' '.join(message.split()) or reason}"
+        error = Forbidden(text) if status == 403 else DisttrainError(text)
+    error.causes, error.status = tuple(causes), status
     return error
 
 

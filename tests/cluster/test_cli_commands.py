@@ -66,25 +66,98 @@ def ctrl_c_after(changes: int, on_synced: Callable[[], None]) -> Iterator[None]:
     """Ctrl-C for a watching command run by `cli` in this process: its watch of the real API
     server (Client.watch_all) is wrapped; once the command has shown what it listed,
     `on_synced` makes changes while it watches, and the read after the `changes`-th change
-    it has shown raises KeyboardInterrupt, where Ctrl-C would have landed."""
+    it has shown raises KeyboardInterrupt, where Ctrl-C would have landed. A relist after
+    the watch expired, up to its end (SYNCED), counts as one change."""
     from disttrain_operator.client import Client
 
     real = Client.watch_all
 
     def watch_all(self, *args, **kwargs):
-        shown = None
+        shown, relisting = None, False
         for kind, obj in real(self, *args, **kwargs):
             yield kind, obj
             if kind == "SYNCED" and shown is None:
                 shown = 0
                 on_synced()
-            elif shown is not None and kind not in ("RELIST", "SYNCED"):
-                shown += 1
-                if shown >= changes:
-                    raise KeyboardInterrupt
+                continue
+            if shown is None:
+                continue
+            if kind == "RELIST" or (relisting and kind != "SYNCED"):
+                relisting = True  # a relist after an expired watch is shown as one change
+                continue
+            if kind == "SYNCED" and not relisting:
+                continue
+            relisting = False
+            shown += 1
+            if shown >= changes:
+                raise KeyboardInterrupt
 
     with mock.patch.object(Client, "watch_all", watch_all):
         yield
+
+
+CRD = "distributedtrainings.disttrain.dev"
+DESCRIPTION = "/spec/versions/0/schema/openAPIV3Schema/description"
+
+
+def _expired_since(cluster, namespace: str, version: str) -> bool:
+    """Does the API server refuse a watch of the jobs from `version` as expired (410)? It
+    says so in the watch's first event (an ERROR), which the client raises."""
+    from kubernetes import client as k8s
+    from kubernetes import config, watch
+    from kubernetes.client.exceptions import ApiException
+
+    api = k8s.CustomObjectsApi(config.new_client_from_config(cluster.kubeconfig))
+    try:
+        for _ in watch.Watch().stream(api.list_namespaced_custom_object, "disttrain.dev", "v1alpha1", namespace,
+                                      "distributedtrainings", resource_version=version, timeout_seconds=1):
+            pass
+    except ApiException as exc:
+        if exc.status == 410:
+            return True
+        if exc.status == 429:  # its storage of the jobs is being built: not yet
+            return False
+        raise
+    finally:
+        api.api_client.close()
+    return False
+
+
+@contextlib.contextmanager
+def crd_changed(cluster, namespace: str) -> Iterator[Callable[[], None]]:
+    """Yields `change()`: the CRD's spec changes (its schema's description), as an upgrade
+    of the chart that changes the CRD does; the API server then rebuilds its storage of the
+    jobs, ends every watch of them, and refuses to resume one from a version before the
+    change (410 Gone, "too old resource version"). change() returns once it refuses, so
+    the next watch is sure to expire. The CRD is put back after, and the API server
+    watches again from the newest version before the next test."""
+    original = cluster.get("crd", CRD)["spec"]["versions"][0]["schema"]["openAPIV3Schema"].get("description")
+
+    def listed() -> str:
+        """The version of a list of the jobs (kubectl's `get -o json` makes its own List)."""
+        path = f"/apis/disttrain.dev/v1alpha1/namespaces/{namespace}/distributedtrainings"
+        return json.loads(cluster.kubectl("get", "--raw", path).stdout)["metadata"]["resourceVersion"]
+
+    def set_description(text: str) -> str:
+        before = listed()
+        cluster.kubectl("patch", "crd", CRD, "--type=json", "-p",
+                        json.dumps([{"op": "add", "path": DESCRIPTION, "value": text}]))
+        return before
+
+    def change() -> None:
+        version = set_description(f"{original} (changed by {uuid.uuid4().hex[:8]})")
+        cluster.wait_for(lambda: _expired_since(cluster, namespace, version), timeout=60,
+                         what="the API server refusing a watch from before the CRD changed")
+
+    try:
+        yield change
+    finally:
+        version = set_description(original)
+        cluster.wait_for(lambda: _expired_since(cluster, namespace, version), timeout=60,
+                         what="the API server rebuilding its storage of the jobs")
+        latest = listed()
+        cluster.wait_for(lambda: not _expired_since(cluster, namespace, latest), timeout=60,
+                         what="a watch of the jobs from the newest version")
 
 
 def _as_from_a_terminal() -> None:
@@ -913,3 +986,64 @@ def test_wait_returns_at_once_when_met_and_exits_124_when_its_timeout_runs_out(c
     bad = cli(cluster, "wait", "done", "--for=condition=Failed", "--timeout", "soon", *ns)
     assert (bad.returncode, bad.stdout) == (2, "") and bad.stderr.startswith("error: --timeout: "), bad.stderr
 
+
+
+def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
+                                                                             operator_kubeconfig):  # noqa: F811
+    """A CRD that changes under a running `get -w` or `top` (an upgrade of the chart) ends
+    their watch, and the API server refuses to resume it from where it was (410). Both list
+    again and go on: `get -w` prints a row only for what changed meanwhile, never again a
+    job it has shown as it is; `top` draws the table once, as listed again, without the
+    jobs deleted meanwhile; `wait` reads the job again once and waits on."""
+    ns = ["-n", namespace]
+    for name in ("alpha", "beta", "gamma"):
+        cluster.apply(job_manifest(name, nodes=1), namespace=namespace)
+    with crd_changed(cluster, namespace) as change:
+        def meanwhile() -> None:
+            change()
+            cluster.patch_status("dt", "alpha", dict(phase="Running"), namespace)
+
+        with ctrl_c_after(1, meanwhile):
+            rows = cli(cluster, "get", *ns, "-w")
+        assert (rows.returncode, rows.stderr) == (130, "interrupted\n")
+        assert [line.split()[:2] for line in rows.stdout.splitlines()[1:]] == [
+            ["alpha", "Pending"], ["beta", "Pending"], ["gamma", "Pending"], ["alpha", "Running"]], rows.stdout
+
+        def deleted_meanwhile() -> None:
+            change()
+            cluster.kubectl("delete", "dt", "gamma", *ns)
+            cluster.patch_status("dt", "beta", dict(phase="Running"), namespace)
+
+        with ctrl_c_after(1, deleted_meanwhile):
+            out = cli(cluster, "top", *ns)
+
+        # `wait` on a job unchanged since before the CRD changed: a watch from the job's own
+        # version expires at once, so it reads the job again once and watches from there,
+        # instead of asking the API server again and again until the job changes.
+        change()
+        from disttrain_operator.client import Client
+        read, calls = threading.Event(), []
+        real_get = Client.get
+
+        def get(self, *args, **kwargs):
+            calls.append(args)
+            read.set()
+            return real_get(self, *args, **kwargs)
+
+        def later() -> None:
+            read.wait(30)
+            time.sleep(2)
+            cluster.patch_status("dt", "beta", dict(phase="Succeeded"), namespace)
+
+        writer = threading.Thread(target=later)
+        writer.start()
+        with mock.patch.object(Client, "get", get):
+            waited = cli(cluster, "wait", "beta", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", *ns)
+        writer.join()
+        assert (waited.returncode, waited.stdout) == (0, f"{REF}/beta condition met\n"), waited.stderr
+        assert len(calls) == 1, f"the job was read {len(calls)} times"
+    assert (out.returncode, out.stderr) == (130, "interrupted\n")
+    tables = [t.splitlines() for t in out.stdout.split("\n\n") if t]
+    assert [[row.split()[:2] for row in table[1:-1]] for table in tables] == [
+        [["alpha", "Running"], ["beta", "Pending"], ["gamma", "Pending"]],
+        [["alpha", "Running"], ["beta", "Running"]]], out.stdout

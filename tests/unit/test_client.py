@@ -142,3 +142,20 @@ def test_every_error_the_client_raises_imports_from_disttrain():
     assert all(getattr(disttrain, name) is getattr(client, name) for name in raised)
     documented = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     assert all(f"`{name}`" in documented for name in raised)
+
+
+def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
+    """An HTTP error's Status body, and a watch's ERROR event (the Kubernetes client raises it
+    with no body and "Reason: message" as its reason), both read `Error from server (Reason):
+    message`; the status code stays on the error (410 is what a watch resumes after)."""
+    body = json.dumps({"kind": "Status", "reason": "Conflict", "message": "the object  was modified"})
+    conflict = client_module.api_error(409, "Conflict", body, "demo")
+    assert (str(conflict), conflict.status) == ("Error from server (Conflict): the object was modified", 409)
+    expired = client_module.api_error(410, "Expired: too old resource version: 12 (15)", None, "demo")
+    assert (str(expired), expired.status) == ("Error from server (Expired): too old resource version: 12 (15)", 410)
+    missing = client_module.api_error(404, "Not Found", "", "demo")
+    assert (type(missing), missing.status) == (client_module.NotFound, 404)
+    assert str(missing) == 'Error from server (NotFound): distributedtrainings.disttrain.dev "demo" not found'
+    denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}), "d")
+    assert (type(denied), denied.status) == (client_module.Forbidden, 403)
+    assert str(denied) == "Error from server (Forbidden): no"

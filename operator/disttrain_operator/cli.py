@@ -188,9 +188,8 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
             argcomplete.io.debug_stream = sys.stderr
 
     words = list(sys.argv[1:] if argv is None else argv) or [""]
-    *before, word = words
-    line = " ".join(["disttrain", *map(shlex.quote, before), shlex.quote(word) if word.strip() != word or
-                     any(c in word for c in "'\"\\$`") else word])
+    # Quoted, each word stays one word (" y", "it's"); argcomplete reads a quoted word as the word.
+    line = " ".join(["disttrain", *map(shlex.quote, words)])
     out = io.StringIO()
     saved = {k: os.environ.get(k) for k in ("_ARGCOMPLETE", "COMP_LINE", "COMP_POINT", "_ARGCOMPLETE_IFS")}
     os.environ.update(_ARGCOMPLETE="1", COMP_LINE=line, COMP_POINT=str(len(line)), _ARGCOMPLETE_IFS="\n")
@@ -636,7 +635,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         if objs or args.output in ("json", "yaml"):
             print_objects(objs, args, listing=True)
         else:  # kubectl's words
-            print(f"No resources found in {_where(client, args)}.", file=sys.stderr)
+            print(_none_found(client, args.all_namespaces), file=sys.stderr)
         return 0
     obj = client.get(args.name)
     events = client.events(args.name) if args.output == "text" else None
@@ -644,8 +643,9 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(client: Any, args: argparse.Namespace) -> str:
-    return "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+def _none_found(client: Any, all_namespaces: bool = False) -> str:
+    """kubectl's words for an empty list."""
+    return "No resources found" if all_namespaces else f"No resources found in {client.namespace} namespace."
 
 
 def _watch_get(client: Any, args: argparse.Namespace) -> int:
@@ -667,7 +667,7 @@ def _watch_get(client: Any, args: argparse.Namespace) -> int:
                 if first:
                     print_objects(first, rows, listing=True, headers=table)
                 elif args.name is None:
-                    print(f"No resources found in {_where(client, args)}.", file=sys.stderr)
+                    print(_none_found(client, args.all_namespaces), file=sys.stderr)
             continue
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         version = obj["metadata"].get("resourceVersion", "")
@@ -732,7 +732,7 @@ def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done
     client = _client(args)
     names = args.names or [o["metadata"]["name"] for o in client.list(selector=args.selector)]
     if not names:
-        print(f"No resources found in {client.namespace} namespace.", file=sys.stderr)
+        print(_none_found(client), file=sys.stderr)
     failed = False
     for name in dict.fromkeys(names):
         try:

@@ -505,6 +505,8 @@ def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespa
     assert (nothing.returncode, nothing.stdout, nothing.stderr) == (
         0, "", f"No resources found in {namespace} namespace.\n")
     assert json.loads(cli(cluster, "get", "-n", namespace, "-l", "team=none", "-o", "json").stdout)["items"] == []
+    nowhere = cli(cluster, "get", "-A", "-l", f"team={uuid.uuid4().hex}")  # -A: kubectl names no namespace
+    assert (nowhere.returncode, nowhere.stdout, nowhere.stderr) == (0, "", "No resources found\n")
     everywhere = cli(cluster, "get", "-A", "-l", "team=b").stdout.splitlines()
     assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"] and [namespace, "beta"] in [
         row.split()[:2] for row in everywhere[1:]]
@@ -602,7 +604,7 @@ def test_submit_reads_stdin_and_dry_runs_and_apply_updates_in_place(cluster, nam
     assert dry.stdout == f"{REF}/applied configured (server dry run)\n", dry.stderr
     assert cluster.get("dt", "applied", namespace)["spec"].get("suspend") is not True
     configured = run("apply", "-f", str(path), *ns)
-    assert configured.stdout == f"{REF}/applied configured\n", configured.stderr
+    assert (configured.returncode, configured.stdout) == (0, f"{REF}/applied configured\n"), configured.stderr
     stored = cluster.get("dt", "applied", namespace)
     assert stored["spec"]["suspend"] is True and stored["metadata"]["labels"] == {"team": "a"}
     assert stored["spec"]["trainer"]["builtin"]["steps"] == 20
@@ -638,8 +640,9 @@ def test_suspend_resume_delete_take_several_all_selectors_and_ignore_not_found(c
                 for o in yaml.safe_load(cluster.kubectl("get", "dt", *ns, "-o", "yaml").stdout)["items"]}
 
     by_label = cli(cluster, "suspend", "-l", "team=a", *ns)
-    assert by_label.returncode == 0 and [line.split()[0] for line in by_label.stdout.splitlines()] == [
-        f"{REF}/a1", f"{REF}/a2"], by_label.stderr
+    says = ("suspended (a running trainer checkpoints its current step, then the pods are deleted; resume "
+            "continues from that checkpoint)")
+    assert (by_label.returncode, by_label.stdout) == (0, f"{REF}/a1 {says}\n{REF}/a2 {says}\n"), by_label.stderr
     assert suspended() == {"a1": True, "a2": True, "b1": False}
     assert cli(cluster, "resume", "a1", "a2", *ns).stdout == f"{REF}/a1 resumed\n{REF}/a2 resumed\n"
     assert suspended() == {"a1": False, "a2": False, "b1": False}
@@ -655,9 +658,22 @@ def test_suspend_resume_delete_take_several_all_selectors_and_ignore_not_found(c
     assert (usage.returncode, usage.stderr) == (2, "error: name a job, or pass --all or -l SELECTOR (see disttrain "
                                                    "delete -h)\n")
     assert (both.returncode, both.stderr) == (2, "error: give NAMEs or --all/-l, not both\n")
+    # --wait returns once each job is gone: a2 is held by a finalizer until a while after.
+    cluster.kubectl("patch", "dt", "a2", *ns, "--type=merge", "-p", '{"metadata":{"finalizers":["test/hold"]}}')
+
+    def release() -> None:
+        cluster.wait_for(lambda: (cluster.try_get("dt", "a2", namespace) or {}).get("metadata", {}).get(
+            "deletionTimestamp"), timeout=60, what="a2 being deleted")
+        time.sleep(1)
+        cluster.kubectl("patch", "dt", "a2", *ns, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
     everything = cli(cluster, "delete", "--all", "--wait", *ns)
+    gone = suspended()
+    releaser.join()
     assert everything.stdout == f'{REF} "a1" deleted\n{REF} "a2" deleted\n', everything.stderr
-    assert suspended() == {}
+    assert gone == {}
     nothing = cli(cluster, "delete", "--all", *ns)
     assert (nothing.returncode, nothing.stderr) == (0, f"No resources found in {namespace} namespace.\n")
 
@@ -965,6 +981,15 @@ def test_submit_follows_the_job_to_its_end_exit_0_if_it_succeeded_1_with_the_rea
     assert bad.returncode == 1 and bad.stdout.splitlines()[-1].startswith("bad: Failed"), bad.stdout
     assert bad.stderr.splitlines()[-1] == "bad failed: BackoffLimitExceeded: worker 0 exited 1 four times"
 
+    placed = job_manifest("placed", nodes=1)
+    placed["metadata"]["namespace"] = namespace
+    path.write_text(yaml.safe_dump(placed))
+    writer = finish("placed", "Succeeded", conditions=[done])
+    followed = cli(cluster, "submit", str(path))  # no -n: created and followed in the job's own namespace
+    writer.join(timeout=60)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.splitlines()[-1].startswith("placed: Succeeded"), followed.stdout
+
 
 def test_wait_returns_at_once_when_met_and_exits_124_when_its_timeout_runs_out(cluster, namespace,
                                                                           operator_kubeconfig):  # noqa: F811
@@ -993,8 +1018,9 @@ def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
     """A CRD that changes under a running `get -w` or `top` (an upgrade of the chart) ends
     their watch, and the API server refuses to resume it from where it was (410). Both list
     again and go on: `get -w` prints a row only for what changed meanwhile, never again a
-    job it has shown as it is; `top` draws the table once, as listed again, without the
-    jobs deleted meanwhile; `wait` reads the job again once and waits on."""
+    job it has shown as it is (a job of the same name in another namespace is another job);
+    `top` draws the table once, as listed again, without the jobs deleted meanwhile; `wait`
+    reads the job again once and waits on."""
     ns = ["-n", namespace]
     for name in ("alpha", "beta", "gamma"):
         cluster.apply(job_manifest(name, nodes=1), namespace=namespace)
@@ -1008,6 +1034,34 @@ def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
         assert (rows.returncode, rows.stderr) == (130, "interrupted\n")
         assert [line.split()[:2] for line in rows.stdout.splitlines()[1:]] == [
             ["alpha", "Pending"], ["beta", "Pending"], ["gamma", "Pending"], ["alpha", "Running"]], rows.stdout
+
+        # -A: a job of the same name in another namespace is another job, before and after.
+        other, token = f"{namespace[:60]}-b", uuid.uuid4().hex[:12]
+        cluster.apply({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": other, "labels": {"disttrain.dev/test": "true"}}})
+        try:
+            cluster.apply(job_manifest("alpha", nodes=1), namespace=other)
+            for where, name in ((namespace, "alpha"), (namespace, "beta"), (namespace, "gamma"), (other, "alpha")):
+                cluster.kubectl("label", "dt", name, f"watch={token}", "-n", where)
+
+            def other_changed() -> None:
+                change()
+                cluster.patch_status("dt", "alpha", dict(phase="Running"), other)
+
+            columns = "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase"
+            with ctrl_c_after(1, other_changed):
+                everywhere = cli(cluster, "get", "-A", "-w", "-l", f"watch={token}", "-o", columns)
+            with ctrl_c_after(1, lambda: cluster.patch_status("dt", "gamma", dict(phase="Running"), namespace)):
+                drawn = cli(cluster, "top", "-A")
+        finally:
+            cluster.kubectl("delete", "namespace", other, "--wait=false", check=False)
+        lines = [line.split() for line in everywhere.stdout.splitlines()]
+        assert lines[0] == ["NS", "NAME", "PHASE"], everywhere.stdout
+        assert sorted(lines[1:5]) == sorted([[namespace, "alpha", "Running"], [namespace, "beta", "<none>"],
+                                             [namespace, "gamma", "<none>"], [other, "alpha", "<none>"]])
+        assert lines[5:] == [[other, "alpha", "Running"]], everywhere.stdout
+        listed = [row.split()[:3] for row in drawn.stdout.split("\n\n")[0].splitlines()]
+        assert [namespace, "alpha", "Running"] in listed and [other, "alpha", "Running"] in listed, drawn.stdout
 
         def deleted_meanwhile() -> None:
             change()
@@ -1045,5 +1099,5 @@ def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
     assert (out.returncode, out.stderr) == (130, "interrupted\n")
     tables = [t.splitlines() for t in out.stdout.split("\n\n") if t]
     assert [[row.split()[:2] for row in table[1:-1]] for table in tables] == [
-        [["alpha", "Running"], ["beta", "Pending"], ["gamma", "Pending"]],
+        [["alpha", "Running"], ["beta", "Pending"], ["gamma", "Running"]],
         [["alpha", "Running"], ["beta", "Running"]]], out.stdout

@@ -329,10 +329,43 @@ def test_run_local_hands_the_validated_job_and_every_option_to_the_local_runner(
         1, f"{two}: holds 2 DistributedTrainings; run --local takes one per call\n") and len(calls) == 2
 
 
+def test_run_local_says_what_it_cannot_run_before_it_runs_anything(monkeypatch, tmp_path):
+    """No file: exit 1, nothing run. A --checkpoint-uri that is no object-store prefix: a
+    usage error (2) in spec.checkpoint.uri's words. A job held for a Kueue queue runs
+    locally all the same, and the report says so on stderr (stdout is the run's)."""
+    from disttrain_operator import local_run
+
+    calls = []
+    monkeypatch.setattr(local_run, "run_local", lambda job, resolved, **options: calls.append(job.name) or 0)
+    missing = disttrain("run", "--local", str(tmp_path / "none.yaml"))
+    assert missing.returncode == 1 and "none.yaml" in missing.stderr and calls == []
+    path = write(tmp_path, GOOD.replace("  name: demo\n", "  name: demo\n  labels: {kueue.x-k8s.io/queue-name: team-a}\n"))
+    bad = disttrain("run", "--local", path, "--checkpoint-uri", "/mnt/ckpt")
+    assert bad.returncode == 2 and calls == []
+    assert ("'/mnt/ckpt' is not an object-store prefix: write s3://<bucket>/<prefix>, the bucket 3-63 "
+            "lowercase letters, digits, '.' or '-'") in bad.stderr
+    held = disttrain("run", "--local", path)
+    assert (held.returncode, held.stdout, calls) == (0, "", ["demo"])
+    assert "  queue: Kueue LocalQueue team-a (kueue.x-k8s.io/queue-name): held, no worker created" in held.stderr
+
+
 def test_crd_command_prints_the_committed_crd():
     result = disttrain("crd")
     committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))
     assert yaml.safe_load(result.stdout) == committed
+    assert json.loads(disttrain("crd", "-o", "json").stdout) == committed
+
+
+def test_a_report_names_a_job_only_by_a_name_it_could_have(tmp_path):
+    """validate -o json's `name`: the job's, up to 253 characters (a Kubernetes name's most);
+    none for a longer one or a metadata that is no mapping, which is an error, not a crash."""
+    def named(metadata: str) -> tuple[int, object]:
+        out = disttrain("validate", "-o", "json", write(tmp_path, GOOD.replace("metadata:\n  name: demo\n", metadata)))
+        return out.returncode, json.loads(out.stdout)[0]["name"]
+
+    assert named(f"metadata:\n  name: {'a' * 253}\n")[1] == "a" * 253
+    assert named(f"metadata:\n  name: {'a' * 254}\n") == (1, None)
+    assert named("metadata: [demo]\n") == (1, None)
 
 
 def test_run_requires_local():

@@ -266,7 +266,7 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             assert kubectl_complete(list(words)) == 0
-        return out.getvalue().splitlines()
+        return out.getvalue().split("\n")[:-1]  # kubectl reads lines ending in "\n", nothing else
 
     assert sorted(complete("s")[:-1]) == ["status", "submit", "suspend", "sweep"] and complete("s")[-1] == ":4"
     assert complete("get", "-o", "js") == ["json", "jsonpath=", ":6"]  # jsonpath= goes on: no space
@@ -275,6 +275,10 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     # The word is one word even where a shell would split it: " y" offers nothing, not "yaml".
     assert complete("render", "--output", " y") == [":4"]
     assert complete("status", "it's") == [":4"]  # quoted, not a broken COMP_LINE; no such job
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "a.yaml").write_text("")
+    assert complete("submit", "-f", f"{tmp_path}/jo") == [f"{tmp_path}/jobs/", ":6"]  # a folder goes on
+    assert complete("validate", f"{tmp_path}/jobs/") == [f"{tmp_path}/jobs/a.yaml", ":4"]
     assert os.environ["COMP_LINE"] == "the caller's"
     assert not {"COMP_POINT", "_ARGCOMPLETE", "_ARGCOMPLETE_IFS"} & set(os.environ)
 

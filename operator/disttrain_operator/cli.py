@@ -498,8 +498,9 @@ def _checked_documents(args: argparse.Namespace) -> list[Document] | int:
         if not result.ok or entry["warnings"]:
             print_report(entry, sys.stderr)
         ok = ok and result.ok
-    for doc in documents if ok else ():
-        ns = (doc.data.get("metadata") or {}).get("namespace")
+    for doc in documents:  # every reason at once
+        metadata = doc.data.get("metadata")
+        ns = metadata.get("namespace") if isinstance(metadata, dict) else None
         if ns and args.namespace and ns != args.namespace:
             print(f"error: {doc.label}: the object's namespace {ns!r} does not match -n {args.namespace!r}; "
                   "drop one of them", file=sys.stderr)

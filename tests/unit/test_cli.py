@@ -241,8 +241,14 @@ def test_submit_checks_every_file_offline_and_sends_nothing_if_one_is_wrong(tmp_
 
     mixed = tmp_path / "mixed.yaml"
     mixed.write_text(yaml.safe_dump_all([job(nodes=0), placed]))
-    refused = disttrain("submit", "-f", str(mixed), *offline)
+    refused = disttrain("submit", "-f", str(mixed), "-n", "other", *offline)
     assert (refused.returncode, refused.stdout) == (1, "")  # the valid one is not sent either
+    # Every reason at once: the invalid job's, and the other's namespace.
+    assert "spec.nodes" in refused.stderr and "namespace 'team-a' does not match -n 'other'" in refused.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({**placed, "metadata": ["demo"]}))
+    unnamed = disttrain("submit", "-f", str(broken), "-n", "other", *offline)
+    assert (unnamed.returncode, unnamed.stdout) == (1, "") and "metadata" in unnamed.stderr
 
     twice = disttrain("submit", "-f", "-", "-f", "-", *offline)
     assert (twice.returncode, twice.stderr.splitlines()[-1]) == (2, "error: stdin (-) can be read once")

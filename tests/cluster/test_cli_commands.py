@@ -542,6 +542,10 @@ def test_get_prints_jsonpath_and_custom_columns_and_watches_changes(cluster, nam
     assert columns.stdout.splitlines() == ["NAME    NODES   PHASE", "alpha   1       <none>", "beta    2       <none>"]
     assert one.stdout == "2"  # kubectl adds no newline either
     assert bad.returncode == 2 and "jsonpath:" in bad.stderr and "is not closed" in bad.stderr, bad.stderr
+    # A list is kubectl's v1 List; --no-headers drops the columns' header.
+    kind, bare = cli_at_once(cluster, ["get", *ns, "-o", "jsonpath={.apiVersion}/{.kind}"],
+                             ["get", *ns, "--no-headers", "-o", "custom-columns=NAME:.metadata.name"])
+    assert (kind.stdout, bare.stdout) == ("v1/List", "alpha\nbeta\n")
 
     names = Streaming(cluster, "get", *ns, "-w", "-o", "name")
     rows = Streaming(cluster, "get", "alpha", *ns, "-w")

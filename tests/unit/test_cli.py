@@ -639,3 +639,20 @@ def test_completion_prints_a_script_the_shell_takes(tmp_path):
     assert disttrain("completion", "zsh").stdout.startswith("#compdef disttrain kubectl-disttrain")
     assert "function __fish_disttrain_complete" in disttrain("completion", "fish").stdout
     assert disttrain("completion", "tcsh").returncode == 2  # a usage error naming the choices
+
+
+def test_an_output_format_get_cannot_print_is_a_usage_error_before_the_cluster_is_asked(tmp_path):
+    """`get -o`: kubectl's words for a format it does not know (a known one with `=` too); a
+    template or a column spec that does not parse says so, naming the format: exit 2, and
+    no request (the kubeconfig here does not exist)."""
+    offline = ["--kubeconfig", str(tmp_path / "none")]
+    allowed = ("allowed formats are: text, wide, name, json, yaml, jsonpath=TEMPLATE, "
+               "custom-columns=HEADER:PATH,...")
+    for given in ("xml", "json=x"):
+        out = disttrain("get", "-o", given, *offline)
+        assert out.returncode == 2, out.stderr
+        assert f"unable to match a printer suitable for the output format '{given}', {allowed}" in out.stderr
+    columns = disttrain("get", "-o", "custom-columns=NAME", *offline)
+    assert columns.returncode == 2 and "argument -o/--output: custom-columns: " in columns.stderr, columns.stderr
+    template = disttrain("get", "-o", "jsonpath={.status", *offline)
+    assert template.returncode == 2 and "argument -o/--output: jsonpath: " in template.stderr, template.stderr

@@ -966,12 +966,14 @@ def test_submit_follows_the_job_to_its_end_exit_0_if_it_succeeded_1_with_the_rea
     path.write_text(yaml.safe_dump(job_manifest("ok", nodes=1)))
     done = {"type": "Succeeded", "status": "True", "reason": "TrainingComplete", "message": "m",
             "lastTransitionTime": "2026-11-27T00:00:00Z"}
-    writer = finish("ok", "Succeeded", conditions=[done])
+    saved = {"step": 10, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    writer = finish("ok", "Succeeded", conditions=[done], checkpoint=saved)
     ok = cli(cluster, "submit", str(path), *ns)
     writer.join(timeout=60)
     assert ok.returncode == 0, ok.stderr
     lines = ok.stdout.splitlines()
     assert lines[0] == f"{REF}/ok created" and lines[-1].startswith("ok: Succeeded  step 10/10"), ok.stdout
+    assert re.search(r"  checkpoint step 10 \(\d+s ago\)", lines[-1]), ok.stdout  # its age, from now
     assert any(line.startswith("ok: Running  step 5/10") for line in lines), ok.stdout
     # (a condition True that is not Failed is no failure)
     assert ok.stderr.splitlines()[-1] == "following ok (Ctrl-C stops following; the job keeps running)", ok.stderr

@@ -1102,6 +1102,24 @@ def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
         writer.join()
         assert (waited.returncode, waited.stdout) == (0, f"{REF}/beta condition met\n"), waited.stderr
         assert len(calls) == 1, f"the job was read {len(calls)} times"
+
+        # A job deleted while its watch could not resume: `wait --for=delete` is met, any
+        # other wait says it was deleted (the job is deleted right after wait first read it).
+        for name in ("delta", "epsilon"):
+            cluster.apply(job_manifest(name, nodes=1), namespace=namespace)
+        change()
+
+        def get_then_delete(self, name, *args, **kwargs):
+            found = real_get(self, name, *args, **kwargs)
+            cluster.kubectl("delete", "dt", name, *ns)
+            return found
+
+        with mock.patch.object(Client, "get", get_then_delete):
+            gone = cli(cluster, "wait", "delta", "--for=delete", "--timeout=60s", *ns)
+            lost = cli(cluster, "wait", "epsilon", "--for=jsonpath={.status.phase}=Running", "--timeout=60s", *ns)
+        assert (gone.returncode, gone.stdout) == (0, f"{REF}/delta deleted\n"), gone.stderr
+        assert (lost.returncode, lost.stderr) == (
+            1, 'Error from server (NotFound): distributedtrainings.disttrain.dev "epsilon" was deleted\n'), lost.stderr
     assert (out.returncode, out.stderr) == (130, "interrupted\n")
     tables = [t.splitlines() for t in out.stdout.split("\n\n") if t]
     assert [[row.split()[:2] for row in table[1:-1]] for table in tables] == [

@@ -140,7 +140,7 @@ def pyproject(sources: list[str], tests: list[str]) -> str:
 [tool.pytest.ini_options]
 addopts = "-p no:cacheprovider"
 pythonpath = ["."]
-markers = ["cluster: real control plane", "dist: torch.distributed", "slow: slow"]
+markers = ["cluster: real control plane", "dist: torch.distributed", "slow: slow", "changes_crd: runs alone"]
 
 [tool.mutmut]
 source_paths = {json.dumps(sources)}
@@ -366,7 +366,8 @@ def main() -> int:
         env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
         with control_plane(work) if args.cluster else contextlib.nullcontext() as kubeconfig:
             if kubeconfig:
-                env["DISTTRAIN_TEST_KUBECONFIG"] = kubeconfig
+                # mutmut runs tests in parallel processes: a test that changes the CRD runs alone.
+                env.update(DISTTRAIN_TEST_KUBECONFIG=kubeconfig, DISTTRAIN_CRD_LOCK=str(work / ".crd.lock"))
             code = run_mutmut(work, env, args.jobs, args.paths, every=args.paths == modules)
         if code != 0:
             return code

@@ -42,6 +42,7 @@ then, and tests relying on KWOK behaviour need KWOK with these stages there.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -264,6 +265,22 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """
     yield from start_cluster(request, f"pytest-{os.getpid()}", {},
                              external=os.environ.get("DISTTRAIN_TEST_KUBECONFIG"))
+
+
+@pytest.fixture(autouse=True)
+def _crd_turns(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With DISTTRAIN_CRD_LOCK set (hack/mutation.py --cluster runs tests in parallel
+    processes against one control plane), a test marked `changes_crd` runs alone: a CRD
+    that changes ends every watch of the jobs, which would fail the tests beside it for no
+    fault of the code they test. The others share the lock. Without it: nothing."""
+    path = os.environ.get("DISTTRAIN_CRD_LOCK")
+    if not path or "cluster" not in request.fixturenames:
+        yield
+        return
+    alone = request.node.get_closest_marker("changes_crd") is not None
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        yield
 
 
 def start_cluster(request: pytest.FixtureRequest, name: str, extra_env: dict[str, str], *,

@@ -1019,6 +1019,7 @@ def test_wait_returns_at_once_when_met_and_exits_124_when_its_timeout_runs_out(c
 
 
 
+@pytest.mark.changes_crd
 def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
                                                                              operator_kubeconfig):  # noqa: F811
     """A CRD that changes under a running `get -w` or `top` (an upgrade of the chart) ends

@@ -11,7 +11,7 @@ found again (mutmut would look again only at the test files that changed). Then 
 mutants, killed, survived, equivalent (listed with a reason in hack/mutation-equivalent.txt)
 and the score, followed by every surviving mutant as a diff.
 
-Usage: python hack/mutation.py [--jobs N] [--report-only] [--cluster] [PATH ...]
+Usage: python hack/mutation.py [--jobs N] [--report-only] [--cluster] [--skip REGEX] [PATH ...]
 PATHs are source files or folders of the checkout (default: MODULES, or CLUSTER_MODULES
 with --cluster).
 
@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -291,14 +292,17 @@ def score(row: Counter) -> float:
     return row["killed"] / judged if judged else 1.0
 
 
-def run_mutmut(work: Path, env: dict[str, str], jobs: int, paths: list[str], *, every: bool) -> int:
-    """mutmut run over every module (`every`), or until each mutant of `paths` has a verdict."""
+def run_mutmut(work: Path, env: dict[str, str], jobs: int, paths: list[str], *, every: bool,
+               skip: str | None = None) -> int:
+    """mutmut run over every module (`every`), or until each mutant of `paths` has a verdict
+    (but those whose name `skip` matches: they stay "not checked")."""
     mutmut = Path(sys.executable).with_name("mutmut")
     tried: set[str] = set()
     while True:
         # A changed function's mutants get their names only when mutmut generates them,
         # during a run: run again for those until every mutant named has a verdict.
-        names = [] if every else [n for n in undecided(work, paths) if n not in tried]
+        names = [] if every else [n for n in undecided(work, paths)
+                                  if n not in tried and not (skip and re.search(skip, n))]
         if not every and not names:
             if not tried:
                 print("mutation: every mutant of these modules has a verdict", flush=True)
@@ -335,6 +339,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "1")))
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--cluster", action="store_true", help="the client, against a control plane of its own")
+    parser.add_argument("--skip", metavar="REGEX", help="leave the mutants whose name matches unrun (not checked), "
+                        "e.g. functions every test reaches, whose each mutant costs a pass of them all")
     args = parser.parse_args()
     modules, tests = (CLUSTER_MODULES, CLUSTER_TESTS) if args.cluster else (MODULES, TESTS)
     args.paths = args.paths or modules
@@ -368,7 +374,8 @@ def main() -> int:
             if kubeconfig:
                 # mutmut runs tests in parallel processes: a test that changes the CRD runs alone.
                 env.update(DISTTRAIN_TEST_KUBECONFIG=kubeconfig, DISTTRAIN_CRD_LOCK=str(work / ".crd.lock"))
-            code = run_mutmut(work, env, args.jobs, args.paths, every=args.paths == modules)
+            code = run_mutmut(work, env, args.jobs, args.paths, every=args.paths == modules and not args.skip,
+                              skip=args.skip)
         if code != 0:
             return code
         stamp.write_text(tests_now)

@@ -65,11 +65,14 @@ class _Late(BaseHTTPRequestHandler):
         listing = self.path.split("?", 1)[0].endswith(("/distributedtrainings", "/events"))
         body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []} if listing
                           else job).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up waiting: what these tests make it do
 
     do_GET = do_POST = do_PATCH = do_DELETE = _answer
 
@@ -83,6 +86,7 @@ def late_server(tmp_path, late: set[str]):
     cannot be made slow on purpose; this stands in for one that is)."""
     handler = type("Handler", (_Late,), {"late": frozenset(late)})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = False  # server_close() waits for a late answer: nothing runs after the test
     threading.Thread(target=server.serve_forever, daemon=True).start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({

@@ -58,11 +58,11 @@ e2e: venv tools images  ## the real node: our images, helm/kustomize installs, t
 contracts: venv  ## regenerate tests/contracts.yaml, the inventory of documented contracts and the tests that use each
 	$(RUN) python -m tests.unit.contracts
 
-mutation: venv tools  ## mutation testing of the pure core and the trainer metrics (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1
-	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
+mutation: venv tools  ## mutation testing of the pure core and the trainer metrics (mutmut, incremental; not part of test). MUTATION_PATHS=..., MUTATION_JOBS=1, MUTATION_SKIP=REGEX
+	$(RUN) python hack/mutation.py --jobs $(or $(MUTATION_JOBS),1) $(if $(MUTATION_SKIP),--skip '$(MUTATION_SKIP)') $(MUTATION_PATHS)
 
-mutation-cluster: venv tools  ## mutation testing of the Python client and the CLI against a control plane started for the run (hack/mutation.py --cluster). MUTATION_PATHS=...
-	$(RUN) python hack/mutation.py --cluster --jobs $(or $(MUTATION_JOBS),1) $(MUTATION_PATHS)
+mutation-cluster: venv tools  ## mutation testing of the Python client and the CLI against a control plane started for the run (hack/mutation.py --cluster). MUTATION_PATHS=..., MUTATION_SKIP=REGEX
+	$(RUN) python hack/mutation.py --cluster --jobs $(or $(MUTATION_JOBS),1) $(if $(MUTATION_SKIP),--skip '$(MUTATION_SKIP)') $(MUTATION_PATHS)
 
 planted-bugs: venv tools  ## each planted bug (issue 14, and hack/planted/*.json) must fail its named tests, in a temp copy of the checkout. PLANTED_BUGS=name...
 	$(RUN) python hack/planted_bugs.py $(PLANTED_BUGS)

@@ -76,16 +76,16 @@ def ctrl_c_after(changes: int, on_synced: Callable[[], None]) -> Iterator[None]:
         shown, relisting = None, False
         for kind, obj in real(self, *args, **kwargs):
             yield kind, obj
-            if kind == "SYNCED" and shown is None:
-                shown = 0
-                on_synced()
-                continue
             if shown is None:
+                if kind == "SYNCED":
+                    shown = 0
+                    on_synced()
                 continue
-            if kind == "RELIST" or (relisting and kind != "SYNCED"):
-                relisting = True  # a relist after an expired watch is shown as one change
+            if kind == "RELIST":
+                relisting = True
                 continue
-            if kind == "SYNCED" and not relisting:
+            # A change: a watch event, or a relist's end; not an object a relist lists.
+            if relisting != (kind == "SYNCED"):
                 continue
             relisting = False
             shown += 1

@@ -42,6 +42,7 @@ RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
 OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtraining.disttrain.dev/NAME
 # The longest a single server-side watch runs before the client re-opens it.
 WATCH_SECONDS = 300
+BUSY_RETRIES = 10  # a request answered 429 is asked again this many times (client-go's number)
 CONNECT_TIMEOUT = 10
 # (connect, read) seconds for one request that is not a watch or a followed log.
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
@@ -520,17 +521,33 @@ class Client:
             response.release_conn()
 
     def _call(self, fn: Any, *, name: str = "", resource: str = RESOURCE) -> Any:
-        """fn() with the client's errors turned into kubectl's one-line messages."""
+        """fn() with the client's errors turned into kubectl's one-line messages. A 429 (the
+        API server busy, or still building its cache of the jobs: a CRD just created or
+        changed) is asked again after its Retry-After, BUSY_RETRIES times, as kubectl does;
+        the request was not served, so that is safe for every verb."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        try:
-            return fn()
-        except ApiException as exc:
-            raise api_error(exc.status, exc.reason, exc.body, name, resource) from None
-        except HTTPError as exc:
-            raise Unreachable(f"Unable to connect to the server {self._api.configuration.host}: "
-                              f"{_reason(exc)}") from None
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                return fn()
+            except ApiException as exc:
+                if exc.status == 429 and attempt < BUSY_RETRIES:
+                    time.sleep(retry_after(exc.headers))
+                    continue
+                raise api_error(exc.status, exc.reason, exc.body, name, resource) from None
+            except HTTPError as exc:
+                raise Unreachable(f"Unable to connect to the server {self._api.configuration.host}: "
+                                  f"{_reason(exc)}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def retry_after(headers: Any) -> float:
+    """The seconds a 429's Retry-After asks for (1 if it says none), at most 10."""
+    try:
+        return min(10.0, max(0.0, float((headers or {}).get("Retry-After", 1))))
+    except (TypeError, ValueError):
+        return 1.0
 
 
 class _Expired(Exception):

@@ -163,3 +163,55 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}), "d")
     assert (type(denied), denied.status) == (client_module.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"
+
+
+class _Busy(BaseHTTPRequestHandler):
+    """Answers 429 (Retry-After: 0) to the first `refusals` requests, then a job."""
+    refusals = 0
+    seen: list[str]
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        busy = len(self.seen) <= self.refusals
+        body = json.dumps({"kind": "Status", "reason": "TooManyRequests", "message": "storage is (re)initializing"}
+                          if busy else {**JOB, "metadata": {"name": "slow", "namespace": "n"}}).encode()
+        self.send_response(429 if busy else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if busy:
+            self.send_header("Retry-After", "0")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("refusals,answered", [(3, True), (client_module.BUSY_RETRIES + 1, False)])
+def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp_path, refusals, answered):
+    """A 429 means the API server did not serve the request (busy, or still building its
+    cache of the jobs right after the CRD was created, where a real one answers it): it is
+    asked again after Retry-After, BUSY_RETRIES times, then the 429 is the error. A stand-in
+    server answers 429 here, because a real one cannot be made to on demand."""
+    handler = type("Handler", (_Busy,), {"refusals": refusals, "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
+    try:
+        client = Client(kubeconfig=str(kubeconfig))
+        if answered:
+            assert client.get("slow")["metadata"]["name"] == "slow"
+            assert len(handler.seen) == refusals + 1
+        else:
+            with pytest.raises(DisttrainError, match=r"^Error from server \(TooManyRequests\): storage is"):
+                client.get("slow")
+            assert len(handler.seen) == client_module.BUSY_RETRIES + 1
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -80,6 +80,17 @@ class _Late(BaseHTTPRequestHandler):
         pass
 
 
+def kubeconfig_for(tmp_path, server: ThreadingHTTPServer) -> str:
+    """A kubeconfig (namespace n) for a stand-in server on loopback."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
+    return str(kubeconfig)
+
+
 @contextlib.contextmanager
 def late_server(tmp_path, late: set[str]):
     """A kubeconfig for a server that answers `late` methods 2 s late (a real API server
@@ -88,14 +99,8 @@ def late_server(tmp_path, late: set[str]):
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = False  # server_close() waits for a late answer: nothing runs after the test
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
     try:
-        yield str(kubeconfig)
+        yield kubeconfig_for(tmp_path, server)
     finally:
         server.shutdown()
         server.server_close()
@@ -197,14 +202,8 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = False
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
     try:
-        client = Client(kubeconfig=str(kubeconfig))
+        client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
         if answered:
             assert client.get("slow")["metadata"]["name"] == "slow"
             assert len(handler.seen) == refusals + 1

@@ -87,9 +87,10 @@ kind-up: tools  ## a two-node kind cluster with our images and the chart (docs/l
 kind-down:  ## delete it, and the Docker engine and /lib/modules kind-up started or made
 	@PATH="$(TOOLS_BIN):$$PATH" bash hack/kind.sh down
 
-crd: venv  ## regenerate the CRD, docs/api.md and the chart's copies from their sources
+crd: venv  ## regenerate the CRD, docs/api.md, docs/cli-reference.md and the chart's copies from their sources
 	$(RUN) python -m disttrain_operator.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
 	$(RUN) python -m disttrain_operator.cli docs api > docs/api.md
+	$(RUN) python -m disttrain_operator.cli docs cli > docs/cli-reference.md
 	cp manifests/crd/*.yaml charts/disttrain/crds/
 	$(RUN) python hack/chart_rbac_rules.py --write
 

@@ -18,7 +18,6 @@ diff is the review)."""
 
 from __future__ import annotations
 
-import argparse
 import ast
 import inspect
 import re
@@ -107,14 +106,11 @@ def cli_flags() -> list[Contract]:
     `* --flag`, used by a test of any command."""
     from disttrain_operator import cli
     seen: dict[tuple[tuple[str, ...], str], list[str]] = {}
-    for action in cli.build_parser()._actions:  # argparse has no public walk of subparsers
-        if not isinstance(action, argparse._SubParsersAction):
-            continue
-        for command, parser in action.choices.items():
-            for option in parser._actions:
-                names = tuple(o for o in option.option_strings if o not in ("-h", "--help"))
-                if names:
-                    seen.setdefault((names, option.help or ""), []).append(command)
+    for command, parser in cli.parsers()[1].items():
+        for option in parser._actions:  # argparse has no public walk of a parser's options
+            names = tuple(o for o in option.option_strings if o not in ("-h", "--help"))
+            if names:
+                seen.setdefault((names, option.help or ""), []).append(command)
     out = []
     for (names, _), commands in seen.items():
         long = max(names, key=len)

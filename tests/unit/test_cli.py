@@ -362,6 +362,27 @@ def test_crd_command_prints_the_committed_crd():
     assert json.loads(disttrain("crd", "-o", "json").stdout) == committed
 
 
+def test_the_committed_cli_reference_is_what_every_commands_help_prints(monkeypatch):
+    """docs/cli-reference.md is `disttrain docs cli`, and each of its sections is what
+    `disttrain COMMAND --help` prints on a terminal of that width: a flag, a default or a
+    help text changed in the code and not in the reference fails here."""
+    from disttrain_operator.cli import COMMANDS, REFERENCE_COLUMNS
+
+    reference = disttrain("docs", "cli").stdout
+    with open(os.path.join(ROOT, "docs", "cli-reference.md")) as handle:
+        assert handle.read() == reference, "docs/cli-reference.md drifted: run `make crd`"
+    blocks = re.findall(r"```text\n(.*?)```\n", reference, re.S)
+    assert len(blocks) == 1 + len(COMMANDS) and len(COMMANDS) >= 18
+    monkeypatch.setenv("COLUMNS", str(REFERENCE_COLUMNS + 2))  # argparse wraps at COLUMNS - 2
+    monkeypatch.setattr(sys, "argv", ["disttrain"])
+    top = disttrain("--help")
+    assert top.returncode == 0 and top.stdout == blocks[0]
+    for command, block in zip(COMMANDS, blocks[1:], strict=True):
+        assert f"\n## {command.name}\n\n```text\n{block}" in reference
+        shown = disttrain(command.name, "--help")
+        assert shown.returncode == 0 and shown.stdout == block, command.name
+
+
 def test_a_report_names_a_job_only_by_a_name_it_could_have(tmp_path):
     """validate -o json's `name`: the job's, up to 253 characters (a Kubernetes name's most);
     none for a longer one or a metadata that is no mapping, which is an error, not a crash."""

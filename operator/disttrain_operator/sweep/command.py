@@ -31,7 +31,8 @@ HELP = "hyperparameter search: one job per trial, locally or in a cluster (docs/
 
 
 def setup_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="SWEEP.yaml")
+    p.add_argument("file", metavar="SWEEP.yaml",
+                   help="the sweep: its search space, objective and trial template (docs/sweeps.md)")
     p.add_argument("--workdir", default=".disttrain",
                    help="the sweep's study, trial runs and best job go to WORKDIR/<sweep>/ (default .disttrain)")
     p.add_argument("--storage", help="an Optuna storage URL instead of sqlite:///WORKDIR/<sweep>/study.db")

@@ -244,9 +244,9 @@ def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operat
         waited = cli(cluster, "wait", "cli", "--for", "Running", "--timeout", "30s", *ns)
         assert (waited.returncode, waited.stdout) == (0, f"{REF}/cli is Running\n"), waited.stderr
 
-        status, as_yaml, listing, table = cli_at_once(
+        status, as_yaml, listing, table, status_json, status_yaml = cli_at_once(
             cluster, ["status", "cli", *ns], ["get", "cli", *ns, "-o", "yaml"], ["get", "-A", "-o", "json"],
-            ["get", *ns])
+            ["get", *ns], ["status", "cli", *ns, "-o", "json"], ["status", "cli", *ns, "--output", "yaml"])
         assert status.returncode == 0, status.stderr
         text = status.stdout
         for expected in ("Phase:       Running", "Workers:     1/1 active, world size 1, restarts 0",
@@ -256,6 +256,10 @@ def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operat
             assert expected in text, text
         assert "Warning DDPSingleDevice: " in text.split("Events:\n")[1], text
         assert yaml.safe_load(as_yaml.stdout)["status"]["progress"]["step"] == 40
+        for raw in (json.loads(status_json.stdout), yaml.safe_load(status_yaml.stdout)):  # the object, as get -o
+            assert (raw["kind"], raw["metadata"]["name"], raw["metadata"]["namespace"]) == (
+                "DistributedTraining", "cli", namespace)
+            assert (raw["status"]["phase"], raw["status"]["progress"]["step"]) == ("Running", 40)
         assert any(o["metadata"]["name"] == "cli" for o in yaml.safe_load(listing.stdout)["items"])
         table = table.stdout.splitlines()
         assert table[0].split()[:3] == ["NAME", "PHASE", "WORLD"] and table[1].split()[:3] == ["cli", "Running", "1"]

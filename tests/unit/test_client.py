@@ -1,5 +1,6 @@
 """The Python client where no API server is needed: how `logs` orders the lines of several
-workers (tests/e2e/test_cli_logs.py reads real pods), and what `request_timeout` does to a
+workers, merges followed ones and tells a worker by its pod (tests/e2e/test_cli_logs.py reads
+real pods), and what `request_timeout` does to a
 slow server (a local HTTP server that answers late). Calls against the real API server are
 in tests/cluster/test_cli_commands.py."""
 
@@ -12,6 +13,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -49,6 +51,55 @@ def test_nanoseconds_decide_within_one_microsecond():
 def test_a_stamp_that_does_not_parse_sorts_last_and_keeps_its_place():
     lines = ["garbage-1", "2026-11-26T14:40:21Z", "", "2026-11-26T14:40:20Z"]
     assert sorted(lines, key=log_time_order) == ["2026-11-26T14:40:20Z", "2026-11-26T14:40:21Z", "garbage-1", ""]
+
+
+def _pod(labels: dict[str, str] | None) -> SimpleNamespace:
+    return SimpleNamespace(metadata=SimpleNamespace(labels=labels))
+
+
+def test_a_pods_worker_index_is_its_index_label_when_that_is_a_number():
+    from disttrain_operator.api.names import INDEX_LABEL
+
+    assert [client_module._index(_pod(labels)) for labels in (
+        {INDEX_LABEL: "0"}, {INDEX_LABEL: "12"}, {INDEX_LABEL: "-1"}, {INDEX_LABEL: "x"}, {INDEX_LABEL: ""},
+        {"other": "3"}, {}, None)] == [0, 12, None, None, None, None, None, None]
+
+
+def test_a_log_line_unpacks_as_worker_and_text():
+    worker, text = client_module.LogLine(3, "step 7", "2026-11-26T14:40:20Z")
+    assert (worker, text) == (3, "step 7")
+    assert list(client_module.LogLine(None, "")) == [None, ""]
+
+
+def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_every_log_ends():
+    from disttrain_operator.client import LogLine
+
+    def worker(index: int, count: int):
+        def lines():
+            for n in range(count):
+                time.sleep(random.random() / 1000)
+                yield LogLine(index, f"line {n}")
+        return lines
+
+    merged = list(client_module._merged([worker(0, 50), worker(1, 0), worker(2, 1200)]))
+    assert len(merged) == 1250  # more than the queue holds: the pumps wait, nothing is lost
+    for index, count in ((0, 50), (2, 1200)):
+        assert [line.text for line in merged if line.worker == index] == [f"line {n}" for n in range(count)]
+    assert list(client_module._merged([])) == []
+
+
+def test_an_error_reading_one_workers_log_reaches_the_reader():
+    def broken():
+        yield client_module.LogLine(0, "first")
+        raise DisttrainError("Error from server (NotFound): pods \"j-worker-0\" not found")
+
+    def quiet():
+        return iter(())
+
+    reader = client_module._merged([broken, quiet])
+    assert next(reader).text == "first"
+    with pytest.raises(DisttrainError, match="j-worker-0"):
+        next(reader)
 
 
 class _Late(BaseHTTPRequestHandler):

@@ -257,6 +257,9 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     from disttrain_operator.cli import kubectl_complete
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    # argcomplete ends the process once it has answered, unless told otherwise: the caller
+    # would never print the candidates.
+    monkeypatch.setattr(os, "_exit", lambda code: pytest.fail(f"kubectl_complete ended the process ({code})"))
     monkeypatch.setenv("COMP_LINE", "the caller's")
     monkeypatch.delenv("COMP_POINT", raising=False)
     monkeypatch.delenv("_ARGCOMPLETE", raising=False)
@@ -277,8 +280,12 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     assert complete("status", "it's") == [":4"]  # quoted, not a broken COMP_LINE; no such job
     (tmp_path / "jobs").mkdir()
     (tmp_path / "jobs" / "a.yaml").write_text("")
+    (tmp_path / "jobs" / "INDEX").write_text("")
+    (tmp_path / "jobs" / "my job.yaml").write_text("")
     assert complete("submit", "-f", f"{tmp_path}/jo") == [f"{tmp_path}/jobs/", ":6"]  # a folder goes on
-    assert complete("validate", f"{tmp_path}/jobs/") == [f"{tmp_path}/jobs/a.yaml", ":4"]
+    files = complete("validate", f"{tmp_path}/jobs/")  # one a line, a name with a space one too
+    assert sorted(files[:-1]) == [f"{tmp_path}/jobs/INDEX", f"{tmp_path}/jobs/a.yaml",
+                                  f"{tmp_path}/jobs/my\\ job.yaml"] and files[-1] == ":4", files
     assert os.environ["COMP_LINE"] == "the caller's"
     assert not {"COMP_POINT", "_ARGCOMPLETE", "_ARGCOMPLETE_IFS"} & set(os.environ)
 

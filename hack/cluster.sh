@@ -46,6 +46,8 @@ NAME=${2:-${DISTTRAIN_CLUSTER_NAME:-default}}
 [[ "$NAME" =~ ^[a-z0-9][a-z0-9-]*$ ]] || { echo "bad cluster name: $NAME" >&2; exit 2; }
 STATE=${DISTTRAIN_CLUSTER_DIR:-$CACHE/clusters/$NAME}
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+# The fake nodes' InternalIP, where KWOK stands in for their kubelets (a loopback address).
+FAKE_NODE_IP=127.240.0.1
 
 log() { printf '[cluster %s] %s\n' "$NAME" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -90,13 +92,13 @@ cmd_status() {
 
 cmd_env() { echo "export KUBECONFIG=$STATE/kubeconfig"; }
 
-# free_ports N: N distinct free loopback TCP ports
+# free_ports N [ADDRESS]: N distinct TCP ports free on a loopback address (127.0.0.1)
 free_ports() {
-  python3 - "$1" <<'EOF'
+  python3 - "$1" "${2:-127.0.0.1}" <<'EOF'
 import socket, sys
 socks = [socket.socket() for _ in range(int(sys.argv[1]))]
 for s in socks:
-    s.bind(("127.0.0.1", 0))
+    s.bind((sys.argv[2], 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
 }
@@ -248,7 +250,9 @@ cmd_up() {
     echo $! >"$STATE/pids/reaper.pid"
   fi
 
-  read -r ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT <<<"$(free_ports 6)"
+  read -r ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT <<<"$(free_ports 5)"
+  # KWOK listens on the fake nodes' address, where the API server asks for their pods' logs.
+  KWOK_PORT=$(free_ports 1 "$FAKE_NODE_IP")
   printf 'etcd=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
     "$ETCD_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" >"$STATE/ports"
   make_pki
@@ -320,13 +324,24 @@ cmd_up() {
     --leader-elect=false --profiling=false \
     --v=1
 
+  # A fake pod's log is the file its KWOK Logs object names (docs/local-cluster.md): KWOK
+  # serves it as a kubelet would, on the nodes' address and port (--node-port), which the API
+  # server reads from each node's status.
+  local kwok_bin
+  kwok_bin=$(dirname "$(command -v kwok)")
+  kubectl apply -f "$kwok_bin/logs.kwok.x-k8s.io.yaml" -f "$kwok_bin/clusterlogs.kwok.x-k8s.io.yaml" >/dev/null \
+    || die "installing KWOK's Logs CRDs failed"
+  wait_for "KWOK Logs CRDs established" kubectl wait --for=condition=Established --timeout=1s \
+    crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io
+
   # KWOK_WORKDIR: don't merge a user's ~/.kwok/kwok.yaml into our stages.
   start kwok env KWOK_WORKDIR="$STATE/kwok" kwok --config "$HACK/cluster/kwok-stages.yaml" \
     --kubeconfig "$STATE/kwok.kubeconfig" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 127.244.0.1/16 --node-ip 127.240.0.1 \
+    --server-address "$FAKE_NODE_IP:$KWOK_PORT" --node-port "$KWOK_PORT" \
+    --enable-crds Logs,ClusterLogs \
+    --cidr 127.244.0.1/16 --node-ip "$FAKE_NODE_IP" \
     --node-lease-duration-seconds 40
 
   local fakes

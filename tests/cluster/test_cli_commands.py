@@ -1130,3 +1130,28 @@ def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
     assert [[row.split()[:2] for row in table[1:-1]] for table in tables] == [
         [["alpha", "Running"], ["beta", "Pending"], ["gamma", "Running"]],
         [["alpha", "Running"], ["beta", "Running"]]], out.stdout
+
+
+def test_logs_prints_every_workers_lines_prefixed_and_each_flag_narrows_them(cluster, namespace, logged_job):
+    """`disttrain logs` on pods whose logs KWOK serves (tests/cluster/conftest.py
+    `logged_job`); tests/e2e/test_cli_logs.py reads real containers and follows one to its end."""
+    ns = ("-n", namespace)
+
+    def prefixed(lines, stamps=False):
+        return "".join(f"[worker-{'?' if w is None else w}]{f' {stamp}' if stamps else ''} {text}\n"
+                       for w, text, stamp in lines)
+
+    every = cli(cluster, "logs", "logged", *ns)
+    assert (every.returncode, every.stdout, every.stderr) == (0, prefixed(logged_job.lines), "")
+    stamped = cli(cluster, "logs", "logged", *ns, "--timestamps", "--worker", "1")
+    assert stamped.stdout == prefixed([line for line in logged_job.lines if line[0] == 1], stamps=True)
+    assert cli(cluster, "logs", "logged", *ns, "--worker", "0", "--tail", "1").stdout == "[worker-0] w0 step 2\n"
+    assert cli(cluster, "logs", "logged", *ns, "--since", "2m").stdout == prefixed(logged_job.ages(newer_than=120))
+    assert cli(cluster, "logs", "logged", *ns, "-p", "--worker", "0").stdout == "".join(
+        f"[worker-0] {text}\n" for text in logged_job.previous)
+
+    missing = cli(cluster, "logs", "logged", *ns, "--worker", "5")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr.startswith(f"error: {REF}/logged has no worker 5 now"), missing.stderr
+    bad = cli(cluster, "logs", "logged", *ns, "--since", "soon")
+    assert bad.returncode == 2 and "--since" in bad.stderr, bad.stderr

@@ -433,3 +433,54 @@ def test_train_submits_the_function_as_the_jobs_trainer(cluster, namespace, clie
     with pytest.raises(InvalidArgument) as unshippable:
         client.train(lambda: None)
     assert str(unshippable.value).startswith("train(): ")
+
+
+def test_logs_read_every_workers_log_in_time_order_and_each_option_narrows_it(cluster, namespace, client,
+                                                                             logged_job):
+    """Client.logs through the API server's pods/log, which KWOK answers from each fake
+    pod's file (tests/cluster/conftest.py `logged_job`); tests/e2e/test_cli_logs.py reads
+    real containers and follows a log to its end, which KWOK never reaches."""
+    from disttrain import InvalidArgument, LogLine, NotFound
+
+    lines = list(client.logs("logged"))
+    assert [tuple(line) for line in lines] == [(w, text) for w, text, _ in logged_job.lines]  # across workers
+    assert [line.time for line in lines] == [stamp for _, _, stamp in logged_job.lines]
+    assert all(isinstance(line, LogLine) for line in lines)
+    assert list(client.logs("logged", namespace)) == lines  # the namespace given
+
+    one = [(w, text) for w, text, _ in logged_job.lines if w == 1]
+    assert [tuple(line) for line in client.logs("logged", worker=1)] == one
+    assert [tuple(line) for line in client.logs("logged", worker=1, tail=1)] == one[-1:]  # of each worker
+    assert [line.text for line in client.logs("logged", tail=1)] == ["unindexed", "w1 step 1", "w0 step 2"]
+    assert [line.text for line in client.logs("logged", tail=0)] == []
+    recent = [text for _, text, _ in logged_job.ages(newer_than=120)]
+    assert [line.text for line in client.logs("logged", since=120)] == recent
+    assert [line.text for line in client.logs("logged", since=119.2)] == recent  # whole seconds, rounded up
+    assert [line.text for line in client.logs("logged", worker=0, previous=True)] == logged_job.previous
+
+    for since in (0, -5):
+        with pytest.raises(InvalidArgument, match=f"since {since}: give seconds > 0"):
+            list(client.logs("logged", since=since))
+    with pytest.raises(NotFound) as no_worker:
+        list(client.logs("logged", worker=2))
+    assert str(no_worker.value).startswith(f"error: {REF}/logged has no worker 2 now (pods appear while it runs")
+    client.create(manifest("podless"))
+    with pytest.raises(NotFound) as podless:
+        list(client.logs("podless"))
+    assert str(podless.value).startswith(f"error: {REF}/podless has no worker pods now")
+    with pytest.raises(NotFound) as missing:
+        list(client.logs("nowhere"))
+    assert str(missing.value) == f'Error from server (NotFound): {RESOURCE} "nowhere" not found'
+
+
+def test_followed_logs_pass_on_each_workers_lines_as_they_come(cluster, namespace, client, logged_job):
+    """follow=True: every worker's log at once, each in its own order (KWOK never ends a
+    followed log, so the reader stops once it has them all)."""
+    import itertools
+
+    followed = list(itertools.islice(client.logs("logged", follow=True), len(logged_job.lines)))
+    for worker in (0, 1, None):
+        assert [line.text for line in followed if line.worker == worker] == [
+            text for w, text, _ in logged_job.lines if w == worker]
+    tail = list(itertools.islice(client.logs("logged", follow=True, worker=0, tail=1), 1))
+    assert [(line.worker, line.text) for line in tail] == [(0, "w0 step 2")]

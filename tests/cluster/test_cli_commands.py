@@ -910,6 +910,14 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
         selected = cli(cluster, "get", *ns, "-w", "-l", "team=late", "--no-headers")
     assert selected.stderr == f"No resources found in {namespace} namespace.\ninterrupted\n", selected.stderr
     assert [line.split()[:2] for line in selected.stdout.splitlines()] == [["late", "Pending"]]
+    # Every namespace: kubectl's words for nothing anywhere, then the row with its namespace.
+    mark = f"later-{namespace[-5:]}"  # the namespace's random part: no other test's job has it
+    later = job_manifest("later", nodes=1)
+    later["metadata"]["labels"] = {"team": mark}
+    with ctrl_c_after(1, lambda: cluster.apply(later, namespace=namespace)):
+        anywhere = cli(cluster, "get", "-A", "-w", "-l", f"team={mark}", "--no-headers")
+    assert anywhere.stderr == "No resources found\ninterrupted\n", anywhere.stderr
+    assert [line.split()[:3] for line in anywhere.stdout.splitlines()] == [[namespace, "later", "Pending"]]
     # One job's watch prints wide rows (its text form is several lines); a deletion is a row too.
     with ctrl_c_after(1, lambda: cluster.patch_status("dt", "alpha", dict(phase="Succeeded"), namespace)):
         named = cli(cluster, "get", "alpha", *ns, "-w")

@@ -508,7 +508,9 @@ def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespa
     nothing = cli(cluster, "get", "-n", namespace, "-l", "team=none")
     assert (nothing.returncode, nothing.stdout, nothing.stderr) == (
         0, "", f"No resources found in {namespace} namespace.\n")
-    assert json.loads(cli(cluster, "get", "-n", namespace, "-l", "team=none", "-o", "json").stdout)["items"] == []
+    empty = json.loads(cli(cluster, "get", "-n", namespace, "-l", "team=none", "-o", "json").stdout)
+    assert (empty["kind"], empty["items"]) == ("List", [])
+    assert yaml.safe_load(cli(cluster, "get", "-n", namespace, "-l", "team=none", "-o", "yaml").stdout) == empty
     nowhere = cli(cluster, "get", "-A", "-l", f"team={uuid.uuid4().hex}")  # -A: kubectl names no namespace
     assert (nowhere.returncode, nowhere.stdout, nowhere.stderr) == (0, "", "No resources found\n")
     everywhere = cli(cluster, "get", "-A", "-l", "team=b").stdout.splitlines()
@@ -867,6 +869,7 @@ def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namesp
         drawn = cli(cluster, "top", *ns, tty=True)
     screens = drawn.stdout.split("\x1b[H\x1b[2J")
     assert screens[0] == "" and len(screens) == 3 and "\n\n" not in drawn.stdout, drawn.stdout
+    assert all(screen.endswith("; updates on every change, Ctrl-C quits\n") for screen in screens[1:]), [s[-60:] for s in screens]
     assert screens[2].splitlines()[1].split()[:2] == ["beta", "Succeeded"]
 
     # -A: every namespace, the first column saying which.
@@ -1163,3 +1166,52 @@ def test_logs_prints_every_workers_lines_prefixed_and_each_flag_narrows_them(clu
     assert missing.stderr.startswith(f"error: {REF}/logged has no worker 5 now"), missing.stderr
     bad = cli(cluster, "logs", "logged", *ns, "--since", "soon")
     assert bad.returncode == 2 and "--since" in bad.stderr, bad.stderr
+
+
+def test_the_rights_docs_cli_md_names_are_enough_for_each_command(cluster, namespace, logged_job):
+    """docs/cli.md "RBAC": get, list and watch on the jobs for every command; list on events
+    for status; list on pods and get on pods/log for logs. A user given only those runs each
+    command, and is refused (Forbidden, exit 1) the one whose right is missing."""
+    ns = namespace
+    rules = [{"apiGroups": ["disttrain.dev"], "resources": ["distributedtrainings"], "verbs": ["get", "list", "watch"]}]
+
+    def grant(*more: dict) -> None:
+        cluster.apply([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": {"name": "reader", "namespace": ns}, "rules": [*rules, *more]}])
+
+    cluster.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader", "namespace": ns}},
+                   {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "reader", "namespace": ns},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+                    "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]}])
+    grant()
+    reader = cluster.kubeconfig_for_service_account(ns, "reader")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return cli(cluster, *args, "-n", ns, kubeconfig=reader)
+
+    listed = cluster.wait_for(lambda: (done := run("get", "-o", "name")).returncode == 0 and done,
+                              timeout=30, what="the Role in force")
+    assert listed.stdout == f"{REF}/logged\n"
+    # One job as an object needs no event: only its text form shows them.
+    assert json.loads(run("get", "logged", "-o", "json").stdout)["metadata"]["name"] == "logged"
+    assert yaml.safe_load(run("status", "logged", "-o", "yaml").stdout)["metadata"]["name"] == "logged"
+    assert run("wait", "logged", "--for", "jsonpath={.spec.nodes}=2", "--timeout", "30s").returncode == 0
+
+    for args, resource in ((("status", "logged"), "events"), (("logs", "logged"), "pods")):
+        refused = run(*args)
+        assert (refused.returncode, refused.stdout) == (1, ""), refused.stdout
+        assert refused.stderr.startswith(f'Error from server (Forbidden): {resource} is forbidden: User '
+                                         f'"system:serviceaccount:{ns}:reader" cannot list'), refused.stderr
+    grant({"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+          {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+          {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
+    status = cluster.wait_for(lambda: (done := run("status", "logged")).returncode == 0 and done,
+                              timeout=30, what="events readable")
+    assert status.stdout.splitlines()[:2] == ["Name:        logged", f"Namespace:   {ns}"], status.stdout
+    logs = cluster.wait_for(lambda: (done := run("logs", "logged")).returncode == 0 and done,
+                            timeout=30, what="pod logs readable")
+    assert logs.stdout.splitlines()[-1] == "[worker-0] w0 step 2"
+    deleted = run("delete", "logged")  # no delete right: nothing is deleted
+    assert deleted.returncode == 1 and "(Forbidden)" in deleted.stderr, deleted.stderr
+    assert cluster.try_get("dt", "logged", ns) is not None

@@ -554,6 +554,18 @@ def test_request_timeout_bounds_a_request_to_a_server_that_never_answers(tmp_pat
     assert "timed out" in line, line
 
 
+def test_request_timeout_reaches_the_client_of_every_cluster_command(tmp_path):
+    """--request-timeout is the limit of each request the command sends: the stand-in API
+    server answers 2 s late, so 1s fails where 10s (and the default 60 s) gets the job."""
+    from .helpers import late_server
+
+    with late_server(tmp_path, {"GET"}) as kubeconfig:
+        short = disttrain("get", "slow", "--kubeconfig", kubeconfig, "--request-timeout", "1s", "-o", "name")
+        long = disttrain("get", "slow", "--kubeconfig", kubeconfig, "--request-timeout", "10s", "-o", "name")
+    assert short.returncode == 1 and "timed out" in short.stderr, short.stderr
+    assert (long.returncode, long.stdout) == (0, "distributedtraining.disttrain.dev/slow\n"), long.stderr
+
+
 def test_a_bad_request_timeout_is_a_usage_error_naming_the_flag(tmp_path):
     result = disttrain("get", "--request-timeout", "soon")
     assert result.returncode == 2

@@ -6,7 +6,6 @@ in tests/cluster/test_cli_commands.py."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import threading
@@ -16,10 +15,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from disttrain_operator import client as client_module
 from disttrain_operator.client import Client, DisttrainError, log_time_order
+
+from .helpers import kubeconfig_for, late_server
 
 # Go writes RFC 3339 with a fraction's trailing zeros trimmed: compared as text, stamps misorder.
 
@@ -100,61 +100,6 @@ def test_an_error_reading_one_workers_log_reaches_the_reader():
     assert next(reader).text == "first"
     with pytest.raises(DisttrainError, match="j-worker-0"):
         next(reader)
-
-
-class _Late(BaseHTTPRequestHandler):
-    """Answers a job (or an empty list), `delay` seconds late for the methods in `late`."""
-    delay = 2.0
-    late = frozenset({"GET", "POST", "PATCH", "DELETE"})
-
-    def _answer(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.command in self.late:
-            time.sleep(self.delay)
-        job = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-               "metadata": {"name": "slow", "namespace": "n", "resourceVersion": "1"}, "spec": {"nodes": 1}}
-        listing = self.path.split("?", 1)[0].endswith(("/distributedtrainings", "/events"))
-        body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []} if listing
-                          else job).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up waiting: what these tests make it do
-
-    do_GET = do_POST = do_PATCH = do_DELETE = _answer
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def kubeconfig_for(tmp_path, server: ThreadingHTTPServer) -> str:
-    """A kubeconfig (namespace n) for a stand-in server on loopback."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
-    return str(kubeconfig)
-
-
-@contextlib.contextmanager
-def late_server(tmp_path, late: set[str]):
-    """A kubeconfig for a server that answers `late` methods 2 s late (a real API server
-    cannot be made slow on purpose; this stands in for one that is)."""
-    handler = type("Handler", (_Late,), {"late": frozenset(late)})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = False  # server_close() waits for a late answer: nothing runs after the test
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield kubeconfig_for(tmp_path, server)
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 JOB = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "metadata": {"name": "slow"},

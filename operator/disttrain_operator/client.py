@@ -492,6 +492,13 @@ class Client:
                 return
             yield event
 
+    def _placed(self, ns: str, pod: str) -> bool:
+        """Whether the pod is on a node (or gone, which reading its log then says). The API
+        server answers the log of a pod on no node with nothing, as if it had ended."""
+        pods = self._call(lambda: self._core.list_namespaced_pod(
+            ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
+        return not pods or bool(pods[0].spec.node_name)
+
     def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, options: dict[str, Any]
                  ) -> Iterator[LogLine]:
         def start() -> Any:
@@ -502,15 +509,16 @@ class Client:
                 pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, _preload_content=False,
                 **given, **limit)
 
+        while follow and not self._placed(ns, pod):
+            time.sleep(1)  # -f on a worker the scheduler has not placed yet: wait for it
         while True:
             try:
                 response = self._call(start, name=pod, resource="pods")
                 break
             except DisttrainError as exc:
-                # -f on a worker not yet scheduled, or whose container has not started: wait.
+                # -f on a worker whose container has not started: wait.
                 text = str(exc)
-                if not (follow and "(BadRequest)" in text
-                        and ("waiting to start" in text or "does not have a host assigned" in text)):
+                if not (follow and "(BadRequest)" in text and "waiting to start" in text):
                     raise
                 time.sleep(1)
         try:

@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -451,7 +452,7 @@ def test_logs_read_every_workers_log_in_time_order_and_each_option_narrows_it(cl
     one = [(w, text) for w, text, _ in logged_job.lines if w == 1]
     assert [tuple(line) for line in client.logs("logged", worker=1)] == one
     assert [tuple(line) for line in client.logs("logged", worker=1, tail=1)] == one[-1:]  # of each worker
-    assert [line.text for line in client.logs("logged", tail=1)] == ["unindexed", "w1 step 1", "w0 step 2"]
+    assert [line.text for line in client.logs("logged", tail=1)] == ["no INDEX", "w1 step 1 \ufffd", "w0 step 2"]
     assert [line.text for line in client.logs("logged", tail=0)] == []
     recent = [text for _, text, _ in logged_job.ages(newer_than=120)]
     assert [line.text for line in client.logs("logged", since=120)] == recent
@@ -474,13 +475,49 @@ def test_logs_read_every_workers_log_in_time_order_and_each_option_narrows_it(cl
 
 
 def test_followed_logs_pass_on_each_workers_lines_as_they_come(cluster, namespace, client, logged_job):
-    """follow=True: every worker's log at once, each in its own order (KWOK never ends a
-    followed log, so the reader stops once it has them all)."""
+    """follow=True: every worker's log at once, each in its own order, then each line as
+    it is written (KWOK never ends a followed log: the reader stops once it has them)."""
     import itertools
 
-    followed = list(itertools.islice(client.logs("logged", follow=True), len(logged_job.lines)))
+    from fake_logs import kubelet_time
+
+    followed = client.logs("logged", follow=True)
+    first = [next(followed) for _ in logged_job.lines]
     for worker in (0, 1, None):
-        assert [line.text for line in followed if line.worker == worker] == [
+        assert [line.text for line in first if line.worker == worker] == [
             text for w, text, _ in logged_job.lines if w == worker]
+    with logged_job.files[1].open("a") as log:
+        log.write(f"{kubelet_time(datetime.now(timezone.utc))} stdout F w1 later\n")
+    assert tuple(next(followed)) == (1, "w1 later")
+    followed.close()
     tail = list(itertools.islice(client.logs("logged", follow=True, worker=0, tail=1), 1))
     assert [(line.worker, line.text) for line in tail] == [(0, "w0 step 2")]
+
+
+def test_following_a_worker_not_yet_on_a_node_waits_for_it(cluster, namespace, client, tmp_path):
+    """`logs -f` right after `submit -d`, or a worker waiting for GPUs: the API server
+    answers the log of a pod on no node with nothing, as if it had ended. A plain read
+    prints nothing; a followed log waits for the worker to be placed."""
+    import queue
+
+    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+    from fake_logs import kubelet_time
+
+    (tmp_path / "late.log").write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F placed at last\n")
+    client.create(manifest("late"))
+    cluster.apply([{"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "late-worker-0", "labels": {JOB_LABEL: "late", INDEX_LABEL: "0"}},
+                    "spec": {"schedulerName": "nobody", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}},
+                   {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": "late-worker-0"},
+                    "spec": {"logs": [{"containers": [CONTAINER_NAME], "logsFile": str(tmp_path / "late.log")}]}}],
+                  namespace=namespace)
+    assert list(client.logs("late")) == []
+
+    got: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: got.put(next(client.logs("late", follow=True))), daemon=True).start()
+    with pytest.raises(queue.Empty):
+        got.get(timeout=3)  # still waiting, asking again each second
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "late-worker-0"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "kwok-cpu-0"}}))
+    assert tuple(got.get(timeout=60)) == (0, "placed at last")

@@ -88,6 +88,40 @@ def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_e
     assert list(client_module._merged([])) == []
 
 
+def test_a_reader_that_stops_following_leaves_no_thread_that_keeps_the_program_alive():
+    """A followed log is read by one thread per worker, blocked until the kubelet sends a
+    line; a script that stops reading (or is done) must still exit: they are daemons."""
+    gate = threading.Event()
+
+    def quiet():
+        gate.wait()
+        return iter(())
+
+    def one():
+        yield client_module.LogLine(0, "only")
+
+    before = set(threading.enumerate())
+    reader = client_module._merged([one, quiet])
+    assert next(reader).text == "only"
+    pumps = [t for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert pumps and all(t.daemon for t in pumps), pumps
+    gate.set()
+    assert list(reader) == []
+
+
+def test_a_busy_servers_retry_after_is_obeyed_between_0_and_10_seconds():
+    """A 429's Retry-After (seconds, as the API server writes it) decides the wait before the
+    request is asked again: within 0..10 s; absent or not a number, 1 s, as kubectl waits.
+    (The headers are urllib3's, whose names match in any case.)"""
+    from urllib3 import HTTPHeaderDict
+
+    from disttrain_operator.client import retry_after
+
+    said = ["3", "0.5", "0", "-5", "10", "99", "soon", ""]
+    assert [retry_after(HTTPHeaderDict({"Retry-After": v})) for v in said] == [3, 0.5, 0, 0, 10, 10, 1, 1]
+    assert [retry_after(h) for h in (HTTPHeaderDict(), HTTPHeaderDict({"Other": "5"}), None, {})] == [1, 1, 1, 1]
+
+
 def test_an_error_reading_one_workers_log_reaches_the_reader():
     def broken():
         yield client_module.LogLine(0, "first")

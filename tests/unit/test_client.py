@@ -71,6 +71,13 @@ def test_a_log_line_unpacks_as_worker_and_text():
     assert list(client_module.LogLine(None, "")) == [None, ""]
 
 
+# _merged blocks on a queue until every worker's log ends: a merge that loses the end of
+# one would block these tests for ever (and a mutation run for minutes per mutant). The
+# bound is a hang guard, far above the milliseconds they take, not a duration checked.
+HANG_GUARD = pytest.mark.timeout(60)
+
+
+@HANG_GUARD
 def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_every_log_ends():
     from disttrain_operator.client import LogLine
 
@@ -88,6 +95,7 @@ def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_e
     assert list(client_module._merged([])) == []
 
 
+@HANG_GUARD
 def test_a_reader_that_stops_following_leaves_no_thread_that_keeps_the_program_alive():
     """A followed log is read by one thread per worker, blocked until the kubelet sends a
     line; a script that stops reading (or is done) must still exit: they are daemons."""
@@ -122,6 +130,7 @@ def test_a_busy_servers_retry_after_is_obeyed_between_0_and_10_seconds():
     assert [retry_after(h) for h in (HTTPHeaderDict(), HTTPHeaderDict({"Other": "5"}), None, {})] == [1, 1, 1, 1]
 
 
+@HANG_GUARD
 def test_an_error_reading_one_workers_log_reaches_the_reader():
     def broken():
         yield client_module.LogLine(0, "first")

@@ -371,6 +371,9 @@ def test_the_committed_cli_reference_is_what_every_commands_help_prints(monkeypa
     reference = disttrain("docs", "cli").stdout
     with open(os.path.join(ROOT, "docs", "cli-reference.md")) as handle:
         assert handle.read() == reference, "docs/cli-reference.md drifted: run `make crd`"
+    # The same reference however it is run: as the kubectl plugin too, it names `disttrain`.
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/kubectl-disttrain"])
+    assert disttrain("docs", "cli").stdout == reference
     blocks = re.findall(r"```text\n(.*?)```\n", reference, re.S)
     assert len(blocks) == 1 + len(COMMANDS) and len(COMMANDS) >= 18
     monkeypatch.setenv("COLUMNS", str(REFERENCE_COLUMNS + 2))  # argparse wraps at COLUMNS - 2

@@ -457,6 +457,7 @@ def test_logs_read_every_workers_log_in_time_order_and_each_option_narrows_it(cl
     recent = [text for _, text, _ in logged_job.ages(newer_than=120)]
     assert [line.text for line in client.logs("logged", since=120)] == recent
     assert [line.text for line in client.logs("logged", since=119.2)] == recent  # whole seconds, rounded up
+    assert list(client.logs("logged", since=0.5)) == []  # under a second is allowed: one second, none that new
     assert [line.text for line in client.logs("logged", worker=0, previous=True)] == logged_job.previous
 
     for since in (0, -5):
@@ -468,7 +469,8 @@ def test_logs_read_every_workers_log_in_time_order_and_each_option_narrows_it(cl
     client.create(manifest("podless"))
     with pytest.raises(NotFound) as podless:
         list(client.logs("podless"))
-    assert str(podless.value).startswith(f"error: {REF}/podless has no worker pods now")
+    assert str(podless.value) == (f"error: {REF}/podless has no worker pods now (pods appear while it runs; "
+                                  "cleanPodPolicy may have removed finished ones)")
     with pytest.raises(NotFound) as missing:
         list(client.logs("nowhere"))
     assert str(missing.value) == f'Error from server (NotFound): {RESOURCE} "nowhere" not found'
@@ -505,6 +507,10 @@ def test_following_a_worker_not_yet_on_a_node_waits_for_it(cluster, namespace, c
 
     (tmp_path / "late.log").write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F placed at last\n")
     client.create(manifest("late"))
+    # Another pod of the namespace, placed, listed before it: only the worker's own place counts.
+    cluster.apply([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a-placed-pod"},
+                    "spec": {"nodeName": "kwok-cpu-0", "containers": [{"name": "c", "image": "c"}]}}],
+                  namespace=namespace)
     cluster.apply([{"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": "late-worker-0", "labels": {JOB_LABEL: "late", INDEX_LABEL: "0"}},
                     "spec": {"schedulerName": "nobody", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}},
@@ -521,3 +527,39 @@ def test_following_a_worker_not_yet_on_a_node_waits_for_it(cluster, namespace, c
         "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "late-worker-0"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "kwok-cpu-0"}}))
     assert tuple(got.get(timeout=60)) == (0, "placed at last")
+
+
+def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster, namespace, client, tmp_path):
+    """`submit -d` then `logs -f`: the job wants 2 workers and one pod exists so far. The
+    followed log takes the lines of each worker as its pod appears, not of the first only."""
+    import queue
+
+    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+    from fake_logs import kubelet_time
+
+    pods, logs = {}, []
+    for index in (0, 1):
+        log = tmp_path / f"starting-{index}.log"
+        log.write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F worker {index} here\n")
+        pod = f"starting-worker-{index}"
+        pods[index] = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": pod, "labels": {JOB_LABEL: "starting", INDEX_LABEL: str(index)}},
+                       "spec": {"nodeName": "kwok-cpu-0", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}}
+        logs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod},
+                     "spec": {"logs": [{"containers": [CONTAINER_NAME], "logsFile": str(log)}]}})
+
+    client.create(manifest("starting", nodes=2, checkpoint={"storage": "none"}))
+    cluster.apply([*logs, pods[0]], namespace=namespace)  # KWOK reads both Logs before it serves worker 0's
+    cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, "starting-worker-0", "-c", CONTAINER_NAME,
+                                             check=False).stdout, timeout=30, what="KWOK serving worker 0's log")
+    got: queue.Queue = queue.Queue()
+
+    def follow() -> None:
+        for line in client.logs("starting", follow=True):
+            got.put(tuple(line))
+
+    threading.Thread(target=follow, daemon=True).start()
+    with pytest.raises(queue.Empty):
+        got.get(timeout=3)  # one of two: it waits for the other, asking again each second
+    cluster.apply([pods[1]], namespace=namespace)
+    assert sorted([got.get(timeout=60), got.get(timeout=60)]) == [(0, "worker 0 here"), (1, "worker 1 here")]

@@ -83,6 +83,11 @@ def test_apply_says_created_configured_or_unchanged_and_owns_only_its_fields(clu
     with pytest.raises(InvalidJob) as unnamed:
         client.apply({"metadata": {"generateName": "x-"}, "spec": {"nodes": 1}})
     assert [e.split(":")[0] for e in unnamed.value.errors] == ["metadata.name"]
+    # name= names it, over the object's own name, as create() does.
+    obj, what = client.apply({"metadata": {"generateName": "x-"}, "spec": {"nodes": 1, "suspend": True}}, name="named")
+    assert (what, obj["metadata"]["name"]) == ("created", "named")
+    assert client.apply(manifest("applied", suspend=True, maxRestarts=4), name="renamed")[1] == "created"
+    assert client.get("applied")["spec"]["maxRestarts"] == 4 and client.get("renamed")["spec"]["maxRestarts"] == 4
 
     # Over its own create(): the fields are ours, so apply takes them without force.
     client.create(manifest("mine", suspend=True, maxRestarts=1))

@@ -27,10 +27,11 @@ class LoggedJob:
 
 
 # (worker, the bytes of a line, seconds before now): worker-0, worker-1, and a pod of the
-# job with no worker index; their lines interleave in time. A line keeps its trailing
+# job with no worker index; their lines interleave in time, and lines of the same time
+# read in worker order, the pod without an index last. A line keeps its trailing
 # whitespace and its last letter; a byte that is not UTF-8 reads as U+FFFD.
-LOG_SCRIPT = [(0, b"w0 starts", 300), (1, b"w1 starts", 200), (None, b"no INDEX", 150), (0, b"w0 step 1\t ", 100),
-              (1, b"w1 step 1 \xff", 50), (0, b"w0 step 2", 10)]
+LOG_SCRIPT = [(0, b"w0 starts", 300), (1, b"w1 starts", 200), (None, b"no INDEX", 200), (0, b"w0 step 1\t ", 100),
+              (1, b"w1 step 1 \xff", 100), (0, b"w0 step 2", 10)]
 LOG_AGES = [age for _, _, age in LOG_SCRIPT]
 
 

@@ -446,13 +446,14 @@ def test_logs_read_every_workers_log_in_time_order_and_each_option_narrows_it(cl
     """Client.logs through the API server's pods/log, which KWOK answers from each fake
     pod's file (tests/cluster/conftest.py `logged_job`); tests/e2e/test_cli_logs.py reads
     real containers and follows a log to its end, which KWOK never reaches."""
-    from disttrain import InvalidArgument, LogLine, NotFound
+    from disttrain import Client, InvalidArgument, LogLine, NotFound
 
     lines = list(client.logs("logged"))
     assert [tuple(line) for line in lines] == [(w, text) for w, text, _ in logged_job.lines]  # across workers
     assert [line.time for line in lines] == [stamp for _, _, stamp in logged_job.lines]
     assert all(isinstance(line, LogLine) for line in lines)
     assert list(client.logs("logged", namespace)) == lines  # the namespace given
+    assert list(Client("default", kubeconfig=cluster.kubeconfig).logs("logged", namespace)) == lines  # over the client's
 
     one = [(w, text) for w, text, _ in logged_job.lines if w == 1]
     assert [tuple(line) for line in client.logs("logged", worker=1)] == one

@@ -569,3 +569,33 @@ def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster,
         got.get(timeout=3)  # one of two: it waits for the other, asking again each second
     cluster.apply([pods[1]], namespace=namespace)
     assert sorted([got.get(timeout=60), got.get(timeout=60)]) == [(0, "worker 0 here"), (1, "worker 1 here")]
+
+
+def test_a_followed_worker_deleted_before_it_is_placed_ends_with_its_not_found(cluster, namespace, client):
+    """`logs -f` waiting for a worker the scheduler has not placed, when that pod is
+    deleted (its job deleted, say): the log ends with the API server's NotFound for the pod."""
+    import queue
+
+    from disttrain import NotFound
+    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+
+    client.create(manifest("gone"))
+    cluster.apply([{"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "gone-worker-0", "labels": {JOB_LABEL: "gone", INDEX_LABEL: "0"}},
+                    "spec": {"schedulerName": "nobody", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}}],
+                  namespace=namespace)
+    ended: queue.Queue = queue.Queue()
+
+    def follow() -> None:
+        try:
+            ended.put(list(client.logs("gone", follow=True)))
+        except Exception as exc:  # the test reads what it was
+            ended.put(exc)
+
+    threading.Thread(target=follow, daemon=True).start()
+    with pytest.raises(queue.Empty):
+        ended.get(timeout=2)  # waiting for the worker to be placed
+    cluster.kubectl("delete", "pod", "-n", namespace, "gone-worker-0", "--grace-period=0", "--force")
+    error = ended.get(timeout=60)
+    assert isinstance(error, NotFound), error
+    assert str(error) == 'Error from server (NotFound): pods "gone-worker-0" not found'

@@ -81,3 +81,18 @@ def logged_job(cluster, namespace, tmp_path) -> LoggedJob:
                          timeout=30, what=f"KWOK serving {pod}'s log")
     return LoggedJob(name, namespace, [(w, raw.decode(errors="replace"), stamp[age]) for w, raw, age in LOG_SCRIPT],
                      ["before the restart", "exit 1"], files)
+
+
+def worker_with_log(job: str, index: int, log: Path, text: str, node: str | None = "kwok-cpu-0") -> list[dict]:
+    """Worker `index` of `job` as the operator names and labels it, and its Logs object:
+    one line, `text`, written now to `log`. node None: a pod no scheduler places."""
+    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+
+    log.write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F {text}\n")
+    pod = f"{job}-worker-{index}"
+    placed = {"nodeName": node} if node else {"schedulerName": "nobody"}
+    return [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": pod, "labels": {JOB_LABEL: job, INDEX_LABEL: str(index)}},
+             "spec": {**placed, "containers": [{"name": CONTAINER_NAME, "image": "trainer"}]}},
+            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod},
+             "spec": {"logs": [{"containers": [CONTAINER_NAME], "logsFile": str(log)}]}}]

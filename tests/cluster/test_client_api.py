@@ -508,21 +508,14 @@ def test_following_a_worker_not_yet_on_a_node_waits_for_it(cluster, namespace, c
     prints nothing; a followed log waits for the worker to be placed."""
     import queue
 
-    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
-    from fake_logs import kubelet_time
+    from fake_logs import worker_with_log
 
-    (tmp_path / "late.log").write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F placed at last\n")
     client.create(manifest("late"))
     # Another pod of the namespace, placed, listed before it: only the worker's own place counts.
     cluster.apply([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a-placed-pod"},
                     "spec": {"nodeName": "kwok-cpu-0", "containers": [{"name": "c", "image": "c"}]}}],
                   namespace=namespace)
-    cluster.apply([{"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "late-worker-0", "labels": {JOB_LABEL: "late", INDEX_LABEL: "0"}},
-                    "spec": {"schedulerName": "nobody", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}},
-                   {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": "late-worker-0"},
-                    "spec": {"logs": [{"containers": [CONTAINER_NAME], "logsFile": str(tmp_path / "late.log")}]}}],
-                  namespace=namespace)
+    cluster.apply(worker_with_log("late", 0, tmp_path / "late.log", "placed at last", node=None), namespace=namespace)
     assert list(client.logs("late")) == []
 
     got: queue.Queue = queue.Queue()
@@ -540,22 +533,13 @@ def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster,
     followed log takes the lines of each worker as its pod appears, not of the first only."""
     import queue
 
-    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
-    from fake_logs import kubelet_time
+    from disttrain_operator.api.names import CONTAINER_NAME
+    from fake_logs import worker_with_log
 
-    pods, logs = {}, []
-    for index in (0, 1):
-        log = tmp_path / f"starting-{index}.log"
-        log.write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F worker {index} here\n")
-        pod = f"starting-worker-{index}"
-        pods[index] = {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": pod, "labels": {JOB_LABEL: "starting", INDEX_LABEL: str(index)}},
-                       "spec": {"nodeName": "kwok-cpu-0", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}}
-        logs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod},
-                     "spec": {"logs": [{"containers": [CONTAINER_NAME], "logsFile": str(log)}]}})
-
+    (pod0, log0), (pod1, log1) = (worker_with_log("starting", i, tmp_path / f"{i}.log", f"worker {i} here")
+                                  for i in (0, 1))
     client.create(manifest("starting", nodes=2, checkpoint={"storage": "none"}))
-    cluster.apply([*logs, pods[0]], namespace=namespace)  # KWOK reads both Logs before it serves worker 0's
+    cluster.apply([log0, log1, pod0], namespace=namespace)  # KWOK reads both Logs before it serves worker 0's
     cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, "starting-worker-0", "-c", CONTAINER_NAME,
                                              check=False).stdout, timeout=30, what="KWOK serving worker 0's log")
     got: queue.Queue = queue.Queue()
@@ -567,23 +551,20 @@ def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster,
     threading.Thread(target=follow, daemon=True).start()
     with pytest.raises(queue.Empty):
         got.get(timeout=3)  # one of two: it waits for the other, asking again each second
-    cluster.apply([pods[1]], namespace=namespace)
+    cluster.apply([pod1], namespace=namespace)
     assert sorted([got.get(timeout=60), got.get(timeout=60)]) == [(0, "worker 0 here"), (1, "worker 1 here")]
 
 
-def test_a_followed_worker_deleted_before_it_is_placed_ends_with_its_not_found(cluster, namespace, client):
+def test_a_followed_worker_deleted_before_it_is_placed_ends_with_its_not_found(cluster, namespace, client, tmp_path):
     """`logs -f` waiting for a worker the scheduler has not placed, when that pod is
     deleted (its job deleted, say): the log ends with the API server's NotFound for the pod."""
     import queue
 
     from disttrain import NotFound
-    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+    from fake_logs import worker_with_log
 
     client.create(manifest("gone"))
-    cluster.apply([{"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "gone-worker-0", "labels": {JOB_LABEL: "gone", INDEX_LABEL: "0"}},
-                    "spec": {"schedulerName": "nobody", "containers": [{"name": CONTAINER_NAME, "image": "t"}]}}],
-                  namespace=namespace)
+    cluster.apply(worker_with_log("gone", 0, tmp_path / "gone.log", "never read", node=None)[:1], namespace=namespace)
     ended: queue.Queue = queue.Queue()
 
     def follow() -> None:
@@ -599,3 +580,24 @@ def test_a_followed_worker_deleted_before_it_is_placed_ends_with_its_not_found(c
     error = ended.get(timeout=60)
     assert isinstance(error, NotFound), error
     assert str(error) == 'Error from server (NotFound): pods "gone-worker-0" not found'
+
+
+@pytest.mark.parametrize("phase", ["Suspended", "Succeeded"])
+def test_following_a_job_that_will_not_start_its_other_workers_reads_those_it_has(cluster, namespace, client,
+                                                                                 tmp_path, phase):
+    """A suspended or finished job with fewer pods than it wants gets no more: a followed
+    log reads the workers that are there instead of waiting for the rest."""
+    import queue
+
+    from disttrain_operator.api.names import CONTAINER_NAME
+    from fake_logs import worker_with_log
+
+    client.create(manifest("short", nodes=2, checkpoint={"storage": "none"}))
+    cluster.kubectl("patch", f"{RESOURCE}/short", "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"phase": phase}}))
+    cluster.apply(worker_with_log("short", 0, tmp_path / "0.log", "the one there"), namespace=namespace)
+    cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, "short-worker-0", "-c", CONTAINER_NAME,
+                                             check=False).stdout, timeout=30, what="KWOK serving worker 0's log")
+    got: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: got.put(tuple(next(client.logs("short", follow=True)))), daemon=True).start()
+    assert got.get(timeout=60) == (0, "the one there")

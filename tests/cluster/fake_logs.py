@@ -40,6 +40,15 @@ def kubelet_time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
 
 
+def wait_served(cluster, namespace: str, pod: str) -> None:
+    """KWOK reads Logs objects through a watch: wait until it serves the pod's log."""
+    from disttrain_operator.api.names import CONTAINER_NAME
+
+    cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, pod, "-c", CONTAINER_NAME,
+                                             "--limit-bytes=2", check=False).stdout,
+                     timeout=30, what=f"KWOK serving {pod}'s log")
+
+
 def logged_job(cluster, namespace, tmp_path) -> LoggedJob:
     """The job `logged` (2 workers, no operator) with its pods as the operator names and
     labels them, on a fake node, each with a log: KWOK serves a fake pod's log to the API
@@ -75,10 +84,8 @@ def logged_job(cluster, namespace, tmp_path) -> LoggedJob:
                  {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod},
                   "spec": {"logs": logs}}]
     cluster.apply(docs, namespace=namespace)
-    for pod in pods.values():  # KWOK reads Logs objects through a watch: wait until it serves each
-        cluster.wait_for(lambda pod=pod: cluster.kubectl("logs", "-n", namespace, pod, "-c", CONTAINER_NAME,
-                                                         "--limit-bytes=2", check=False).stdout,
-                         timeout=30, what=f"KWOK serving {pod}'s log")
+    for pod in pods.values():
+        wait_served(cluster, namespace, pod)
     return LoggedJob(name, namespace, [(w, raw.decode(errors="replace"), stamp[age]) for w, raw, age in LOG_SCRIPT],
                      ["before the restart", "exit 1"], files)
 

@@ -533,15 +533,13 @@ def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster,
     followed log takes the lines of each worker as its pod appears, not of the first only."""
     import queue
 
-    from disttrain_operator.api.names import CONTAINER_NAME
-    from fake_logs import worker_with_log
+    from fake_logs import wait_served, worker_with_log
 
     (pod0, log0), (pod1, log1) = (worker_with_log("starting", i, tmp_path / f"{i}.log", f"worker {i} here")
                                   for i in (0, 1))
     client.create(manifest("starting", nodes=2, checkpoint={"storage": "none"}))
     cluster.apply([log0, log1, pod0], namespace=namespace)  # KWOK reads both Logs before it serves worker 0's
-    cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, "starting-worker-0", "-c", CONTAINER_NAME,
-                                             check=False).stdout, timeout=30, what="KWOK serving worker 0's log")
+    wait_served(cluster, namespace, "starting-worker-0")
     got: queue.Queue = queue.Queue()
 
     def follow() -> None:
@@ -589,15 +587,13 @@ def test_following_a_job_that_will_not_start_its_other_workers_reads_those_it_ha
     log reads the workers that are there instead of waiting for the rest."""
     import queue
 
-    from disttrain_operator.api.names import CONTAINER_NAME
-    from fake_logs import worker_with_log
+    from fake_logs import wait_served, worker_with_log
 
     client.create(manifest("short", nodes=2, checkpoint={"storage": "none"}))
     cluster.kubectl("patch", f"{RESOURCE}/short", "-n", namespace, "--subresource=status", "--type=merge",
                     "-p", json.dumps({"status": {"phase": phase}}))
     cluster.apply(worker_with_log("short", 0, tmp_path / "0.log", "the one there"), namespace=namespace)
-    cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, "short-worker-0", "-c", CONTAINER_NAME,
-                                             check=False).stdout, timeout=30, what="KWOK serving worker 0's log")
+    wait_served(cluster, namespace, "short-worker-0")
     got: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: got.put(tuple(next(client.logs("short", follow=True)))), daemon=True).start()
     assert got.get(timeout=60) == (0, "the one there")

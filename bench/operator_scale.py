@@ -52,7 +52,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -219,6 +218,8 @@ class Bench:
         self.kubectl("wait", ESTABLISHED, "crd/distributedtrainings.disttrain.dev")
         self.kubectl("create", "namespace", ns)
         self.checkpoint_claim(ns)
+        from disttrain_operator.ports import free_port
+
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
                "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}", **(extra_env or {})}
@@ -474,12 +475,6 @@ def lag_split_summary(split: list[tuple[float, float, float, float, float]]) -> 
     return (f"p50/p99 {text}; the slowest {len(slow)} (lag {slow[0][0]:.2f}-{slow[-1][0]:.2f}s, their last pod "
             f"Running {min(s[1] for s in slow):.0f}-{max(s[1] for s in slow):.0f}s after the first creation): "
             f"mean {shares}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_http(port: int, timeout: float = 60) -> None:

@@ -92,15 +92,11 @@ cmd_status() {
 
 cmd_env() { echo "export KUBECONFIG=$STATE/kubeconfig"; }
 
-# free_ports N [ADDRESS]: N distinct TCP ports free on a loopback address (127.0.0.1)
+# free_ports N [ADDRESS]: N distinct TCP ports free on a loopback address (127.0.0.1), drawn
+# outside the kernel's ephemeral range so that no outgoing connection takes one before our
+# server binds it (operator/disttrain_operator/ports.py says why).
 free_ports() {
-  python3 - "$1" "${2:-127.0.0.1}" <<'EOF'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind((sys.argv[2], 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
+  PYTHONPATH="$HACK/../operator" python3 -m disttrain_operator.ports "$1" "${2:-127.0.0.1}"
 }
 
 # kubeconfig FILE USER [--cert NAME | --token TOKEN]

@@ -37,7 +37,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .api.names import JOB_LABEL
+from .ports import free_port, free_ports
 from .render import render_children
 from .report import INTERRUPTED, TrainerReport, newest, parse_report
 
@@ -76,12 +76,6 @@ class LocalPlan:
     checkpoint_dir: str  # a local directory, or an object-store URL
     grace_seconds: int
     warnings: list[str] = field(default_factory=list)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, metrics_ports: list[int],
@@ -290,7 +284,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     children = render_children(job, resolved)
     n_pods = sum(1 for c in children if c.get("kind") == "Pod")
     plan = localize(children, workdir=Path(workdir), rdzv_port=free_port(),
-                    metrics_ports=[free_port() for _ in range(n_pods)], rdzv_id=uuid.uuid4().hex,
+                    metrics_ports=free_ports(n_pods), rdzv_id=uuid.uuid4().hex,
                     torchrun=torchrun, cpus=cpus or os.cpu_count() or 1, checkpoint_uri=checkpoint_uri)
     for w in plan.warnings:
         print(f"warning: {w}", file=out)

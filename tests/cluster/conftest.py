@@ -26,15 +26,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def trainer_status_server():
     """The trainer's own /status server (disttrain_trainer.metrics), on loopback."""
-    import socket
-
     from prometheus_client import CollectorRegistry
 
+    from disttrain_operator.ports import free_port
     from disttrain_trainer.metrics import StatusServer, StatusSink
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     sink = StatusSink()
     server = StatusServer(port, CollectorRegistry(), sink)
     yield port, sink

@@ -9,7 +9,6 @@ them once per mutant of client.py."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from datetime import datetime, timezone
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from disttrain_operator.ports import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -279,9 +280,7 @@ def test_no_rights_unreachable_and_a_broken_kubeconfig_are_one_line_errors(clust
     assert str(denied.value).startswith("Error from server (Forbidden): ")
     assert f"system:serviceaccount:{namespace}:nobody" in str(denied.value) and "\n" not in str(denied.value)
 
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
     away = tmp_path / "away"

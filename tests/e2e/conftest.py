@@ -308,13 +308,12 @@ def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
     Targets come from ``discovered_targets`` (refreshed every second into file_sd files,
     which Prometheus watches), under the jobs ``disttrain-operator`` and ``disttrain-trainers``.
     """
-    import socket
     import threading
+
+    from disttrain_operator.ports import free_port
     binary = shutil.which("prometheus")
     assert binary, "prometheus missing: hack/ensure-promtool.sh installs Debian's prometheus package"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     files = {name: tmp_path / f"{name}.json" for name in ("operator", "trainers")}
     for path in files.values():
         path.write_text("[]")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 import dt_worker as worker  # noqa: E402  (tests/trainer is on sys.path via conftest.py)
 from disttrain_operator.local_run import descendants  # noqa: E402
+from disttrain_operator.ports import free_port  # noqa: E402,F401  (the tests' one port picker)
 from disttrain_trainer.config import (  # noqa: E402
     CheckpointConfig, Config, DataConfig, EvalConfig, ModelConfig, ParallelConfig, TrainConfig,
 )
@@ -40,12 +40,6 @@ def base_env() -> dict[str, str]:
         TORCH_CPP_LOG_LEVEL="ERROR",
     )
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tiny_config(*, steps: int = 4, batch: int = 4, accumulate: int = 1, strategy: str = "none",

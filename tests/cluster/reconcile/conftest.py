@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from disttrain_operator.local_run import die_with_parent
+from disttrain_operator.ports import free_port  # noqa: F401  (the reconcile tests import it from here)
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "manifests"
@@ -38,12 +38,6 @@ TEST_ENV = {
     "DISTTRAIN_RESTART_BACKOFF_SECONDS": "1",
     "DISTTRAIN_RESTART_BACKOFF_MAX_SECONDS": "4",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -11,14 +11,13 @@ trainer by the checkpoint-request trainer tests and the real-node suspend e2e.""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 from datetime import datetime, timezone
 
 import pytest
 
-from .conftest import job_manifest, pods_of, wait_job, wait_phase
+from .conftest import free_port, job_manifest, pods_of, wait_job, wait_phase
 
 pytestmark = pytest.mark.cluster
 
@@ -37,9 +36,7 @@ def holding_trainer():
     from disttrain_trainer.drain import CheckpointRequest
     from disttrain_trainer.metrics import Control, StatusServer, StatusSink
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     sink, request, servers = StatusSink(), CheckpointRequest(), []
     done = threading.Event()
 

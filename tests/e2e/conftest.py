@@ -225,6 +225,25 @@ def worker_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, A
     return json.loads(out)["items"]
 
 
+def job_story(cluster: Cluster, namespace: str, name: str) -> str:
+    """What a failed assertion needs to be understood without a rerun: the job's status,
+    each worker pod's containers (restarts, exits, times) and log, the namespace's events,
+    the operator's lines about the job."""
+    pods = worker_pods(cluster, namespace, name)
+    parts = [json.dumps(job(cluster, namespace, name).get("status", {}), indent=1)]
+    for pod in pods:
+        meta, status = pod["metadata"], pod.get("status", {})
+        containers = [{k: c.get(k) for k in ("name", "restartCount", "state", "lastState")}
+                      for c in status.get("containerStatuses", [])]
+        parts.append(f"pod {meta['name']} uid {meta['uid']} created {meta['creationTimestamp']} "
+                     f"phase {status.get('phase')}: {json.dumps(containers)}")
+        parts.append(cluster.kubectl("logs", "-n", namespace, meta["name"], "--timestamps", "--tail=40",
+                                     check=False).stdout)
+    parts.append(cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout)
+    parts += [line for line in operator_log(cluster).splitlines() if name in line][-40:]
+    return "\n".join(parts)
+
+
 # --- Prometheus -----------------------------------------------------------------
 
 class Prometheus:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import (EXAMPLE, NODE, REPO, example_job, job, phase, shared_checkpoints, step, wait_job,
-                       worker_pods)
+from .conftest import (EXAMPLE, NODE, REPO, example_job, job, job_story, phase, shared_checkpoints, step,
+                       wait_job, worker_pods)
 
 GUIDE = REPO / "docs" / "guide.md"
 
@@ -197,7 +197,7 @@ def test_a_python_function_trains_on_every_worker_through_the_client(node_cluste
     (name,) = [j["metadata"]["name"] for j in made]
     assert name.startswith("all-reduce-")
     assert sorted(line for line in proc.stdout.splitlines() if "sum" in line) == [
-        "0 rank 0 of 2: sum 30", "1 rank 1 of 2: sum 30"]
+        "0 rank 0 of 2: sum 30", "1 rank 1 of 2: sum 30"], job_story(node_cluster, ns, name)
     assert phase(job(node_cluster, ns, name)) == "Succeeded"
 
 

@@ -4,12 +4,13 @@ arguments over gloo, and a failure names the line of the function's own source."
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 
 import pytest
 
-from dt_helpers import TORCHRUN, base_env, free_port
+from dt_helpers import ROOT, TORCHRUN, base_env, free_port
 
 from disttrain_operator.function_job import function_trainer
 
@@ -58,3 +59,24 @@ def test_an_exception_fails_the_worker_with_the_functions_own_line():
     # The traceback shows the function's source line, not only "<string>".
     assert 'File "<disttrain function fails_on_rank_one>", line 4' in proc.stderr
     assert "raise RuntimeError('rank one gives up')" in proc.stderr
+
+
+def test_a_function_that_leaves_its_process_group_succeeds_on_every_rank(tmp_path):
+    """docs/cli.md's function, as a reader copies it: it sets up gloo and returns without
+    tearing the group down. Left to the interpreter's exit, gloo aborts the process more
+    often than not (SIGABRT after the function's last line), which torchrun and then the
+    operator read as a crash: the runner tears the group down. Five runs in a row: each
+    exits 0 with both ranks' lines and no abort."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    (block,) = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M) if "client.train(" in b]
+    source = tmp_path / "shipped.py"  # the function and its imports, as the reader's file defines them
+    source.write_text(block.split("\nclient = Client()")[0])
+    spec = importlib.util.spec_from_file_location("shipped", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert "destroy_process_group" not in source.read_text()
+    for _ in range(5):
+        proc = torchrun(module.all_reduce, {"scale": 10})
+        assert proc.returncode == 0 and "Aborted" not in proc.stderr, proc.stderr[-4000:]
+        assert sorted(re.findall(r"rank \d of 2: sum \d+", proc.stdout)) == ["rank 0 of 2: sum 30",
+                                                                            "rank 1 of 2: sum 30"]

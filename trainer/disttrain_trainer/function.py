@@ -2,9 +2,10 @@
 torchrun): run a Python function a user shipped with `Client.train(func, ...)`.
 
 The function gets torchrun's environment as any script does (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR ...) and sets up torch.distributed itself. It returning is the
-worker's success (exit 0); an exception is its failure, with the traceback pointing at
-the lines of the function's own source."""
+LOCAL_RANK, MASTER_ADDR ...) and sets up torch.distributed itself; a process group it
+leaves is torn down when it returns. It returning is the worker's success (exit 0); an
+exception is its failure, with the traceback pointing at the lines of the function's own
+source."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not isinstance(kwargs, dict):
         raise SystemExit(f"--kwargs must be a JSON object, got {type(kwargs).__name__}")
     load(args.name, args.source)(**kwargs)
+    release_process_group()
+
+
+def release_process_group() -> None:
+    """Tear down the process group a function set up and left (docs/cli.md's example
+    does): left to the interpreter's exit, gloo's threads abort the process more often than
+    not ("terminate called without an active exception", SIGABRT) after the function has
+    succeeded, which torchrun reads as the worker's failure and the job restarts."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -594,9 +594,13 @@ def _reason(exc: Exception) -> str:
     inner: BaseException = exc
     while getattr(inner, "reason", None) is not None and isinstance(inner.reason, BaseException):
         inner = inner.reason
-    text = str(inner)
+    text = str(inner).removeprefix(f"{getattr(inner, 'conn', None)}: ")  # urllib3 names its connection object
     if "Connection refused" in text:
         return "connection refused - did you specify the right host or port?"
+    if "Read timed out" in text:  # urllib3's says the pool, and the time left of the total, not the limit
+        return "read timed out - the server sent no answer in time"
+    if "RemoteDisconnected" in text:
+        return "the server closed the connection without an answer"
     return " ".join(text.split()) or type(inner).__name__
 
 

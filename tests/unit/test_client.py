@@ -253,3 +253,27 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_connection_failure_is_told_in_a_few_plain_words():
+    """The reason after `Unable to connect to the server URL: ` is the innermost cause in
+    words, not urllib3's repr of its pool (a read timeout there gives the time left of the
+    total, not the limit a user set)."""
+    from http.client import RemoteDisconnected
+
+    from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
+
+    from urllib3.connection import HTTPConnection
+
+    pool, conn = SimpleNamespace(), HTTPConnection("nowhere.invalid")
+    refused = NewConnectionError(conn, "Failed to establish a new connection: [Errno 111] Connection refused")
+    cases = [
+        (MaxRetryError(pool, "/x", refused), "connection refused - did you specify the right host or port?"),
+        (ReadTimeoutError(pool, "/x", "Read timed out. (read timeout=1.9996)"),
+         "read timed out - the server sent no answer in time"),
+        (ProtocolError("Connection aborted.", RemoteDisconnected("Remote end closed connection without response")),
+         "the server closed the connection without an answer"),
+        (MaxRetryError(pool, "/x", NewConnectionError(conn, "Failed to resolve 'nowhere.invalid'\n  (x)")),
+         "Failed to resolve 'nowhere.invalid' (x)"),
+    ]
+    assert [client_module._reason(exc) for exc, _ in cases] == [want for _, want in cases]

@@ -9,6 +9,7 @@ them once per mutant of client.py."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -596,3 +597,34 @@ def test_following_a_job_that_will_not_start_its_other_workers_reads_those_it_ha
     got: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: got.put(tuple(next(client.logs("short", follow=True)))), daemon=True).start()
     assert got.get(timeout=60) == (0, "the one there")
+
+
+@pytest.mark.timeout(300)  # a hang guard, far above the front's HOLD_SECONDS
+def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(cluster, namespace, client,
+                                                                               tmp_path):
+    """request_timeout bounds every request logs() makes, not only its first: the job is
+    read, then the API server hangs on the list of the job's pods (a plain read), or on
+    the check whether a followed worker is placed yet. Each ends as Unreachable after the
+    client's request_timeout, as kubectl --request-timeout does, instead of hanging."""
+    from disttrain import Client, Unreachable
+    from fake_logs import worker_with_log
+    from stalling_front import stalling_front
+
+    client.create(manifest("held"))
+    cluster.apply(worker_with_log("held", 0, tmp_path / "held.log", "never read", node=None)[:1],
+                  namespace=namespace)
+
+    def pods_list(method: str, path: str) -> bool:
+        return method == "GET" and path.startswith(f"/api/v1/namespaces/{namespace}/pods?")
+
+    def placement(method: str, path: str) -> bool:
+        return pods_list(method, path) and "fieldSelector=metadata.name%3Dheld-worker-0" in path
+
+    for hold, follow in ((pods_list, False), (placement, True)):
+        with stalling_front(cluster, tmp_path, hold) as front:
+            slow = Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=2)
+            with pytest.raises(Unreachable) as hung:
+                list(slow.logs("held", follow=follow))
+            assert len(front.held) == 1 and hold("GET", front.held[0].split(" ", 1)[1]), front.held
+            assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
+                                r"read timed out - the server sent no answer in time", str(hung.value)), hung.value

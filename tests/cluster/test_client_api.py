@@ -608,7 +608,7 @@ def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(
     client's request_timeout, as kubectl --request-timeout does, instead of hanging."""
     from disttrain import Client, Unreachable
     from fake_logs import worker_with_log
-    from stalling_front import stalling_front
+    from api_front import api_front
 
     client.create(manifest("held"))
     cluster.apply(worker_with_log("held", 0, tmp_path / "held.log", "never read", node=None)[:1],
@@ -621,10 +621,48 @@ def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(
         return pods_list(method, path) and "fieldSelector=metadata.name%3Dheld-worker-0" in path
 
     for hold, follow in ((pods_list, False), (placement, True)):
-        with stalling_front(cluster, tmp_path, hold) as front:
+        with api_front(cluster, tmp_path, hold=hold) as front:
             slow = Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=2)
             with pytest.raises(Unreachable) as hung:
                 list(slow.logs("held", follow=follow))
             assert len(front.held) == 1 and hold("GET", front.held[0].split(" ", 1)[1]), front.held
             assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
                                 r"read timed out - the server sent no answer in time", str(hung.value)), hung.value
+
+
+@pytest.mark.timeout(300)  # a hang guard
+def test_following_a_worker_whose_container_is_still_being_created_waits_for_it(cluster, namespace, client,
+                                                                                tmp_path):
+    """`logs -f` right after a worker is placed: until its container starts, the kubelet
+    answers the log with BadRequest "... is waiting to start: ContainerCreating". A followed
+    log asks again each second and then reads the log; a plain read says so at once.
+    KWOK starts every container at once, so the front answers the first two log requests
+    as the kubelet would (a stand-in for that one state); the rest is the real API server."""
+    from api_front import api_front
+    from disttrain import Client, DisttrainError
+    from fake_logs import wait_served, worker_with_log
+
+    client.create(manifest("creating"))
+    cluster.apply(worker_with_log("creating", 0, tmp_path / "c.log", "started at last"), namespace=namespace)
+    wait_served(cluster, namespace, "creating-worker-0")
+    waiting = (f'container "trainer" in pod "creating-worker-0" is waiting to start: ContainerCreating')
+    refusals = {"left": 2}
+
+    def kubelet_while_creating(method: str, path: str):
+        if not path.startswith(f"/api/v1/namespaces/{namespace}/pods/creating-worker-0/log?") or not refusals["left"]:
+            return None
+        refusals["left"] -= 1
+        return 400, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": waiting,
+                     "reason": "BadRequest", "code": 400}
+
+    with api_front(cluster, tmp_path, answer=kubelet_while_creating) as front:
+        steered = Client(namespace, kubeconfig=str(front.kubeconfig))
+        followed = steered.logs("creating", follow=True)
+        assert tuple(next(followed)) == (0, "started at last")
+        followed.close()
+        assert len(front.answered) == 2 and all("follow=True" in a for a in front.answered), front.answered
+        refusals["left"] = 1
+        with pytest.raises(DisttrainError) as plain:
+            list(steered.logs("creating"))
+        assert str(plain.value) == f"Error from server (BadRequest): {waiting}"
+        assert len(front.answered) == 3

@@ -1,14 +1,17 @@
-"""An API server that answers some requests and hangs on others: the real one, behind
-`kubectl proxy` (which authenticates as the admin), behind a plain-HTTP front that
-forwards every request except those a test names, which it holds open without a byte of
-answer, then drops (after HOLD_SECONDS, or when the front stops). What a client does when one of its requests meets a
-server that hangs (overloaded, a half-dead connection) is shown only so."""
+"""The real API server behind a front that a test steers: `kubectl proxy` (which
+authenticates as the admin) behind a plain-HTTP front on loopback that forwards every
+request, streaming the answer as it comes (a followed log, a watch), except those a test
+names. Those it either holds open without a byte of answer, then drops (after
+HOLD_SECONDS, or when the front stops): a server that hangs, overloaded or half dead; or
+answers itself, for a state nothing here can put a server in (the kubelet's answer for a
+container still being created: KWOK starts every container at once)."""
 
 from __future__ import annotations
 
 import contextlib
 import http.client
 import http.server
+import json
 import re
 import subprocess
 import threading
@@ -24,20 +27,25 @@ from disttrain_operator.ports import free_port
 HOLD_SECONDS = 30
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
+Rule = Callable[[str, str], bool]  # (method, path with query) -> whether it applies
+Answer = Callable[[str, str], "tuple[int, dict] | None"]  # -> (status, JSON body) to answer with, or None
+
 
 class Front:
-    """The front's kubeconfig (no credentials: the proxy behind it has them) and the
-    requests it held, as "METHOD PATH?QUERY"."""
+    """The front's kubeconfig (no credentials: the proxy behind it has them), and the
+    requests it held and answered itself, as "METHOD PATH?QUERY"."""
 
     def __init__(self, kubeconfig: Path):
         self.kubeconfig = kubeconfig
         self.held: list[str] = []
+        self.answered: list[str] = []
 
 
 @contextlib.contextmanager
-def stalling_front(cluster, tmp_path: Path, hold: Callable[[str, str], bool]) -> Iterator[Front]:
-    """A front on loopback that holds each request for which hold(method, path_and_query)
-    is true and forwards the rest (answers read whole: no watch or followed log passes)."""
+def api_front(cluster, tmp_path: Path, *, hold: Rule = lambda *_: False,
+              answer: Answer = lambda *_: None) -> Iterator[Front]:
+    """A front that holds each request hold() names, answers itself each one answer()
+    gives an answer for, and forwards the rest."""
     proxy_port = free_port()
     proxy = subprocess.Popen([str(cluster.bin_dir / "kubectl"), "--kubeconfig", cluster.kubeconfig, "proxy",
                               "--address=127.0.0.1", f"--port={proxy_port}"],
@@ -48,29 +56,49 @@ def stalling_front(cluster, tmp_path: Path, hold: Callable[[str, str], bool]) ->
         front = Front(tmp_path / "front-kubeconfig")
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # chunked answers: a followed log streams through
+
             def log_message(self, *_args) -> None:  # quiet: pytest shows what failed
                 pass
 
             def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if hold(self.command, self.path):
                     front.held.append(f"{self.command} {self.path}")
                     stop.wait(HOLD_SECONDS)  # no answer; the client's own timeout must end the wait
                     self.close_connection = True
                     return
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                upstream = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=60)
+                if (own := answer(self.command, self.path)) is not None:
+                    front.answered.append(f"{self.command} {self.path}")
+                    data = json.dumps(own[1]).encode()
+                    self.send_response(own[0])
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self._forward(body)
+
+            def _forward(self, body: bytes) -> None:
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=HOLD_SECONDS * 10)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"host"}}
                 upstream.request(self.command, self.path, body=body or None, headers=headers)
-                answer = upstream.getresponse()
-                data = answer.read()
-                self.send_response(answer.status, answer.reason)
-                for k, v in answer.getheaders():
+                reply = upstream.getresponse()
+                self.send_response(reply.status, reply.reason)
+                for k, v in reply.getheaders():
                     if k.lower() not in HOP_BY_HOP | {"content-length"}:
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                self.wfile.write(data)
-                upstream.close()
+                try:
+                    while chunk := reply.read1(65536):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the client stopped reading (a followed log it closed)
+                    self.close_connection = True
+                finally:
+                    upstream.close()
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 

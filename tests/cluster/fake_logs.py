@@ -90,12 +90,13 @@ def logged_job(cluster, namespace, tmp_path) -> LoggedJob:
                      ["before the restart", "exit 1"], files)
 
 
-def worker_with_log(job: str, index: int, log: Path, text: str, node: str | None = "kwok-cpu-0") -> list[dict]:
+def worker_with_log(job: str, index: int, log: Path, text: str, node: str | None = "kwok-cpu-0",
+                    at: datetime | None = None) -> list[dict]:
     """Worker `index` of `job` as the operator names and labels it, and its Logs object:
-    one line, `text`, written now to `log`. node None: a pod no scheduler places."""
+    one line, `text`, written to `log` at `at` (now). node None: a pod no scheduler places."""
     from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
 
-    log.write_text(f"{kubelet_time(datetime.now(timezone.utc))} stdout F {text}\n")
+    log.write_text(f"{kubelet_time(at or datetime.now(timezone.utc))} stdout F {text}\n")
     pod = f"{job}-worker-{index}"
     placed = {"nodeName": node} if node else {"schedulerName": "nobody"}
     return [{"apiVersion": "v1", "kind": "Pod",

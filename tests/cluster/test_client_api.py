@@ -666,3 +666,19 @@ def test_following_a_worker_whose_container_is_still_being_created_waits_for_it(
             list(steered.logs("creating"))
         assert str(plain.value) == f"Error from server (BadRequest): {waiting}"
         assert len(front.answered) == 3
+
+
+def test_lines_of_the_same_time_read_in_worker_index_order_past_the_tenth_worker(cluster, namespace, client,
+                                                                                tmp_path):
+    """Eleven workers log a line at the same instant: the lines read in worker order 0..10,
+    not in pod-name order (worker-10 before worker-2), which the API server lists them in."""
+    from fake_logs import wait_served, worker_with_log
+
+    at = datetime.now(timezone.utc)
+    client.create(manifest("wide", nodes=11, checkpoint={"storage": "none"}))
+    for i in range(11):
+        cluster.apply(worker_with_log("wide", i, tmp_path / f"{i}.log", f"worker {i} ready", at=at),
+                      namespace=namespace)
+    for i in range(11):
+        wait_served(cluster, namespace, f"wide-worker-{i}")
+    assert [line.worker for line in client.logs("wide")] == list(range(11))

@@ -502,8 +502,8 @@ class Client:
     def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, options: dict[str, Any]
                  ) -> Iterator[LogLine]:
         def start() -> Any:
-            # A followed log may stay quiet for long: no read timeout then.
-            limit = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, 120)}
+            # A plain read is one request (docs/cli.md); a followed log may stay quiet for long.
+            limit = {} if follow else {"_request_timeout": self._timeout}
             given = {k: v for k, v in options.items() if v is not None}
             return self._core.read_namespaced_pod_log(
                 pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, _preload_content=False,
@@ -521,10 +521,14 @@ class Client:
                 if not (follow and "(BadRequest)" in text and "waiting to start" in text):
                     raise
                 time.sleep(1)
+        from urllib3.exceptions import HTTPError
+
         try:
             for raw in response:
                 stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
                 yield LogLine(index, text, stamp)
+        except HTTPError as exc:  # the server stopped answering, or the connection broke, mid-log
+            raise self._unreachable(exc) from None
         finally:
             response.release_conn()
 
@@ -545,9 +549,11 @@ class Client:
                     continue
                 raise api_error(exc.status, exc.reason, exc.body, name, resource) from None
             except HTTPError as exc:
-                raise Unreachable(f"Unable to connect to the server {self._api.configuration.host}: "
-                                  f"{_reason(exc)}") from None
+                raise self._unreachable(exc) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _unreachable(self, exc: Exception) -> Unreachable:
+        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {_reason(exc)}")
 
 
 def retry_after(headers: Any) -> float:
@@ -601,6 +607,8 @@ def _reason(exc: Exception) -> str:
         return "read timed out - the server sent no answer in time"
     if "RemoteDisconnected" in text:
         return "the server closed the connection without an answer"
+    if "Connection broken" in text or "Response ended prematurely" in text:
+        return "the connection broke off in the middle of the answer"
     return " ".join(text.split()) or type(inner).__name__
 
 

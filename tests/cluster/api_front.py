@@ -3,7 +3,8 @@ authenticates as the admin) behind a plain-HTTP front on loopback that forwards 
 request, streaming the answer as it comes (a followed log, a watch), except those a test
 names. Those it either holds open without a byte of answer, then drops (after
 HOLD_SECONDS, or when the front stops): a server that hangs, overloaded or half dead; or
-answers itself, for a state nothing here can put a server in (the kubelet's answer for a
+cuts after the first part of the answer, held as long, then dropped: a connection that
+breaks mid-answer; or answers itself, for a state nothing here can put a server in (the kubelet's answer for a
 container still being created: KWOK starts every container at once)."""
 
 from __future__ import annotations
@@ -38,14 +39,16 @@ class Front:
     def __init__(self, kubeconfig: Path):
         self.kubeconfig = kubeconfig
         self.held: list[str] = []
+        self.cut: list[str] = []
         self.answered: list[str] = []
 
 
 @contextlib.contextmanager
-def api_front(cluster, tmp_path: Path, *, hold: Rule = lambda *_: False,
-              answer: Answer = lambda *_: None) -> Iterator[Front]:
-    """A front that holds each request hold() names, answers itself each one answer()
-    gives an answer for, and forwards the rest."""
+def api_front(cluster, tmp_path: Path, *, hold: Rule = lambda *_: False, cut: Rule = lambda *_: False,
+              answer: Answer = lambda *_: None, hold_seconds: float = HOLD_SECONDS) -> Iterator[Front]:
+    """A front that holds each request hold() names, cuts each one cut() names after the
+    first part of its answer, answers itself each one answer() gives an answer for, and
+    forwards the rest."""
     proxy_port = free_port()
     proxy = subprocess.Popen([str(cluster.bin_dir / "kubectl"), "--kubeconfig", cluster.kubeconfig, "proxy",
                               "--address=127.0.0.1", f"--port={proxy_port}"],
@@ -65,7 +68,7 @@ def api_front(cluster, tmp_path: Path, *, hold: Rule = lambda *_: False,
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if hold(self.command, self.path):
                     front.held.append(f"{self.command} {self.path}")
-                    stop.wait(HOLD_SECONDS)  # no answer; the client's own timeout must end the wait
+                    stop.wait(hold_seconds)  # no answer; the client's own timeout must end the wait
                     self.close_connection = True
                     return
                 if (own := answer(self.command, self.path)) is not None:
@@ -90,10 +93,16 @@ def api_front(cluster, tmp_path: Path, *, hold: Rule = lambda *_: False,
                         self.send_header(k, v)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                cutting = cut(self.command, self.path)
                 try:
                     while chunk := reply.read1(65536):
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
+                        if cutting:
+                            front.cut.append(f"{self.command} {self.path}")
+                            stop.wait(hold_seconds)
+                            self.close_connection = True  # no last chunk: the answer breaks off
+                            return
                     self.wfile.write(b"0\r\n\r\n")
                 except OSError:  # the client stopped reading (a followed log it closed)
                     self.close_connection = True

@@ -603,9 +603,10 @@ def test_following_a_job_that_will_not_start_its_other_workers_reads_those_it_ha
 def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(cluster, namespace, client,
                                                                                tmp_path):
     """request_timeout bounds every request logs() makes, not only its first: the job is
-    read, then the API server hangs on the list of the job's pods (a plain read), or on
-    the check whether a followed worker is placed yet. Each ends as Unreachable after the
-    client's request_timeout, as kubectl --request-timeout does, instead of hanging."""
+    read, then the API server hangs on the list of the job's pods (a plain read), on the
+    check whether a followed worker is placed yet, or on a plain read of the log itself.
+    Each ends as Unreachable after the client's request_timeout, as kubectl
+    --request-timeout does, instead of hanging."""
     from disttrain import Client, Unreachable
     from fake_logs import worker_with_log
     from api_front import api_front
@@ -620,7 +621,10 @@ def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(
     def placement(method: str, path: str) -> bool:
         return pods_list(method, path) and "fieldSelector=metadata.name%3Dheld-worker-0" in path
 
-    for hold, follow in ((pods_list, False), (placement, True)):
+    def log_read(method: str, path: str) -> bool:
+        return method == "GET" and path.startswith(f"/api/v1/namespaces/{namespace}/pods/held-worker-0/log?")
+
+    for hold, follow in ((pods_list, False), (placement, True), (log_read, False)):
         with api_front(cluster, tmp_path, hold=hold) as front:
             slow = Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=2)
             with pytest.raises(Unreachable) as hung:
@@ -682,3 +686,78 @@ def test_lines_of_the_same_time_read_in_worker_index_order_past_the_tenth_worker
     for i in range(11):
         wait_served(cluster, namespace, f"wide-worker-{i}")
     assert [line.worker for line in client.logs("wide")] == list(range(11))
+
+
+def test_a_followed_log_quiet_for_longer_than_the_request_timeout_goes_on(cluster, namespace, client, tmp_path):
+    """docs/cli.md: `logs -f` is not bounded by the request timeout. A worker that prints
+    nothing for longer than it (a checkpoint being written, a slow step) is still followed."""
+    import queue
+
+    from api_front import api_front
+    from disttrain import Client
+    from fake_logs import kubelet_time, wait_served, worker_with_log
+
+    client.create(manifest("quiet"))
+    log = tmp_path / "quiet.log"
+    cluster.apply(worker_with_log("quiet", 0, log, "before the pause"), namespace=namespace)
+    wait_served(cluster, namespace, "quiet-worker-0")
+    got: queue.Queue = queue.Queue()
+    with api_front(cluster, tmp_path) as front:
+        steered = Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=1)
+
+        def follow() -> None:
+            try:
+                for line in steered.logs("quiet", follow=True):
+                    got.put(line.text)
+            except Exception as exc:  # the test reads what it was
+                got.put(exc)
+
+        threading.Thread(target=follow, daemon=True).start()
+        assert got.get(timeout=60) == "before the pause"
+        time.sleep(3)  # quiet for three request timeouts
+        with log.open("a") as f:
+            f.write(f"{kubelet_time(datetime.now(timezone.utc))} stdout F after the pause\n")
+        assert got.get(timeout=60) == "after the pause"
+
+
+@pytest.mark.timeout(300)  # a hang guard
+def test_a_log_that_breaks_off_mid_answer_is_one_line_error(cluster, namespace, client, tmp_path):
+    """The server stops in the middle of a log (a plain read: after the request timeout),
+    or the connection breaks under a followed log after its first lines: `logs` ends with
+    Unreachable in words, as every other request does, not urllib3's exception."""
+    import queue
+
+    from api_front import api_front
+    from disttrain import Unreachable
+    from fake_logs import wait_served, worker_with_log
+
+    client.create(manifest("broken"))
+    cluster.apply(worker_with_log("broken", 0, tmp_path / "b.log", "first words"), namespace=namespace)
+    wait_served(cluster, namespace, "broken-worker-0")
+
+    def the_log(method: str, path: str) -> bool:
+        return path.startswith(f"/api/v1/namespaces/{namespace}/pods/broken-worker-0/log?")
+
+    with api_front(cluster, tmp_path, cut=the_log, hold_seconds=4) as front:
+        from disttrain import Client
+
+        steered = Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=2)
+        with pytest.raises(Unreachable) as plain:
+            list(steered.logs("broken"))
+        assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
+                            r"read timed out - the server sent no answer in time", str(plain.value)), plain.value
+        got: queue.Queue = queue.Queue()
+
+        def follow() -> None:
+            try:
+                for line in steered.logs("broken", follow=True):
+                    got.put(line.text)
+            except Exception as exc:  # the test reads what it was
+                got.put(exc)
+
+        threading.Thread(target=follow, daemon=True).start()
+        assert got.get(timeout=60) == "first words"
+        broke = got.get(timeout=60)
+        assert isinstance(broke, Unreachable) and str(broke).endswith(
+            ": the connection broke off in the middle of the answer"), repr(broke)
+        assert len(front.cut) == 2

@@ -273,6 +273,9 @@ def test_a_connection_failure_is_told_in_a_few_plain_words():
          "read timed out - the server sent no answer in time"),
         (ProtocolError("Connection aborted.", RemoteDisconnected("Remote end closed connection without response")),
          "the server closed the connection without an answer"),
+        (ProtocolError("Response ended prematurely"), "the connection broke off in the middle of the answer"),
+        (ProtocolError("Connection broken: IncompleteRead(0 bytes read, 2 more expected)"),
+         "the connection broke off in the middle of the answer"),
         (MaxRetryError(pool, "/x", NewConnectionError(conn, "Failed to resolve 'nowhere.invalid'\n  (x)")),
          "Failed to resolve 'nowhere.invalid' (x)"),
     ]

@@ -276,6 +276,7 @@ def test_a_connection_failure_is_told_in_a_few_plain_words():
         (ProtocolError("Response ended prematurely"), "the connection broke off in the middle of the answer"),
         (ProtocolError("Connection broken: IncompleteRead(0 bytes read, 2 more expected)"),
          "the connection broke off in the middle of the answer"),
+        (MaxRetryError(pool, "/x", ProtocolError()), "ProtocolError"),  # no words: its kind, not "NoneType"
         (MaxRetryError(pool, "/x", NewConnectionError(conn, "Failed to resolve 'nowhere.invalid'\n  (x)")),
          "Failed to resolve 'nowhere.invalid' (x)"),
     ]

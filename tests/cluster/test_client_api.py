@@ -305,6 +305,9 @@ def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, name
     other = f"{namespace}-p"
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
     try:
+        client.create(manifest("solo", suspend=True))  # in the client's namespace only
+        assert client.apply(manifest("solo", suspend=True), namespace=other)[1] == "created"
+        client.delete("solo", other, wait=True, timeout=60)
         for where in (namespace, other):  # the same name in both: each call must pick its own
             client.create(manifest("twin", suspend=True, maxRestarts=1), namespace=where)
         assert client.apply(manifest("twin", suspend=True, maxRestarts=2), namespace=other)[1] == "configured"

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -323,10 +324,20 @@ def run_mutmut(work: Path, env: dict[str, str], jobs: int, paths: list[str], *, 
                 print("mutation: every mutant of these modules has a verdict", flush=True)
             return 0
         tried.update(names)
-        proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *names], cwd=work, env=env)
-        if proc.returncode != 0:
-            print(f"mutation: mutmut exited {proc.returncode}", file=sys.stderr)
-            return proc.returncode
+        # Its own process group: stopping this run stops mutmut and its test children first,
+        # before the control plane goes; left running, they would read its absence as kills.
+        proc = subprocess.Popen([str(mutmut), "run", "--max-children", str(jobs), *names], cwd=work, env=env,
+                                start_new_session=True)
+        try:
+            code = proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        if code != 0:
+            print(f"mutation: mutmut exited {code}", file=sys.stderr)
+            return code
         if every:
             return 0
 
@@ -349,6 +360,8 @@ def control_plane(work: Path) -> Iterator[str]:
 
 
 def main() -> int:
+    # A stop (SIGTERM) unwinds like Ctrl-C: mutmut is stopped, then the control plane.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "1")))

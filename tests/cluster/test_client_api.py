@@ -9,6 +9,7 @@ them once per mutant of client.py."""
 from __future__ import annotations
 
 import json
+import queue
 import re
 import threading
 import time
@@ -509,8 +510,6 @@ def test_following_a_worker_not_yet_on_a_node_waits_for_it(cluster, namespace, c
     """`logs -f` right after `submit -d`, or a worker waiting for GPUs: the API server
     answers the log of a pod on no node with nothing, as if it had ended. A plain read
     prints nothing; a followed log waits for the worker to be placed."""
-    import queue
-
     from fake_logs import worker_with_log
 
     client.create(manifest("late"))
@@ -534,8 +533,6 @@ def test_following_a_worker_not_yet_on_a_node_waits_for_it(cluster, namespace, c
 def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster, namespace, client, tmp_path):
     """`submit -d` then `logs -f`: the job wants 2 workers and one pod exists so far. The
     followed log takes the lines of each worker as its pod appears, not of the first only."""
-    import queue
-
     from fake_logs import wait_served, worker_with_log
 
     (pod0, log0), (pod1, log1) = (worker_with_log("starting", i, tmp_path / f"{i}.log", f"worker {i} here")
@@ -559,8 +556,6 @@ def test_following_a_job_still_starting_waits_for_every_worker_it_wants(cluster,
 def test_a_followed_worker_deleted_before_it_is_placed_ends_with_its_not_found(cluster, namespace, client, tmp_path):
     """`logs -f` waiting for a worker the scheduler has not placed, when that pod is
     deleted (its job deleted, say): the log ends with the API server's NotFound for the pod."""
-    import queue
-
     from disttrain import NotFound
     from fake_logs import worker_with_log
 
@@ -588,8 +583,6 @@ def test_following_a_job_that_will_not_start_its_other_workers_reads_those_it_ha
                                                                                  tmp_path, phase):
     """A suspended or finished job with fewer pods than it wants gets no more: a followed
     log reads the workers that are there instead of waiting for the rest."""
-    import queue
-
     from fake_logs import wait_served, worker_with_log
 
     client.create(manifest("short", nodes=2, checkpoint={"storage": "none"}))
@@ -600,6 +593,22 @@ def test_following_a_job_that_will_not_start_its_other_workers_reads_those_it_ha
     got: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: got.put(tuple(next(client.logs("short", follow=True)))), daemon=True).start()
     assert got.get(timeout=60) == (0, "the one there")
+
+
+def followed_in_background(client, name: str) -> queue.Queue:
+    """`client.logs(name, follow=True)` on a daemon thread: each line's text as it comes,
+    then the exception it ended with, if it did."""
+    got: queue.Queue = queue.Queue()
+
+    def follow() -> None:
+        try:
+            for line in client.logs(name, follow=True):
+                got.put(line.text)
+        except Exception as exc:  # the test reads what it was
+            got.put(exc)
+
+    threading.Thread(target=follow, daemon=True).start()
+    return got
 
 
 @pytest.mark.timeout(300)  # a hang guard, far above the front's HOLD_SECONDS
@@ -694,8 +703,6 @@ def test_lines_of_the_same_time_read_in_worker_index_order_past_the_tenth_worker
 def test_a_followed_log_quiet_for_longer_than_the_request_timeout_goes_on(cluster, namespace, client, tmp_path):
     """docs/cli.md: `logs -f` is not bounded by the request timeout. A worker that prints
     nothing for longer than it (a checkpoint being written, a slow step) is still followed."""
-    import queue
-
     from api_front import api_front
     from disttrain import Client
     from fake_logs import kubelet_time, wait_served, worker_with_log
@@ -704,18 +711,8 @@ def test_a_followed_log_quiet_for_longer_than_the_request_timeout_goes_on(cluste
     log = tmp_path / "quiet.log"
     cluster.apply(worker_with_log("quiet", 0, log, "before the pause"), namespace=namespace)
     wait_served(cluster, namespace, "quiet-worker-0")
-    got: queue.Queue = queue.Queue()
     with api_front(cluster, tmp_path) as front:
-        steered = Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=1)
-
-        def follow() -> None:
-            try:
-                for line in steered.logs("quiet", follow=True):
-                    got.put(line.text)
-            except Exception as exc:  # the test reads what it was
-                got.put(exc)
-
-        threading.Thread(target=follow, daemon=True).start()
+        got = followed_in_background(Client(namespace, kubeconfig=str(front.kubeconfig), request_timeout=1), "quiet")
         assert got.get(timeout=60) == "before the pause"
         time.sleep(3)  # quiet for three request timeouts
         with log.open("a") as f:
@@ -728,8 +725,6 @@ def test_a_log_that_breaks_off_mid_answer_is_one_line_error(cluster, namespace, 
     """The server stops in the middle of a log (a plain read: after the request timeout),
     or the connection breaks under a followed log after its first lines: `logs` ends with
     Unreachable in words, as every other request does, not urllib3's exception."""
-    import queue
-
     from api_front import api_front
     from disttrain import Unreachable
     from fake_logs import wait_served, worker_with_log
@@ -749,16 +744,7 @@ def test_a_log_that_breaks_off_mid_answer_is_one_line_error(cluster, namespace, 
             list(steered.logs("broken"))
         assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
                             r"read timed out - the server sent no answer in time", str(plain.value)), plain.value
-        got: queue.Queue = queue.Queue()
-
-        def follow() -> None:
-            try:
-                for line in steered.logs("broken", follow=True):
-                    got.put(line.text)
-            except Exception as exc:  # the test reads what it was
-                got.put(exc)
-
-        threading.Thread(target=follow, daemon=True).start()
+        got = followed_in_background(steered, "broken")
         assert got.get(timeout=60) == "first words"
         broke = got.get(timeout=60)
         assert isinstance(broke, Unreachable) and str(broke).endswith(

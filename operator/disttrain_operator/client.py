@@ -40,6 +40,8 @@ from .manifest import manifest_of
 
 RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
 OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtraining.disttrain.dev/NAME
+# The API server's 404 for a path it does not serve: here, a CRD not installed.
+NOT_SERVED = "the server could not find the requested resource"
 # The longest a single server-side watch runs before the client re-opens it.
 WATCH_SECONDS = 300
 BUSY_RETRIES = 10  # a request answered 429 is asked again this many times (client-go's number)
@@ -580,8 +582,12 @@ def api_error(status: int | None, reason: str | None, body: Any, name: str, reso
         message = str(body or "")
     if not body and ": " in why:  # a watch's ERROR event: the client makes it "Reason: message"
         why, message = why.split(": ", 1)
-    if status == 404:
-        error: DisttrainError = NotFound(f'Error from server (NotFound): {resource} "{name}" not found')
+    if status == 404:  # the server's words: what is missing may be the namespace, or the kind itself
+        said = " ".join(message.split()) or f'{resource} "{name}" not found'
+        if said == NOT_SERVED and resource == RESOURCE:
+            said = (f'the server doesn\'t have a resource type "{resource}": install disttrain\'s CRD '
+                    "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
+        error: DisttrainError = NotFound(f"Error from server (NotFound): {said}")
     else:
         text = f"Error from server ({why or status}): {' '.join(message.split()) or reason}"
         error = Forbidden(text) if status == 403 else DisttrainError(text)

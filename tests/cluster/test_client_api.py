@@ -153,6 +153,12 @@ def test_delete_and_get_of_a_missing_job_say_not_found_like_kubectl(cluster, nam
             call()
         assert str(missing.value) == f'Error from server (NotFound): {RESOURCE} "gone" not found'
     assert client.wait_for("gone", "delete", timeout=30) is None  # already gone: done at once
+    nowhere = f"{namespace}-none"  # a namespace that does not exist: the server says so, not "job not found"
+    for call in (lambda: client.create(manifest("gone"), namespace=nowhere),
+                 lambda: client.apply(manifest("gone"), namespace=nowhere)):
+        with pytest.raises(NotFound) as missing:
+            call()
+        assert str(missing.value) == f'Error from server (NotFound): namespaces "{nowhere}" not found'
 
 
 def test_wait_and_watch_follow_the_status_to_the_phase_asked_for(cluster, namespace, client):

@@ -204,6 +204,16 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     missing = client_module.api_error(404, "Not Found", "", "demo")
     assert (type(missing), missing.status) == (client_module.NotFound, 404)
     assert str(missing) == 'Error from server (NotFound): distributedtrainings.disttrain.dev "demo" not found'
+    gone = json.dumps({"kind": "Status", "reason": "NotFound", "message": 'namespaces "elsewhere" not found'})
+    assert str(client_module.api_error(404, "Not Found", gone, "demo")) == (
+        'Error from server (NotFound): namespaces "elsewhere" not found')  # the server's words: not the job
+    unserved = json.dumps({"kind": "Status", "reason": "NotFound", "details": {},
+                           "message": "the server could not find the requested resource"})  # no CRD installed
+    assert str(client_module.api_error(404, "Not Found", unserved, "demo")) == (
+        'Error from server (NotFound): the server doesn\'t have a resource type "distributedtrainings.disttrain.dev":'
+        " install disttrain's CRD (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
+    assert str(client_module.api_error(404, "Not Found", unserved, "w-0", "pods")) == (
+        "Error from server (NotFound): the server could not find the requested resource")
     denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}), "d")
     assert (type(denied), denied.status) == (client_module.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"

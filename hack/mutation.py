@@ -11,7 +11,7 @@ found again (mutmut would look again only at the test files that changed). Then 
 mutants, killed, survived, equivalent (listed with a reason in hack/mutation-equivalent.txt)
 and the score, followed by every surviving mutant as a diff.
 
-Usage: python hack/mutation.py [--jobs N] [--report-only] [--cluster] [--skip REGEX] [PATH ...]
+Usage: python hack/mutation.py [--jobs N] [--report-only] [--pin-equivalents] [--cluster] [--skip REGEX] [PATH ...]
 PATHs are source files or folders of the checkout (default: MODULES, or CLUSTER_MODULES
 with --cluster).
 
@@ -221,14 +221,46 @@ def reset_survivors(work: Path) -> int:
     return count
 
 
-def load_equivalent() -> dict[str, str]:
+# An equivalent entry is pinned to the change it judged: mutmut numbers a function's mutants
+# in order, so when the function changes, the number listed may name another change (one a
+# test could catch) and would hide it. `NAME [diff:PIN] reason`, PIN from `diff_pin`.
+PIN = re.compile(r"\[diff:([0-9a-f]{8})\]\s*")
+
+
+def diff_pin(diff: str) -> str:
+    """The pin of a mutant's diff (`mutant_diff`): 8 hex digits of its hash."""
+    return hashlib.sha256(diff.encode()).hexdigest()[:8]
+
+
+def load_equivalent() -> dict[str, tuple[str | None, str]]:
+    """name -> (its pin, or None where the entry has none yet; the reason)."""
     out = {}
     for line in EQUIVALENT_FILE.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
-            name, _, reason = line.partition(" ")
-            out[name] = reason.strip().lstrip("#").strip() or "(no reason given)"
+            name, _, rest = line.partition(" ")
+            pinned = PIN.match(rest.strip())
+            reason = rest.strip()[pinned.end():] if pinned else rest
+            out[name] = (pinned.group(1) if pinned else None,
+                         reason.strip().lstrip("#").strip() or "(no reason given)")
     return out
+
+
+def pin_equivalents(work: Path) -> int:
+    """Pin every unpinned entry whose mutant this work tree has to that mutant's diff now.
+    A stale pin is never renewed here: that mutant must be judged again by a person."""
+    codes = {key for meta in meta_files(work) for key in read_meta(meta).get("exit_code_by_key", {})}
+    lines, pinned = [], 0
+    for line in EQUIVALENT_FILE.read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        if line.strip() and not line.startswith("#") and name in codes and not PIN.match(rest):
+            diff = mutant_diff(work, name)
+            if diff:
+                line, pinned = f"{name} [diff:{diff_pin(diff)}] {rest}", pinned + 1
+        lines.append(line)
+    EQUIVALENT_FILE.write_text("\n".join(lines) + "\n")
+    print(f"mutation: pinned {pinned} equivalent entries to their mutant's diff in {EQUIVALENT_FILE.name}")
+    return 0
 
 
 def module_glob(path: str) -> str:
@@ -263,7 +295,7 @@ def mutant_diff(work: Path, key: str) -> str:
 def report(work: Path, selected: list[str]) -> int:
     equivalent = load_equivalent()
     rows: dict[str, Counter] = {}
-    survivors = []
+    survivors, moved, unpinned = [], [], []
     seen = set()
     prefixes = tuple(module_glob(p).removesuffix("*") for p in selected)
     for meta in meta_files(work):
@@ -277,7 +309,13 @@ def report(work: Path, selected: list[str]) -> int:
             row["mutants"] += 1
             status = STATUS.get(code, "suspicious")
             if status == "survived" and key in equivalent:
-                status = "equivalent"
+                pin = equivalent[key][0]
+                if pin is None or pin == diff_pin(mutant_diff(work, key)):
+                    status = "equivalent"
+                    if pin is None:
+                        unpinned.append(key)
+                else:
+                    moved.append(key)
             row[status] += 1
             if status in ("survived", "no tests", "timeout", "suspicious"):
                 survivors.append((key, status))
@@ -297,6 +335,14 @@ def report(work: Path, selected: list[str]) -> int:
             diff = mutant_diff(work, key)
             if diff:
                 print(diff)
+    if moved:
+        print(f"\nlisted as equivalent, but no longer the change its reason judged (its function changed "
+              f"and the number moved): counted as survived; judge each again ({len(moved)}): "
+              f"{', '.join(moved)}")
+    if unpinned:
+        print(f"\nequivalent entries without a [diff:] pin ({len(unpinned)}): "
+              f"`python hack/mutation.py --pin-equivalents{' --cluster' if work.name.endswith('-cluster') else ''}` "
+              "pins them to the change each names now")
     stale = sorted(k for k in equivalent if k not in seen and k.startswith(prefixes))
     if stale:
         print(f"\nequivalent entries naming no current mutant (remove them): {', '.join(stale)}")
@@ -367,6 +413,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "1")))
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--cluster", action="store_true", help="the client, against a control plane of its own")
+    parser.add_argument("--pin-equivalents", action="store_true", help="pin each unpinned entry of "
+                        "hack/mutation-equivalent.txt to the diff of the mutant it names now; runs nothing")
     parser.add_argument("--skip", metavar="REGEX", help="leave the mutants whose name matches unrun (not checked), "
                         "e.g. functions every test reaches, whose each mutant costs a pass of them all")
     args = parser.parse_args()
@@ -375,6 +423,8 @@ def main() -> int:
     work = work_dir(args.cluster)
     work.mkdir(parents=True, exist_ok=True)
     print(f"mutation: work tree {work}", flush=True)
+    if args.pin_equivalents:
+        return pin_equivalents(work)
     if not args.report_only:
         for root, package in SOURCE_PACKAGES:
             sync(ROOT / root / package, work / package)

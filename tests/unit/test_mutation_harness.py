@@ -1,0 +1,81 @@
+"""hack/mutation.py's verdicts: an equivalent mutant is one change judged by a person, and
+stays that change (its pin) when its function changes and mutmut numbers the mutants anew."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+HACK = Path(__file__).resolve().parents[2] / "hack" / "mutation.py"
+ORIGINAL = '''def x_f__mutmut_orig(a):
+    return a + 1
+'''
+
+
+@pytest.fixture()
+def harness(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("mutation_harness", HACK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "EQUIVALENT_FILE", tmp_path / "equivalent.txt")
+    module._functions.cache_clear()
+    return module
+
+
+def work_tree(root: Path, mutant: str, code: int = 0) -> Path:
+    """A mutmut work tree with one module, pkg/mod.py, whose x_f has one mutant (`mutant`,
+    the new line of its body) with exit code `code` (0: survived)."""
+    (root / "mutants" / "pkg").mkdir(parents=True, exist_ok=True)
+    (root / "mutants" / "pkg" / "mod.py").write_text(
+        ORIGINAL + f"\n\ndef x_f__mutmut_1(a):\n    {mutant}\n")
+    (root / "mutants" / "pkg" / "mod.py.meta").write_text(
+        json.dumps({"exit_code_by_key": {"pkg.mod.x_f__mutmut_1": code}}))
+    return root
+
+
+def test_an_equivalent_is_pinned_to_the_change_it_names_and_counted_while_that_holds(harness, tmp_path, capsys):
+    work = work_tree(tmp_path / "work", "return a - 1")
+    harness.EQUIVALENT_FILE.write_text("# header\npkg.mod.x_f__mutmut_1 a - 1 reads the same here\n")
+    harness.report(work, ["pkg/mod.py"])
+    assert "equivalent entries without a [diff:] pin (1)" in capsys.readouterr().out
+    assert harness.pin_equivalents(work) == 0
+    pin = harness.diff_pin("        -    return a + 1\n        +    return a - 1")
+    assert harness.EQUIVALENT_FILE.read_text() == (
+        f"# header\npkg.mod.x_f__mutmut_1 [diff:{pin}] a - 1 reads the same here\n")
+    assert harness.load_equivalent() == {"pkg.mod.x_f__mutmut_1": (pin, "a - 1 reads the same here")}
+    capsys.readouterr()
+    harness.report(work, ["pkg/mod.py"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("pkg.mod "))
+    assert row.split()[1:5] == ["1", "0", "0", "1"]  # mutants, killed, survived, equivalent
+    assert "without a [diff:] pin" not in out and "surviving mutants" not in out
+
+
+def test_an_equivalent_whose_number_now_names_another_change_counts_as_a_survivor(harness, tmp_path, capsys):
+    work = work_tree(tmp_path / "work", "return a - 1")
+    harness.EQUIVALENT_FILE.write_text("pkg.mod.x_f__mutmut_1 a - 1 reads the same here\n")
+    harness.pin_equivalents(work)
+    pinned = harness.EQUIVALENT_FILE.read_text()
+    harness._functions.cache_clear()
+    work_tree(tmp_path / "work", "return None")  # the function changed: mutant 1 is another change
+    capsys.readouterr()
+    harness.report(work, ["pkg/mod.py"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("pkg.mod "))
+    assert row.split()[1:5] == ["1", "0", "1", "0"]
+    assert "no longer the change its reason judged" in out and "+    return None" in out
+    harness.pin_equivalents(work)  # a stale pin is never renewed by the tool
+    assert harness.EQUIVALENT_FILE.read_text() == pinned
+
+
+def test_a_killed_mutant_listed_as_equivalent_is_killed_and_the_list_is_read_as_written(harness, tmp_path, capsys):
+    work = work_tree(tmp_path / "work", "return a - 1", code=1)
+    harness.EQUIVALENT_FILE.write_text("pkg.mod.x_f__mutmut_1 [diff:0123abcd]   # why\npkg.mod.x_g__mutmut_2\n")
+    assert harness.load_equivalent() == {"pkg.mod.x_f__mutmut_1": ("0123abcd", "why"),
+                                         "pkg.mod.x_g__mutmut_2": (None, "(no reason given)")}
+    harness.report(work, ["pkg/mod.py"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("pkg.mod "))
+    assert row.split()[1:5] == ["1", "1", "0", "0"]
+    assert "naming no current mutant (remove them): pkg.mod.x_g__mutmut_2" in out

@@ -94,10 +94,15 @@ CLUSTER_TESTS = ["tests/unit", str(CLIENT_CLUSTER_TESTS.relative_to(ROOT)), *ope
 # Lines that are not behaviour: log calls.
 NOT_MUTATED = [r"^\s*log\.(debug|info|warning|error|exception)\("]
 # Copied beside the packages because the tests read them (Dockerfile, charts, docs, hack/...):
-# every tracked top-level entry but the source roots and the CI/git plumbing.
-DATA = sorted({line.split("/", 1)[0] for line in subprocess.run(
-    ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()}
-    - {"operator", "trainer", ".ci", ".gitignore", ".dockerignore", "bench", "pyproject.toml"})  # ours is written below
+# every tracked top-level entry but the source roots and the CI/git plumbing. Asked of git
+# when a run needs it, so the module imports where there is no checkout (its own unit tests
+# run in the mutation work tree too).
+@functools.cache
+def data_entries() -> list[str]:
+    return sorted({line.split("/", 1)[0] for line in subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()}
+        - {"operator", "trainer", ".ci", ".gitignore", ".dockerignore", "bench", "pyproject.toml"})  # ours is written below
+
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
           35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
@@ -147,23 +152,56 @@ markers = ["cluster: real control plane", "dist: torch.distributed", "slow: slow
 [tool.mutmut]
 source_paths = {json.dumps(sources)}
 pytest_add_cli_args_test_selection = {json.dumps(tests)}
-also_copy = {json.dumps(sorted({package for _, package in SOURCE_PACKAGES} | set(DATA) | {"conftest.py"}))}
+also_copy = {json.dumps(sorted({package for _, package in SOURCE_PACKAGES} | set(data_entries()) | {"conftest.py"}))}
 do_not_mutate_patterns = {json.dumps(NOT_MUTATED)}
 """
 
 
-# mutmut hands a mutant's tests to pytest in no particular order and stops at the first
-# failure (-x): run the quickest first (by the durations mutmut recorded), so a mutant a unit
-# test kills does not wait for the cluster tests that also reach it.
-QUICKEST_FIRST = """# Written by hack/mutation.py: a mutant's tests, quickest first.
+# mutmut hands a mutant's tests to pytest and stops at the first failure (-x). The order
+# decides the cost: a mutant a unit test kills should not wait for the cluster tests that
+# also reach it, and a mutant of a function that only one test tells apart (a help text of
+# the argparse table: the CLI reference test) should not wait for a hundred quick tests that
+# cannot. So the tests that killed mutants of the same function before come first, best
+# kill rate per second first; then the rest, quickest first (durations from mutmut's stats).
+# Each kill is appended to mutmut-kills.jsonl (in mutants/, beside the stats).
+QUICKEST_FIRST = """# Written by hack/mutation.py: a mutant's tests, likeliest killer first.
 import json
+import os
+from collections import Counter
 from pathlib import Path
+
+KILLS = Path("mutmut-kills.jsonl")
+
+
+def _function(mutant):
+    return mutant.rsplit("__mutmut_", 1)[0] if "__mutmut_" in mutant else None
 
 
 def pytest_collection_modifyitems(items):
     stats = Path("mutmut-stats.json")
     durations = json.loads(stats.read_text()).get("duration_by_test", {}) if stats.exists() else {}
-    items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
+    function, kills = _function(os.environ.get("MUTANT_UNDER_TEST", "")), Counter()
+    if function and KILLS.exists():
+        for line in KILLS.read_text().splitlines():
+            try:
+                mutant, test = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed run
+            if _function(mutant) == function:
+                kills[test] += 1
+
+    def cost(item):
+        duration = durations.get(item.nodeid, float("inf"))
+        return (0, duration / kills[item.nodeid]) if kills[item.nodeid] else (1, duration)
+
+    items.sort(key=cost)
+
+
+def pytest_runtest_logreport(report):
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if report.failed and _function(mutant):
+        with KILLS.open("a") as handle:  # one short append per line: whole lines under parallel jobs
+            handle.write(json.dumps([mutant, report.nodeid]) + "\\n")
 """
 
 
@@ -428,7 +466,7 @@ def main() -> int:
     if not args.report_only:
         for root, package in SOURCE_PACKAGES:
             sync(ROOT / root / package, work / package)
-        for name in DATA:
+        for name in data_entries():
             sync(ROOT / name, work / name)
         # Always every module: a changed mutmut configuration would drop every verdict.
         config = pyproject([staged(p) for p in modules], tests)

@@ -79,3 +79,43 @@ def test_a_killed_mutant_listed_as_equivalent_is_killed_and_the_list_is_read_as_
     row = next(line for line in out.splitlines() if line.startswith("pkg.mod "))
     assert row.split()[1:5] == ["1", "1", "0", "0"]
     assert "naming no current mutant (remove them): pkg.mod.x_g__mutmut_2" in out
+
+
+def test_a_mutants_tests_run_likeliest_killer_first_and_each_kill_is_recorded(harness, tmp_path, monkeypatch):
+    """The conftest the harness gives mutmut: the tests that killed mutants of the same
+    function before come first (best kills per second first), then the rest quickest first."""
+    conftest: dict = {}
+    exec(compile(harness.QUICKEST_FIRST, "conftest.py", "exec"), conftest)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": {
+        "quick": 0.1, "quicker": 0.05, "reference": 2.0, "cluster": 60.0, "killer-elsewhere": 0.01}}))
+
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    def order():
+        items = [Item(n) for n in ("cluster", "quick", "reference", "unmeasured", "quicker", "killer-elsewhere")]
+        conftest["pytest_collection_modifyitems"](items)
+        return [i.nodeid for i in items]
+
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "pkg.mod.x_f__mutmut_7")
+    assert order() == ["killer-elsewhere", "quicker", "quick", "reference", "cluster", "unmeasured"]
+
+    class Report:
+        def __init__(self, nodeid, failed):
+            self.nodeid, self.failed = nodeid, failed
+
+    for mutant, test in (("pkg.mod.x_f__mutmut_1", "reference"), ("pkg.mod.x_f__mutmut_2", "reference"),
+                         ("pkg.mod.x_f__mutmut_3", "cluster"), ("pkg.mod.x_g__mutmut_1", "killer-elsewhere")):
+        monkeypatch.setenv("MUTANT_UNDER_TEST", mutant)
+        conftest["pytest_runtest_logreport"](Report(test, failed=True))
+        conftest["pytest_runtest_logreport"](Report("quick", failed=False))  # a pass is no kill
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "stats")  # mutmut's own runs are no mutant's
+    conftest["pytest_runtest_logreport"](Report("quicker", failed=True))
+    with (tmp_path / "mutmut-kills.jsonl").open("a") as kills:
+        kills.write('["pkg.mod.x_f__mutmut_9", "qu')  # a line cut short by a killed run
+    assert len((tmp_path / "mutmut-kills.jsonl").read_text().splitlines()) == 5
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "pkg.mod.x_f__mutmut_7")
+    # reference: 2 kills in 2 s (1 s a kill); cluster: 1 in 60 s; then the rest, quickest first
+    assert order() == ["reference", "cluster", "killer-elsewhere", "quicker", "quick", "unmeasured"]

@@ -214,6 +214,9 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
         " install disttrain's CRD (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
     assert str(client_module.api_error(404, "Not Found", unserved, "w-0", "pods")) == (
         "Error from server (NotFound): the server could not find the requested resource")
+    # an answer that is not the API server's Status (a proxy's own text) reads as that text
+    proxied = client_module.api_error(503, "Service Unavailable", "upstream connect  error\n", "demo")
+    assert str(proxied) == "Error from server (Service Unavailable): upstream connect error"
     denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}), "d")
     assert (type(denied), denied.status) == (client_module.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"

@@ -142,6 +142,15 @@ def sync(src: Path, dst: Path) -> None:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+# mutmut stops a mutant's run at 15 times the call time of its tests (from its stats) plus
+# this constant, in seconds of wall time. The call time leaves out each test's fixtures (a
+# namespace made and deleted, a fake worker's pods), most of a cluster test's wall time: a
+# survivor of the log functions took up to 14 times it, and on shared cores more, so with
+# mutmut's 1 s a survivor could be cut off and read as a timeout (a catch). Changing it
+# makes mutmut test its timeouts again, nothing else.
+TIMEOUT_CONSTANT = 120.0
+
+
 def pyproject(sources: list[str], tests: list[str]) -> str:
     return f"""# Written by hack/mutation.py for mutmut; the checkout's pyproject.toml is the real one.
 [tool.pytest.ini_options]
@@ -154,6 +163,7 @@ source_paths = {json.dumps(sources)}
 pytest_add_cli_args_test_selection = {json.dumps(tests)}
 also_copy = {json.dumps(sorted({package for _, package in SOURCE_PACKAGES} | set(data_entries()) | {"conftest.py"}))}
 do_not_mutate_patterns = {json.dumps(NOT_MUTATED)}
+timeout_constant = {TIMEOUT_CONSTANT}
 """
 
 
@@ -474,7 +484,8 @@ def main() -> int:
             # A newly listed module has no test mapped to its functions: collect the stats
             # again, and test again the mutants judged "no tests" or "survived" without them.
             (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-            print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
+            print(f"mutation: the configuration changed (modules or limits), re-testing {reset_survivors(work)} "
+                  "undecided mutants", flush=True)
         (work / "pyproject.toml").write_text(config)
         if not (work / "conftest.py").exists() or (work / "conftest.py").read_text() != QUICKEST_FIRST:
             (work / "conftest.py").write_text(QUICKEST_FIRST)

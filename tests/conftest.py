@@ -272,14 +272,21 @@ def _crd_turns(request: pytest.FixtureRequest) -> Iterator[None]:
     """With DISTTRAIN_CRD_LOCK set (hack/mutation.py --cluster runs tests in parallel
     processes against one control plane), a test marked `changes_crd` runs alone: a CRD
     that changes ends every watch of the jobs, which would fail the tests beside it for no
-    fault of the code they test. The others share the lock. Without it: nothing."""
+    fault of the code they test. The others share the lock. A test waiting to run alone
+    goes first: it holds a turnstile that later tests pass through, so it waits only for
+    those already running (flock alone would let a stream of sharers starve it until
+    mutmut's time limit read its mutant as a timeout). Without it: nothing."""
     path = os.environ.get("DISTTRAIN_CRD_LOCK")
     if not path or "cluster" not in request.fixturenames:
         yield
         return
     alone = request.node.get_closest_marker("changes_crd") is not None
-    with open(path, "a") as handle:
+    with open(path, "a") as handle, open(f"{path}.turnstile", "a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
         fcntl.flock(handle, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
 
 

@@ -151,6 +151,11 @@ def sync(src: Path, dst: Path) -> None:
 TIMEOUT_CONSTANT = 8.0
 
 
+def but_limits(config: str) -> str:
+    """A written pyproject.toml without its time limit (see TIMEOUT_CONSTANT)."""
+    return "\n".join(line for line in config.splitlines() if not line.startswith("timeout_"))
+
+
 def pyproject(sources: list[str], tests: list[str]) -> str:
     return f"""# Written by hack/mutation.py for mutmut; the checkout's pyproject.toml is the real one.
 [tool.pytest.ini_options]
@@ -253,8 +258,9 @@ def undecided(work: Path, paths: list[str]) -> list[str]:
     return names
 
 
-def reset_survivors(work: Path) -> int:
-    """The tests changed: survivors and mutants without tests get tested again."""
+def reset_survivors(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> int:
+    """The tests changed: survivors and mutants without tests get tested again (or the
+    mutants of other `statuses`: the timeouts, when the time limit changed)."""
     count = 0
     for meta in meta_files(work):
         data = read_meta(meta)
@@ -262,7 +268,7 @@ def reset_survivors(work: Path) -> int:
             continue
         codes = data.get("exit_code_by_key", {})
         for key, code in codes.items():
-            if code is not None and STATUS.get(code) in ("survived", "no tests"):
+            if code is not None and STATUS.get(code) in statuses:
                 codes[key] = None
                 count += 1
         meta.write_text(json.dumps(data, indent=4))
@@ -480,12 +486,15 @@ def main() -> int:
             sync(ROOT / name, work / name)
         # Always every module: a changed mutmut configuration would drop every verdict.
         config = pyproject([staged(p) for p in modules], tests)
-        if (work / "pyproject.toml").exists() and (work / "pyproject.toml").read_text() != config:
+        old = (work / "pyproject.toml").read_text() if (work / "pyproject.toml").exists() else config
+        if but_limits(old) != but_limits(config):
             # A newly listed module has no test mapped to its functions: collect the stats
             # again, and test again the mutants judged "no tests" or "survived" without them.
             (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-            print(f"mutation: the configuration changed (modules or limits), re-testing {reset_survivors(work)} "
-                  "undecided mutants", flush=True)
+            print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
+        elif old != config:
+            print(f"mutation: the time limit changed, re-testing {reset_survivors(work, ('timeout',))} timeouts",
+                  flush=True)
         (work / "pyproject.toml").write_text(config)
         if not (work / "conftest.py").exists() or (work / "conftest.py").read_text() != QUICKEST_FIRST:
             (work / "conftest.py").write_text(QUICKEST_FIRST)

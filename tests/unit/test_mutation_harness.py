@@ -119,3 +119,19 @@ def test_a_mutants_tests_run_likeliest_killer_first_and_each_kill_is_recorded(ha
     monkeypatch.setenv("MUTANT_UNDER_TEST", "pkg.mod.x_f__mutmut_7")
     # reference: 2 kills in 2 s (1 s a kill); cluster: 1 in 60 s; then the rest, quickest first
     assert order() == ["reference", "cluster", "killer-elsewhere", "quicker", "quick", "unmeasured"]
+
+
+def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_verdict(harness, tmp_path):
+    work = work_tree(tmp_path / "work", "return a - 1")
+    meta = work / "mutants" / "pkg" / "mod.py.meta"
+    meta.write_text(json.dumps({"exit_code_by_key": {"pkg.mod.x_f__mutmut_1": 0, "pkg.mod.x_f__mutmut_2": 1,
+                                                     "pkg.mod.x_f__mutmut_3": -24, "pkg.mod.x_f__mutmut_4": 33}}))
+    written = harness.pyproject(["pkg/mod.py"], ["tests"])
+    assert "timeout_constant = 8.0" in written
+    assert harness.but_limits(written) == harness.but_limits(written.replace("= 8.0", "= 1.0"))
+    assert harness.but_limits(written) != harness.but_limits(harness.pyproject(["pkg/other.py"], ["tests"]))
+    assert harness.reset_survivors(work, ("timeout",)) == 1
+    assert json.loads(meta.read_text())["exit_code_by_key"] == {
+        "pkg.mod.x_f__mutmut_1": 0, "pkg.mod.x_f__mutmut_2": 1, "pkg.mod.x_f__mutmut_3": None,
+        "pkg.mod.x_f__mutmut_4": 33}
+    assert harness.reset_survivors(work) == 2  # survived and no tests

@@ -121,7 +121,9 @@ def test_a_mutants_tests_run_likeliest_killer_first_and_each_kill_is_recorded(ha
     assert order() == ["reference", "cluster", "killer-elsewhere", "quicker", "quick", "unmeasured"]
 
 
-def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_verdict(harness, tmp_path):
+def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_verdict(harness, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(harness, "data_entries", lambda: ["docs"])  # no git checkout in a mutation work tree
     work = work_tree(tmp_path / "work", "return a - 1")
     meta = work / "mutants" / "pkg" / "mod.py.meta"
     meta.write_text(json.dumps({"exit_code_by_key": {"pkg.mod.x_f__mutmut_1": 0, "pkg.mod.x_f__mutmut_2": 1,

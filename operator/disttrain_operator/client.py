@@ -156,7 +156,7 @@ class Client:
         obj, ns = self._checked(job, name, namespace)
         return self._call(lambda: self._custom.create_namespaced_custom_object(
             t.GROUP, t.VERSION, ns, t.PLURAL, obj, field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None,
-            _request_timeout=self._timeout), name=obj["metadata"].get("name", ""))
+            _request_timeout=self._timeout))
 
     def apply(self, job: dict[str, Any] | t.DistributedTrainingSpec, *, name: str | None = None,
               namespace: str | None = None, dry_run: bool = False, force: bool = False) -> tuple[dict[str, Any], str]:
@@ -172,13 +172,14 @@ class Client:
             before: dict[str, Any] | None = self.get(job_name, ns)
         except NotFound:
             before = None
+
         def patch(force: bool) -> dict[str, Any]:
             # The body is read here: the generated client decodes only a 200's, and an
             # apply that creates the object answers 201.
             response = self._call(lambda: self._custom.patch_namespaced_custom_object(
                 t.GROUP, t.VERSION, ns, t.PLURAL, job_name, obj, field_manager=FIELD_MANAGER, force=force or None,
                 dry_run="All" if dry_run else None, _content_type=APPLY, _request_timeout=self._timeout,
-                _preload_content=False), name=job_name)
+                _preload_content=False))
             return json.loads(response.data)
 
         try:
@@ -231,8 +232,7 @@ class Client:
     def get(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The job's object as the API returns it."""
         return self._call(lambda: self._custom.get_namespaced_custom_object(
-            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name, _request_timeout=self._timeout),
-            name=name)
+            t.GROUP, t.VERSION, namespace or self.namespace, t.PLURAL, name, _request_timeout=self._timeout))
 
     def status(self, name: str, namespace: str | None = None) -> JobView:
         return view_of(self.get(name, namespace))
@@ -269,7 +269,7 @@ class Client:
         """Delete the job (its pods go with it); with wait, until the object is gone."""
         ns = namespace or self.namespace
         self._call(lambda: self._custom.delete_namespaced_custom_object(
-            t.GROUP, t.VERSION, ns, t.PLURAL, name, _request_timeout=self._timeout), name=name)
+            t.GROUP, t.VERSION, ns, t.PLURAL, name, _request_timeout=self._timeout))
         if wait:
             deadline = None if timeout is None else time.monotonic() + timeout
             for _ in self._watch_one(name, ns, deadline, until_deleted=True):
@@ -415,7 +415,7 @@ class Client:
         ns = namespace or self.namespace
         return self._call(lambda: self._custom.patch_namespaced_custom_object(
             t.GROUP, t.VERSION, ns, t.PLURAL, name, {"spec": {"suspend": value}},
-            _request_timeout=self._timeout), name=name)
+            _request_timeout=self._timeout))
 
     def _list_call(self, namespace: str | None, all_namespaces: bool) -> tuple[Any, ...]:
         if all_namespaces:
@@ -515,7 +515,7 @@ class Client:
             time.sleep(1)  # -f on a worker the scheduler has not placed yet: wait for it
         while True:
             try:
-                response = self._call(start, name=pod, resource="pods")
+                response = self._call(start, resource="pods")
                 break
             except DisttrainError as exc:
                 # -f on a worker whose container has not started: wait.
@@ -534,7 +534,7 @@ class Client:
         finally:
             response.release_conn()
 
-    def _call(self, fn: Any, *, name: str = "", resource: str = RESOURCE) -> Any:
+    def _call(self, fn: Any, *, resource: str = RESOURCE) -> Any:
         """fn() with the client's errors turned into kubectl's one-line messages. A 429 (the
         API server busy, or still building its cache of the jobs: a CRD just created or
         changed) is asked again after its Retry-After, BUSY_RETRIES times, as kubectl does;
@@ -549,7 +549,7 @@ class Client:
                 if exc.status == 429 and attempt < BUSY_RETRIES:
                     time.sleep(retry_after(exc.headers))
                     continue
-                raise api_error(exc.status, exc.reason, exc.body, name, resource) from None
+                raise api_error(exc.status, exc.reason, exc.body, resource) from None
             except HTTPError as exc:
                 raise self._unreachable(exc) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
@@ -570,9 +570,10 @@ class _Expired(Exception):
     """A watch's resourceVersion is too old (410): list again."""
 
 
-def api_error(status: int | None, reason: str | None, body: Any, name: str, resource: str = RESOURCE
-              ) -> DisttrainError:
-    """An API error as kubectl prints it: `Error from server (Reason): message`."""
+def api_error(status: int | None, reason: str | None, body: Any, resource: str = RESOURCE) -> DisttrainError:
+    """An API error as kubectl prints it: `Error from server (Reason): message`. A 404 says
+    what the API server found missing in its own words (the object, its namespace, or
+    the kind: `resource` not served, a CRD not installed); one without them, kubectl's."""
     message, why, causes = "", reason or "", []
     try:
         parsed = json.loads(body) if body else {}
@@ -583,7 +584,7 @@ def api_error(status: int | None, reason: str | None, body: Any, name: str, reso
     if not body and ": " in why:  # a watch's ERROR event: the client makes it "Reason: message"
         why, message = why.split(": ", 1)
     if status == 404:  # the server's words: what is missing may be the namespace, or the kind itself
-        said = " ".join(message.split()) or f'{resource} "{name}" not found'
+        said = " ".join(message.split()) or NOT_SERVED
         if said == NOT_SERVED and resource == RESOURCE:
             said = (f'the server doesn\'t have a resource type "{resource}": install disttrain\'s CRD '
                     "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")

@@ -195,29 +195,34 @@ def test_every_error_the_client_raises_imports_from_disttrain():
 def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     """An HTTP error's Status body, and a watch's ERROR event (the Kubernetes client raises it
     with no body and "Reason: message" as its reason), both read `Error from server (Reason):
-    message`; the status code stays on the error (410 is what a watch resumes after)."""
+    message`; the status code stays on the error (410 is what a watch resumes after). A 404
+    says what the server found missing, in its words: the job, its namespace, or the kind."""
     body = json.dumps({"kind": "Status", "reason": "Conflict", "message": "the object  was modified"})
-    conflict = client_module.api_error(409, "Conflict", body, "demo")
+    conflict = client_module.api_error(409, "Conflict", body)
     assert (str(conflict), conflict.status) == ("Error from server (Conflict): the object was modified", 409)
-    expired = client_module.api_error(410, "Expired: too old resource version: 12 (15)", None, "demo")
+    expired = client_module.api_error(410, "Expired: too old resource version: 12 (15)", None)
     assert (str(expired), expired.status) == ("Error from server (Expired): too old resource version: 12 (15)", 410)
-    missing = client_module.api_error(404, "Not Found", "", "demo")
+    job = json.dumps({"kind": "Status", "reason": "NotFound",
+                      "message": 'distributedtrainings.disttrain.dev "demo" not found'})
+    missing = client_module.api_error(404, "Not Found", job)
     assert (type(missing), missing.status) == (client_module.NotFound, 404)
     assert str(missing) == 'Error from server (NotFound): distributedtrainings.disttrain.dev "demo" not found'
     gone = json.dumps({"kind": "Status", "reason": "NotFound", "message": 'namespaces "elsewhere" not found'})
-    assert str(client_module.api_error(404, "Not Found", gone, "demo")) == (
+    assert str(client_module.api_error(404, "Not Found", gone)) == (
         'Error from server (NotFound): namespaces "elsewhere" not found')  # the server's words: not the job
     unserved = json.dumps({"kind": "Status", "reason": "NotFound", "details": {},
                            "message": "the server could not find the requested resource"})  # no CRD installed
-    assert str(client_module.api_error(404, "Not Found", unserved, "demo")) == (
-        'Error from server (NotFound): the server doesn\'t have a resource type "distributedtrainings.disttrain.dev":'
-        " install disttrain's CRD (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
-    assert str(client_module.api_error(404, "Not Found", unserved, "w-0", "pods")) == (
+    not_installed = ('Error from server (NotFound): the server doesn\'t have a resource type '
+                     '"distributedtrainings.disttrain.dev": install disttrain\'s CRD '
+                     "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
+    assert str(client_module.api_error(404, "Not Found", unserved)) == not_installed
+    assert str(client_module.api_error(404, "Not Found", "")) == not_installed  # a 404 without words: kubectl's
+    assert str(client_module.api_error(404, "Not Found", unserved, "pods")) == (
         "Error from server (NotFound): the server could not find the requested resource")
     # an answer that is not the API server's Status (a proxy's own text) reads as that text
-    proxied = client_module.api_error(503, "Service Unavailable", "upstream connect  error\n", "demo")
+    proxied = client_module.api_error(503, "Service Unavailable", "upstream connect  error\n")
     assert str(proxied) == "Error from server (Service Unavailable): upstream connect error"
-    denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}), "d")
+    denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}))
     assert (type(denied), denied.status) == (client_module.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"
 

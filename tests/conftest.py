@@ -282,10 +282,9 @@ def _crd_turns(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     alone = request.node.get_closest_marker("changes_crd") is not None
     with open(path, "a") as handle, open(f"{path}.turnstile", "a") as turnstile:
-        fcntl.flock(turnstile, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        fcntl.flock(handle, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+        fcntl.flock(turnstile, mode)  # held exclusive, it stops later tests here
+        fcntl.flock(handle, mode)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
 

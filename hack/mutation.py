@@ -258,9 +258,9 @@ def undecided(work: Path, paths: list[str]) -> list[str]:
     return names
 
 
-def reset_survivors(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> int:
-    """The tests changed: survivors and mutants without tests get tested again (or the
-    mutants of other `statuses`: the timeouts, when the time limit changed)."""
+def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> int:
+    """Forget the verdicts of these statuses, so the next run tests those mutants again:
+    survivors and mutants without tests when the tests changed, timeouts when the limit did."""
     count = 0
     for meta in meta_files(work):
         data = read_meta(meta)
@@ -293,8 +293,9 @@ def load_equivalent() -> dict[str, tuple[str | None, str]]:
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, rest = line.partition(" ")
-            pinned = PIN.match(rest.strip())
-            reason = rest.strip()[pinned.end():] if pinned else rest
+            rest = rest.strip()
+            pinned = PIN.match(rest)
+            reason = rest[pinned.end():] if pinned else rest
             out[name] = (pinned.group(1) if pinned else None,
                          reason.strip().lstrip("#").strip() or "(no reason given)")
     return out
@@ -491,9 +492,9 @@ def main() -> int:
             # A newly listed module has no test mapped to its functions: collect the stats
             # again, and test again the mutants judged "no tests" or "survived" without them.
             (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-            print(f"mutation: modules changed, re-testing {reset_survivors(work)} undecided mutants", flush=True)
+            print(f"mutation: modules changed, re-testing {retest(work)} undecided mutants", flush=True)
         elif old != config:
-            print(f"mutation: the time limit changed, re-testing {reset_survivors(work, ('timeout',))} timeouts",
+            print(f"mutation: the time limit changed, re-testing {retest(work, ('timeout',))} timeouts",
                   flush=True)
         (work / "pyproject.toml").write_text(config)
         if not (work / "conftest.py").exists() or (work / "conftest.py").read_text() != QUICKEST_FIRST:
@@ -506,7 +507,7 @@ def main() -> int:
             # files whose own source changed: a changed helper (one that now runs the CLI
             # in-process, say) would leave its callers' new reach unseen. Map them all again.
             (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-            print(f"mutation: tests changed, re-testing {reset_survivors(work)} surviving mutants", flush=True)
+            print(f"mutation: tests changed, re-testing {retest(work)} surviving mutants", flush=True)
         env = {**os.environ, "PYTHONPATH": "", "DISTTRAIN_HYPOTHESIS_SCALE": "0.1"}
         with control_plane(work) if args.cluster else contextlib.nullcontext() as kubeconfig:
             if kubeconfig:

@@ -132,8 +132,8 @@ def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_ver
     assert "timeout_constant = 8.0" in written
     assert harness.but_limits(written) == harness.but_limits(written.replace("= 8.0", "= 1.0"))
     assert harness.but_limits(written) != harness.but_limits(harness.pyproject(["pkg/other.py"], ["tests"]))
-    assert harness.reset_survivors(work, ("timeout",)) == 1
+    assert harness.retest(work, ("timeout",)) == 1
     assert json.loads(meta.read_text())["exit_code_by_key"] == {
         "pkg.mod.x_f__mutmut_1": 0, "pkg.mod.x_f__mutmut_2": 1, "pkg.mod.x_f__mutmut_3": None,
         "pkg.mod.x_f__mutmut_4": 33}
-    assert harness.reset_survivors(work) == 2  # survived and no tests
+    assert harness.retest(work) == 2  # survived and no tests

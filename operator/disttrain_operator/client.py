@@ -377,10 +377,8 @@ class Client:
         timestamps across workers; with follow, as they arrive, until every worker's log
         ends. since: only lines of the last so many seconds; previous: the log of the
         container that ran before the current one restarted (kubectl logs --previous)."""
-        if since is not None and since <= 0:
-            raise InvalidArgument(f"since {since}: give seconds > 0")
         ns = namespace or self.namespace
-        options = {"tail_lines": tail, "since_seconds": None if since is None else max(1, math.ceil(since)),
+        options = {"tail_lines": tail, "since_seconds": None if since is None else since_seconds(since),
                    "previous": previous or None}
         workers = self._workers(ns, name, worker, follow)
         if not workers:
@@ -556,6 +554,14 @@ class Client:
 
     def _unreachable(self, exc: Exception) -> Unreachable:
         return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {_reason(exc)}")
+
+
+def since_seconds(since: float) -> int:
+    """The whole seconds a log's `since` asks the API server for: rounded up, as kubectl
+    does, so a line of the last `since` seconds is never left out."""
+    if since <= 0:
+        raise InvalidArgument(f"since {since}: give seconds > 0")
+    return math.ceil(since)
 
 
 def retry_after(headers: Any) -> float:

@@ -130,6 +130,18 @@ def test_a_busy_servers_retry_after_is_obeyed_between_0_and_10_seconds():
     assert [retry_after(h) for h in (HTTPHeaderDict(), HTTPHeaderDict({"Other": "5"}), None, {})] == [1, 1, 1, 1]
 
 
+def test_a_logs_since_asks_for_whole_seconds_rounded_up_and_only_a_positive_one():
+    """The API server takes whole seconds: `since` is rounded up (kubectl's rule), so no line
+    of the asked span is left out; under a second asks one. 0 or less is refused by name
+    (tests/cluster/test_client_api.py reads real logs with these)."""
+    from disttrain_operator.client import InvalidArgument, since_seconds
+
+    assert [since_seconds(s) for s in (0.001, 0.5, 1, 1.2, 119.2, 120, 3600)] == [1, 1, 1, 2, 120, 120, 3600]
+    for bad in (0, -0.5, -5):
+        with pytest.raises(InvalidArgument, match=f"since {bad}: give seconds > 0"):
+            since_seconds(bad)
+
+
 @HANG_GUARD
 def test_an_error_reading_one_workers_log_reaches_the_reader():
     def broken():

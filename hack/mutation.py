@@ -185,7 +185,30 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 KILLS = Path("mutmut-kills.jsonl")
+TESTING = "DISTTRAIN_MUTATION_TEST_PID"
+
+# Code that ends the process (os._exit: argcomplete's default once it has answered) would end
+# the mutant's run with its own exit code, and 0 reads as "survived". Ended in a test's own
+# process (not a child it forked), the run did not pass: exit 1, a kill. Installed once, before
+# the code under test binds os._exit, and kept across mutmut's repeated pytest.main calls.
+if not getattr(os._exit, "ends_a_test", False):
+    def _exit(code, _real=os._exit):
+        _real(1 if os.environ.get(TESTING) == str(os.getpid()) else code)
+
+    _exit.ends_a_test = True
+    os._exit = _exit
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    os.environ[TESTING] = str(os.getpid())
+    try:
+        yield
+    finally:
+        os.environ.pop(TESTING, None)
 
 
 def _function(mutant):

@@ -3,6 +3,9 @@ stays that change (its pin) when its function changes and mutmut numbers the mut
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,6 +88,7 @@ def test_a_mutants_tests_run_likeliest_killer_first_and_each_kill_is_recorded(ha
     """The conftest the harness gives mutmut: the tests that killed mutants of the same
     function before come first (best kills per second first), then the rest quickest first."""
     conftest: dict = {}
+    monkeypatch.setattr(os, "_exit", os._exit)  # the conftest guards it: this process gets its own back
     exec(compile(harness.QUICKEST_FIRST, "conftest.py", "exec"), conftest)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": {
@@ -119,6 +123,31 @@ def test_a_mutants_tests_run_likeliest_killer_first_and_each_kill_is_recorded(ha
     monkeypatch.setenv("MUTANT_UNDER_TEST", "pkg.mod.x_f__mutmut_7")
     # reference: 2 kills in 2 s (1 s a kill); cluster: 1 in 60 s; then the rest, quickest first
     assert order() == ["reference", "cluster", "killer-elsewhere", "quicker", "quick", "unmeasured"]
+
+
+def test_a_test_that_ends_its_process_is_a_kill_and_a_child_it_forked_ends_as_it_says(harness, tmp_path):
+    """Code under test that calls os._exit(0) (argcomplete's default once it has answered)
+    would end the mutant's run with 0, read as "survived": in the test's own process the
+    conftest makes it 1. Outside a test, and in a child the test forked, the code stands."""
+    (tmp_path / "conftest.py").write_text(harness.QUICKEST_FIRST)
+    program = """
+import os, sys
+conftest = {}
+exec(compile(open("conftest.py").read(), "conftest.py", "exec"), conftest)
+exec(compile(open("conftest.py").read(), "conftest.py", "exec"), conftest)  # pytest.main again
+call = conftest["pytest_runtest_call"](None)
+next(call)  # a test runs
+child = os.fork()
+if child == 0:
+    os._exit(7)  # a child of the test's (multiprocessing's fork) ends as it says
+print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), flush=True)
+if sys.argv[1] == "after":
+    call.close()  # the test is over: mutmut's own os._exit(result) stands
+os._exit(0)
+"""
+    for when, code in (("in", 1), ("after", 0)):
+        run = subprocess.run([sys.executable, "-c", program, when], cwd=tmp_path, capture_output=True, text=True)
+        assert (run.returncode, run.stdout) == (code, "7\n"), run.stderr
 
 
 def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_verdict(harness, tmp_path,

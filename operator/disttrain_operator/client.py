@@ -580,8 +580,8 @@ def api_error(status: int | None, reason: str | None, body: Any, resource: str =
     """An API error as kubectl prints it: `Error from server (Reason): message`. A 404 says
     what the API server found missing in its own words (the object, its namespace, or
     the kind: `resource` not served, a CRD not installed); one without them, kubectl's."""
-    message, why, causes = "", reason or "", []
-    try:
+    why, causes = reason or "", []
+    try:  # message: the Status body's, or the body itself when it is not one
         parsed = json.loads(body) if body else {}
         message, why = parsed.get("message", ""), parsed.get("reason", why)
         causes = [c for c in (parsed.get("details") or {}).get("causes") or () if isinstance(c, dict)]

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from disttrain_operator import client as client_module
+from disttrain_operator.api.names import INDEX_LABEL
 from disttrain_operator.client import Client, DisttrainError, log_time_order
 
 from .helpers import kubeconfig_for, late_server
@@ -280,6 +281,52 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
             with pytest.raises(DisttrainError, match=r"^Error from server \(TooManyRequests\): storage is"):
                 client.get("slow")
             assert len(handler.seen) == client_module.BUSY_RETRIES + 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _NoLogRoute(BaseHTTPRequestHandler):
+    """An API server behind a proxy that has no route for pod logs: the job and its one
+    placed worker are served, the log is a 404 without a body."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path.endswith("/log"):
+            body = b""
+            self.send_response(404)
+        else:
+            pod = {"metadata": {"name": "slow-worker-0", "labels": {INDEX_LABEL: "0"}},
+                   "spec": {"nodeName": "node-1", "containers": [{"name": "trainer"}]}}
+            job = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+                   "metadata": {"name": "slow", "namespace": "n", "resourceVersion": "1"}, "spec": {"nodes": 1}}
+            body = json.dumps({"kind": "PodList", "metadata": {}, "items": [pod]} if path.endswith("/pods")
+                              else job).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_pod_log_the_server_answers_not_found_without_words_is_not_told_as_a_missing_crd(tmp_path):
+    """Only a 404 for the jobs themselves means disttrain's CRD is not installed: reading a
+    worker's log answered 404 without a Status (a proxy without the route; a real API server
+    always says which pod) is kubectl's "could not find the requested resource"."""
+    from disttrain_operator.client import NotFound
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoLogRoute)
+    server.daemon_threads = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
+        for follow in (False, True):
+            with pytest.raises(NotFound) as raised:
+                list(client.logs("slow", follow=follow))
+            assert str(raised.value) == "Error from server (NotFound): the server could not find the requested resource"
     finally:
         server.shutdown()
         server.server_close()

@@ -150,6 +150,21 @@ os._exit(0)
         assert (run.returncode, run.stdout) == (code, "7\n"), run.stderr
 
 
+def test_a_test_whose_own_call_hangs_fails_and_a_slow_fixture_does_not(harness, tmp_path, monkeypatch):
+    """The pytest section the harness writes: a test's call that runs past TEST_CALL_LIMIT
+    fails (a kill, not mutmut's slower timeout); time spent in its fixtures (a turn at the
+    CRD lock) is not counted."""
+    monkeypatch.setattr(harness, "data_entries", lambda: ["docs"])
+    monkeypatch.setattr(harness, "TEST_CALL_LIMIT", 1)
+    (tmp_path / "pyproject.toml").write_text(harness.pyproject(["pkg/mod.py"], ["tests"]))
+    (tmp_path / "test_limit.py").write_text(
+        "import time\nimport pytest\n\n\n@pytest.fixture\ndef turn():\n    time.sleep(2)\n\n\n"
+        "def test_waits_its_turn(turn):\n    pass\n\n\ndef test_hangs():\n    time.sleep(30)\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_limit.py"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert "1 failed, 1 passed" in run.stdout and "Timeout (>1.0s)" in run.stdout, run.stdout + run.stderr
+
+
 def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_verdict(harness, tmp_path,
                                                                                       monkeypatch):
     monkeypatch.setattr(harness, "data_entries", lambda: ["docs"])  # no git checkout in a mutation work tree
@@ -160,6 +175,7 @@ def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_ver
     written = harness.pyproject(["pkg/mod.py"], ["tests"])
     assert "timeout_constant = 8.0" in written
     assert harness.but_limits(written) == harness.but_limits(written.replace("= 8.0", "= 1.0"))
+    assert harness.but_limits(written) == harness.but_limits(written.replace("timeout = 120", "timeout = 60"))
     assert harness.but_limits(written) != harness.but_limits(harness.pyproject(["pkg/other.py"], ["tests"]))
     assert harness.retest(work, ("timeout",)) == 1
     assert json.loads(meta.read_text())["exit_code_by_key"] == {

@@ -44,6 +44,9 @@ OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtrainin
 NOT_SERVED = "the server could not find the requested resource"
 # The longest a single server-side watch runs before the client re-opens it.
 WATCH_SECONDS = 300
+# How long past its own timeoutSeconds a watch's server may stay silent before the client
+# gives up on it (a read timeout: Unreachable): the server ends a healthy watch first.
+WATCH_SLACK = 30
 BUSY_RETRIES = 10  # a request answered 429 is asked again this many times (client-go's number)
 CONNECT_TIMEOUT = 10
 # (connect, read) seconds for one request that is not a watch or a followed log.
@@ -358,7 +361,7 @@ class Client:
                 stream = watch.Watch().stream(*self._list_call(namespace, all_namespaces),
                                               resource_version=version, timeout_seconds=WATCH_SECONDS,
                                               allow_watch_bookmarks=True, **filters,
-                                              _request_timeout=(CONNECT_TIMEOUT, WATCH_SECONDS + 30))
+                                              _request_timeout=(CONNECT_TIMEOUT, WATCH_SECONDS + WATCH_SLACK))
                 try:
                     for event in self._guard(stream):
                         obj = event["object"]
@@ -452,7 +455,7 @@ class Client:
             stream = watch.Watch().stream(
                 self._custom.list_namespaced_custom_object, t.GROUP, t.VERSION, ns, t.PLURAL,
                 field_selector=f"metadata.name={name}", resource_version=version, timeout_seconds=seconds,
-                _request_timeout=(CONNECT_TIMEOUT, seconds + 30))
+                _request_timeout=(CONNECT_TIMEOUT, seconds + WATCH_SLACK))
             try:
                 for event in self._guard(stream):
                     obj = event["object"]

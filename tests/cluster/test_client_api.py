@@ -378,11 +378,13 @@ def test_apply_counts_a_label_or_annotation_change_as_configured(cluster, namesp
 def test_watch_without_a_timeout_follows_each_change_across_reopened_requests(cluster, namespace, client,
                                                                             monkeypatch):
     """A watch with no timeout runs until the job finishes. Each watch request ends after
-    WATCH_SECONDS (1 here) and the next starts at the last version seen: a job that did not
-    change is not shown again, and the change that comes later is."""
+    WATCH_SECONDS (1 here), the server ending it (the client would give up on one silent
+    WATCH_SLACK past that: 2 s here), and the next starts at the last version seen: a job
+    that did not change is not shown again, and the change that comes later is."""
     from disttrain_operator import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
+    monkeypatch.setattr(client_module, "WATCH_SLACK", 2)
     client.create(manifest("open-ended"))
     stream = client.watch("open-ended")
     assert next(stream).step is None
@@ -408,17 +410,27 @@ def test_watch_without_a_timeout_follows_each_change_across_reopened_requests(cl
 
 
 def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespace, client, monkeypatch):
-    """Each watch request ends after WATCH_SECONDS (shortened to 1 here) and the next one
-    starts at the last version seen: no job is announced twice, no change is lost."""
+    """Each watch request ends after WATCH_SECONDS (shortened to 1 here), the server ending
+    it (the client would give up on one silent WATCH_SLACK past that: 2 s here), and the
+    next one starts at the last version seen: no job is announced twice, no change is lost."""
     from disttrain_operator import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
+    monkeypatch.setattr(client_module, "WATCH_SLACK", 2)
     client.create(manifest("steady"))
     stream = client.watch_all()
     assert [kind for kind, _ in (next(stream), next(stream))] == ["ADDED", "SYNCED"]
-    time.sleep(3)  # let several watch requests end and reopen; what follows must be the change alone
-    cluster.kubectl("label", "dt", "steady", "-n", namespace, "after=reopen")
-    kind, obj = next(stream)
+
+    def label_later() -> None:  # while the watch waits: several of its requests end and reopen
+        time.sleep(5)
+        cluster.kubectl("label", "dt", "steady", "-n", namespace, "after=reopen")
+
+    writer = threading.Thread(target=label_later)
+    writer.start()
+    try:
+        kind, obj = next(stream)  # what follows the quiet must be the change alone
+    finally:
+        writer.join()
     assert (kind, obj["metadata"]["labels"]) == ("MODIFIED", {"after": "reopen"})
     stream.close()
 
@@ -650,6 +662,31 @@ def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(
             assert len(front.held) == 1 and hold("GET", front.held[0].split(" ", 1)[1]), front.held
             assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
                                 r"read timed out - the server sent no answer in time", str(hung.value)), hung.value
+
+
+@pytest.mark.timeout(300)  # a hang guard, far above the front's HOLD_SECONDS
+def test_a_wait_whose_watch_the_server_never_answers_ends_past_its_server_side_timeout(cluster, namespace, client,
+                                                                                      tmp_path, monkeypatch):
+    """A watch takes no request_timeout (it may rightly be quiet for long), but it is bounded:
+    the server is asked to end it by the wait's deadline, and one silent WATCH_SLACK past
+    that (30 s; 1 here) is Unreachable, as a read timeout, instead of a wait that hangs."""
+    from disttrain import Client, Unreachable
+    from api_front import api_front
+    from disttrain_operator import client as client_module
+
+    monkeypatch.setattr(client_module, "WATCH_SLACK", 1)
+    client.create(manifest("unanswered"))
+
+    def watch(method: str, path: str) -> bool:
+        return method == "GET" and "watch=true" in path.lower()  # the client writes watch=True
+
+    with api_front(cluster, tmp_path, hold=watch) as front:
+        slow = Client(namespace, kubeconfig=str(front.kubeconfig))
+        with pytest.raises(Unreachable) as hung:
+            slow.wait("unanswered", "Succeeded", timeout=5)
+        assert len(front.held) == 1 and "fieldSelector=metadata.name%3Dunanswered" in front.held[0], front.held
+    assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
+                        r"read timed out - the server sent no answer in time", str(hung.value)), hung.value
 
 
 @pytest.mark.timeout(300)  # a hang guard

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from disttrain_operator import client as client_module
 from disttrain_operator.api.names import INDEX_LABEL
@@ -241,7 +242,7 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
 
 
 class _Busy(BaseHTTPRequestHandler):
-    """Answers 429 (Retry-After: 0) to the first `refusals` requests, then a job."""
+    """Answers 429 (Retry-After: 0.25) to the first `refusals` requests, then a job."""
     refusals = 0
     seen: list[str]
 
@@ -254,7 +255,7 @@ class _Busy(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         if busy:
-            self.send_header("Retry-After", "0")
+            self.send_header("Retry-After", "0.25")
         self.end_headers()
         self.wfile.write(body)
 
@@ -263,7 +264,8 @@ class _Busy(BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("refusals,answered", [(3, True), (client_module.BUSY_RETRIES + 1, False)])
-def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp_path, refusals, answered):
+def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp_path, monkeypatch, refusals,
+                                                                          answered):
     """A 429 means the API server did not serve the request (busy, or still building its
     cache of the jobs right after the CRD was created, where a real one answers it): it is
     asked again after Retry-After, BUSY_RETRIES times, then the 429 is the error. A stand-in
@@ -272,6 +274,8 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = False
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    waits: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", waits.append)  # the waits asked, not taken
     try:
         client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
         if answered:
@@ -281,9 +285,90 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
             with pytest.raises(DisttrainError, match=r"^Error from server \(TooManyRequests\): storage is"):
                 client.get("slow")
             assert len(handler.seen) == client_module.BUSY_RETRIES + 1
+        assert waits == [0.25] * (len(handler.seen) - 1)  # each the answer's own Retry-After
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _NoCrd(BaseHTTPRequestHandler):
+    """An API server without disttrain's CRD: every request for the jobs is its 404."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                           "details": {}, "code": 404, "message": client_module.NOT_SERVED}).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PATCH = do_DELETE = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
+    """The API server's 404 "could not find the requested resource" for the jobs means the CRD
+    is not installed: every request for them says so and how to install it. (A stand-in
+    answers as such a server does: the shared control plane here must keep its CRD.)"""
+    from disttrain_operator.client import NotFound
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoCrd)
+    server.daemon_threads = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
+        for call in (lambda: client.get("demo"), client.list, lambda: client.delete("demo"),
+                     lambda: client.create({**JOB, "metadata": {"name": "demo"}})):
+            with pytest.raises(NotFound) as raised:
+                call()
+            assert str(raised.value) == (
+                'Error from server (NotFound): the server doesn\'t have a resource type '
+                '"distributedtrainings.disttrain.dev": install disttrain\'s CRD '
+                "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp_path):
+    """create and apply validate offline: InvalidJob names the job and every error, "; "
+    between them, and no request reaches the server."""
+    from disttrain_operator.client import InvalidJob
+
+    with late_server(tmp_path, set()) as kubeconfig:
+        client = Client(kubeconfig=kubeconfig)
+        bad = {**JOB, "metadata": {"name": "twice-wrong"}, "spec": {**JOB["spec"], "nodes": 0, "gpusPerNode": -1}}
+        for call in (client.create, client.apply):
+            with pytest.raises(InvalidJob) as raised:
+                call(bad)
+            errors = raised.value.errors
+            assert len(errors) == 2 and str(raised.value) == f"error: twice-wrong is invalid: {errors[0]}; {errors[1]}"
+            assert any(e.startswith("spec.nodes") for e in errors) and any(e.startswith("spec.gpusPerNode") for e in errors)
+
+
+def test_a_kubeconfig_of_the_wrong_shape_is_named_by_key_entry_and_what_it_must_be():
+    """What the client library would fail on deep inside (a TypeError), said first, for each
+    of the three lists (tests/unit/test_cli.py reads the same through the CLI's process)."""
+    from disttrain_operator.client import kubeconfig_problem
+
+    cases = {
+        "": None, "{}": None,
+        "clusters: [{name: c, cluster: {server: x}}]\ncontexts: []\nusers: [{name: u}]\ncurrent-context: c": None,
+        "[1]": "the file must be a map with clusters, contexts and users (got list)",
+        "current-context: [c]": "current-context must be a string",
+    }
+    for key, inner in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+        cases.update({
+            f"{key}: 5": f"{key} must be a list of {{name, {inner}}} (got int)",
+            f"{key}: [{{{inner}: {{}}}}]": f"{key}[0] must be a map with a name and a {inner}",
+            f"{key}: [{{name: a, {inner}: {{}}}}, x]": f"{key}[1] must be a map with a name and a {inner}",
+            f"{key}: [{{name: a, {inner}: [1]}}]": f"{key}[0].{inner} must be a map",
+            f"{key}: [{{name: a, {inner}: null}}]": None,
+        })
+    assert {text: kubeconfig_problem(yaml.safe_load(text)) for text in cases} == cases
 
 
 class _NoLogRoute(BaseHTTPRequestHandler):

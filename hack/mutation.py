@@ -291,7 +291,10 @@ def undecided(work: Path, paths: list[str]) -> list[str]:
 
 def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> int:
     """Forget the verdicts of these statuses, so the next run tests those mutants again:
-    survivors and mutants without tests when the tests changed, timeouts when the limit did."""
+    survivors and mutants without tests when the tests changed, timeouts when the limit did.
+    A survivor judged equivalent, and still the change judged (its pin), keeps its verdict:
+    no test can tell it, and running it again costs a pass of every test of its function."""
+    equivalent = load_equivalent()
     count = 0
     for meta in meta_files(work):
         data = read_meta(meta)
@@ -299,9 +302,13 @@ def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> 
             continue
         codes = data.get("exit_code_by_key", {})
         for key, code in codes.items():
-            if code is not None and STATUS.get(code) in statuses:
-                codes[key] = None
-                count += 1
+            if code is None or STATUS.get(code) not in statuses:
+                continue
+            pin = equivalent.get(key, (None, ""))[0]
+            if pin is not None and pin == diff_pin(mutant_diff(work, key)):
+                continue
+            codes[key] = None
+            count += 1
         meta.write_text(json.dumps(data, indent=4))
     return count
 
@@ -318,9 +325,10 @@ def diff_pin(diff: str) -> str:
 
 
 def load_equivalent() -> dict[str, tuple[str | None, str]]:
-    """name -> (its pin, or None where the entry has none yet; the reason)."""
+    """name -> (its pin, or None where the entry has none yet; the reason). No list: none."""
     out = {}
-    for line in EQUIVALENT_FILE.read_text().splitlines():
+    text = EQUIVALENT_FILE.read_text() if EQUIVALENT_FILE.exists() else ""
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, rest = line.partition(" ")

@@ -165,6 +165,19 @@ def test_a_test_whose_own_call_hangs_fails_and_a_slow_fixture_does_not(harness, 
     assert "1 failed, 1 passed" in run.stdout and "Timeout (>1.0s)" in run.stdout, run.stdout + run.stderr
 
 
+def test_changed_tests_run_the_survivors_again_but_a_pinned_equivalent(harness, tmp_path):
+    work = work_tree(tmp_path / "work", "return a - 1")
+    meta = work / "mutants" / "pkg" / "mod.py.meta"
+    codes = {"pkg.mod.x_f__mutmut_1": 0, "pkg.mod.x_f__mutmut_2": 0, "pkg.mod.x_f__mutmut_3": 1}
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    harness.EQUIVALENT_FILE.write_text("pkg.mod.x_f__mutmut_1 a - 1 reads the same here\n")
+    assert harness.retest(work) == 2  # unpinned: not yet the change judged, so tested again
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    harness.pin_equivalents(work)
+    assert harness.retest(work) == 1
+    assert json.loads(meta.read_text())["exit_code_by_key"] == {**codes, "pkg.mod.x_f__mutmut_2": None}
+
+
 def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_verdict(harness, tmp_path,
                                                                                       monkeypatch):
     monkeypatch.setattr(harness, "data_entries", lambda: ["docs"])  # no git checkout in a mutation work tree

@@ -213,7 +213,8 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     says what the server found missing, in its words: the job, its namespace, or the kind."""
     body = json.dumps({"kind": "Status", "reason": "Conflict", "message": "the object  was modified"})
     conflict = client_module.api_error(409, "Conflict", body)
-    assert (str(conflict), conflict.status) == ("Error from server (Conflict): the object was modified", 409)
+    assert (type(conflict), str(conflict), conflict.status) == (
+        DisttrainError, "Error from server (Conflict): the object was modified", 409)  # only a 403 is Forbidden
     expired = client_module.api_error(410, "Expired: too old resource version: 12 (15)", None)
     assert (str(expired), expired.status) == ("Error from server (Expired): too old resource version: 12 (15)", 410)
     job = json.dumps({"kind": "Status", "reason": "NotFound",
@@ -235,7 +236,7 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
         "Error from server (NotFound): the server could not find the requested resource")
     # an answer that is not the API server's Status (a proxy's own text) reads as that text
     proxied = client_module.api_error(503, "Service Unavailable", "upstream connect  error\n")
-    assert str(proxied) == "Error from server (Service Unavailable): upstream connect error"
+    assert (type(proxied), str(proxied)) == (DisttrainError, "Error from server (Service Unavailable): upstream connect error")
     denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}))
     assert (type(denied), denied.status) == (client_module.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"

@@ -640,7 +640,12 @@ def connect(kubeconfig: str | None, context: str | None, *, fail_fast: bool = Tr
     present = any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p)
     configuration = type.__call__(k8s.Configuration)
     if not present and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except ConfigException as exc:  # a pod without its service account's token (the trainer's)
+            raise KubeconfigError(f"error: no kubeconfig at {path}, and this pod's service account cannot be "
+                                  f"used: {' '.join(str(exc).split())}; set KUBECONFIG or mount the account's "
+                                  "token") from None
         namespace_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
         namespace = open(namespace_file).read().strip() if os.path.exists(namespace_file) else None
     else:

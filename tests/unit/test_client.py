@@ -350,6 +350,31 @@ def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp
             assert any(e.startswith("spec.nodes") for e in errors) and any(e.startswith("spec.gpusPerNode") for e in errors)
 
 
+def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_service_account(tmp_path, monkeypatch):
+    """As kubectl: --kubeconfig, else $KUBECONFIG, else ~/.kube/config; with none of them in
+    a pod (KUBERNETES_SERVICE_HOST set), the pod's service account, and a pod without its
+    token (the trainer's has none) is a KubeconfigError that says so."""
+    from disttrain_operator.client import KubeconfigError, connect
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    home = tmp_path / ".kube" / "config"
+    with pytest.raises(KubeconfigError, match=f"^error: no kubeconfig at {home}: set KUBECONFIG"):
+        connect(None, None)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(KubeconfigError, match=f"^error: no kubeconfig at {home}, and this pod's service account "
+                                              "cannot be used: .*; set KUBECONFIG or mount the account's token$"):
+        connect(None, None)
+    home.parent.mkdir()
+    home.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}], "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "from-home"}}]}))
+    assert connect(None, None)[1] == "from-home"  # the home file wins over the pod's account
+
+
 def test_a_kubeconfig_of_the_wrong_shape_is_named_by_key_entry_and_what_it_must_be():
     """What the client library would fail on deep inside (a TypeError), said first, for each
     of the three lists (tests/unit/test_cli.py reads the same through the CLI's process)."""

@@ -375,6 +375,24 @@ def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_servic
     assert connect(None, None)[1] == "from-home"  # the home file wins over the pod's account
 
 
+def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unknown_one_lists_the_known(tmp_path):
+    """--context: the server, the user and the namespace all come from that context, not
+    from the current one; a name the file lacks is a KubeconfigError listing those it has."""
+    from disttrain_operator.client import KubeconfigError, connect
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "a", "users": [{"name": "u", "user": {}}],
+        "clusters": [{"name": n, "cluster": {"server": f"http://127.0.0.1:{port}"}} for n, port in (("a", 1), ("b", 2))],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": "u", "namespace": f"ns-{n}"}} for n in "ab"]}))
+    for context, host, namespace in ((None, 1, "ns-a"), ("b", 2, "ns-b")):
+        api, ns = connect(str(path), context)
+        assert (api.configuration.host, ns) == (f"http://127.0.0.1:{host}", namespace)
+    with pytest.raises(KubeconfigError) as unknown:
+        connect(str(path), "c")
+    assert str(unknown.value) == f'error: context "c" does not exist in {path}; known: a, b'
+
+
 def test_a_kubeconfig_of_the_wrong_shape_is_named_by_key_entry_and_what_it_must_be():
     """What the client library would fail on deep inside (a TypeError), said first, for each
     of the three lists (tests/unit/test_cli.py reads the same through the CLI's process)."""

@@ -177,10 +177,9 @@ def kubeconfig_for(tmp_path, server: ThreadingHTTPServer) -> str:
 
 
 @contextlib.contextmanager
-def late_server(tmp_path, late: set[str]):
-    """A kubeconfig for a server that answers `late` methods 2 s late (a real API server
-    cannot be made slow on purpose; this stands in for one that is)."""
-    handler = type("Handler", (_Late,), {"late": frozenset(late)})
+def stand_in(tmp_path, handler: type[BaseHTTPRequestHandler]):
+    """A kubeconfig for a stand-in API server on loopback that `handler` answers, for the
+    states a real one cannot be put in on purpose; it is gone when the block ends."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = False  # server_close() waits for a late answer: nothing runs after the test
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -189,3 +188,11 @@ def late_server(tmp_path, late: set[str]):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def late_server(tmp_path, late: set[str]):
+    """A kubeconfig for a server that answers `late` methods 2 s late (a real API server
+    cannot be made slow on purpose; this stands in for one that is)."""
+    with stand_in(tmp_path, type("Handler", (_Late,), {"late": frozenset(late)})) as kubeconfig:
+        yield kubeconfig

@@ -11,7 +11,7 @@ import random
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +22,7 @@ from disttrain_operator import client as client_module
 from disttrain_operator.api.names import INDEX_LABEL
 from disttrain_operator.client import Client, DisttrainError, log_time_order
 
-from .helpers import kubeconfig_for, late_server
+from .helpers import late_server, stand_in
 
 # Go writes RFC 3339 with a fraction's trailing zeros trimmed: compared as text, stamps misorder.
 
@@ -273,13 +273,10 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
     asked again after Retry-After, BUSY_RETRIES times, then the 429 is the error. A stand-in
     server answers 429 here, because a real one cannot be made to on demand."""
     handler = type("Handler", (_Busy,), {"refusals": refusals, "seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = False
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     waits: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", waits.append)  # the waits asked, not taken
-    try:
-        client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
+    with stand_in(tmp_path, handler) as kubeconfig:
+        client = Client(kubeconfig=kubeconfig)
         if answered:
             assert client.get("slow")["metadata"]["name"] == "slow"
             assert len(handler.seen) == refusals + 1
@@ -288,9 +285,6 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
                 client.get("slow")
             assert len(handler.seen) == client_module.BUSY_RETRIES + 1
         assert waits == [0.25] * (len(handler.seen) - 1)  # each the answer's own Retry-After
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class _NoCrd(BaseHTTPRequestHandler):
@@ -317,11 +311,8 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
     answers as such a server does: the shared control plane here must keep its CRD.)"""
     from disttrain_operator.client import NotFound
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoCrd)
-    server.daemon_threads = False
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
+    with stand_in(tmp_path, _NoCrd) as kubeconfig:
+        client = Client(kubeconfig=kubeconfig)
         for call in (lambda: client.get("demo"), client.list, lambda: client.delete("demo"),
                      lambda: client.create({**JOB, "metadata": {"name": "demo"}})):
             with pytest.raises(NotFound) as raised:
@@ -330,9 +321,6 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
                 'Error from server (NotFound): the server doesn\'t have a resource type '
                 '"distributedtrainings.disttrain.dev": install disttrain\'s CRD '
                 "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp_path):
@@ -455,18 +443,12 @@ def test_a_pod_log_the_server_answers_not_found_without_words_is_not_told_as_a_m
     always says which pod) is kubectl's "could not find the requested resource"."""
     from disttrain_operator.client import NotFound
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoLogRoute)
-    server.daemon_threads = False
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = Client(kubeconfig=kubeconfig_for(tmp_path, server))
+    with stand_in(tmp_path, _NoLogRoute) as kubeconfig:
+        client = Client(kubeconfig=kubeconfig)
         for follow in (False, True):
             with pytest.raises(NotFound) as raised:
                 list(client.logs("slow", follow=follow))
             assert str(raised.value) == "Error from server (NotFound): the server could not find the requested resource"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_connection_failure_is_told_in_a_few_plain_words():

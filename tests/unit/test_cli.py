@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import os
@@ -123,6 +125,31 @@ def test_render_prints_service_and_pods(tmp_path):
     assert '"kubernetes.io/metadata.name": ops' in other.stdout or "kubernetes.io/metadata.name: ops" in other.stdout
     none = disttrain("render", "--no-network-policy", write(tmp_path, GOOD))
     assert [o["kind"] for o in yaml.safe_load_all(none.stdout)] == ["Service", "PodDisruptionBudget", "Pod", "Pod"]
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_zero():
+    """`disttrain render job.yaml | head`: once head has its lines and closes the pipe, the
+    next write fails with BrokenPipeError; the command ends with 0 and says nothing, as
+    cat does. In this process (a stdout whose reader has gone), and as a process whose
+    output outgrows the pipe's buffer, so that it must still be writing when head leaves."""
+    from disttrain_operator.cli import main
+
+    class ReaderGone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    jobs = [e for e in EXAMPLES if "kind: PersistentVolumeClaim" not in open(e).read()]  # no "skipping" lines
+    err = io.StringIO()
+    with contextlib.redirect_stdout(ReaderGone()), contextlib.redirect_stderr(err):
+        assert main(["render", *jobs]) == 0
+    assert err.getvalue() == ""
+
+    # Those jobs' objects 20 times over: about 190 KB, three times what a pipe holds.
+    process = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "render", *jobs * 20],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=CLI_ENV)
+    assert process.stdout.readline() == b"apiVersion: v1\n"
+    process.stdout.close()  # head has had enough
+    assert (process.wait(timeout=60), process.stderr.read()) == (0, b"")
 
 
 def test_render_refuses_invalid_specs(tmp_path):

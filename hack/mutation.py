@@ -313,6 +313,32 @@ def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> 
     return count
 
 
+def forget_kills(work: Path, test: str) -> int:
+    """Forget the kills whose last recorded killer (mutmut-kills.jsonl) is `test`, a pytest
+    node id, so the next run tests those mutants again: a test that failed for a reason of
+    its own (one not isolated from a copy of itself under parallel jobs) counted every
+    mutant it met as killed, and the learned order then ran it first for more of them."""
+    killer, kills = {}, work / "mutants" / "mutmut-kills.jsonl"
+    for line in kills.read_text().splitlines() if kills.exists() else ():
+        try:
+            mutant, by = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a killed run
+        killer[mutant] = by
+    count = 0
+    for meta in meta_files(work):
+        data = read_meta(meta)
+        if not data:
+            continue
+        codes = data.get("exit_code_by_key", {})
+        for key, code in codes.items():
+            if code is not None and STATUS.get(code) == "killed" and killer.get(key) == test:
+                codes[key] = None
+                count += 1
+        meta.write_text(json.dumps(data, indent=4))
+    return count
+
+
 # An equivalent entry is pinned to the change it judged: mutmut numbers a function's mutants
 # in order, so when the function changes, the number listed may name another change (one a
 # test could catch) and would hide it. `NAME [diff:PIN] reason`, PIN from `diff_pin`.
@@ -511,6 +537,8 @@ def main() -> int:
                         "hack/mutation-equivalent.txt to the diff of the mutant it names now; runs nothing")
     parser.add_argument("--skip", metavar="REGEX", help="leave the mutants whose name matches unrun (not checked), "
                         "e.g. functions every test reaches, whose each mutant costs a pass of them all")
+    parser.add_argument("--forget-kills-by", metavar="TEST", help="test again the mutants whose last kill "
+                        "was by this test (its pytest node id): one found to fail for a reason of its own")
     args = parser.parse_args()
     modules, tests = (CLUSTER_MODULES, CLUSTER_TESTS) if args.cluster else (MODULES, TESTS)
     args.paths = args.paths or modules
@@ -519,6 +547,9 @@ def main() -> int:
     print(f"mutation: work tree {work}", flush=True)
     if args.pin_equivalents:
         return pin_equivalents(work)
+    if args.forget_kills_by:
+        print(f"mutation: re-testing {forget_kills(work, args.forget_kills_by)} mutants killed by "
+              f"{args.forget_kills_by}", flush=True)
     if not args.report_only:
         for root, package in SOURCE_PACKAGES:
             sync(ROOT / root / package, work / package)

@@ -13,6 +13,7 @@ import queue
 import re
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -308,33 +309,36 @@ def test_no_rights_unreachable_and_a_broken_kubeconfig_are_one_line_errors(clust
 
 
 def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, namespace, client):
-    """The namespace argument wins over the client's on every call that takes one."""
+    """The namespace argument wins over the client's on every call that takes one. The twins'
+    name is this run's own: a watch of every namespace must see only these two, also while
+    the same test runs beside it (a mutation run's parallel jobs)."""
     other = f"{namespace}-p"
+    twin = f"twin-{uuid.uuid4().hex[:6]}"
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
     try:
         client.create(manifest("solo", suspend=True))  # in the client's namespace only
         assert client.apply(manifest("solo", suspend=True), namespace=other)[1] == "created"
         client.delete("solo", other, wait=True, timeout=60)
         for where in (namespace, other):  # the same name in both: each call must pick its own
-            client.create(manifest("twin", suspend=True, maxRestarts=1), namespace=where)
-        assert client.apply(manifest("twin", suspend=True, maxRestarts=2), namespace=other)[1] == "configured"
-        assert [cluster.get("dt", "twin", ns)["spec"]["maxRestarts"] for ns in (namespace, other)] == [1, 2]
-        client.resume("twin", other)
-        assert [cluster.get("dt", "twin", ns)["spec"]["suspend"] for ns in (namespace, other)] == [True, False]
-        client.suspend("twin", other)
-        client.resume("twin")
-        assert [cluster.get("dt", "twin", ns)["spec"]["suspend"] for ns in (namespace, other)] == [False, True]
+            client.create(manifest(twin, suspend=True, maxRestarts=1), namespace=where)
+        assert client.apply(manifest(twin, suspend=True, maxRestarts=2), namespace=other)[1] == "configured"
+        assert [cluster.get("dt", twin, ns)["spec"]["maxRestarts"] for ns in (namespace, other)] == [1, 2]
+        client.resume(twin, other)
+        assert [cluster.get("dt", twin, ns)["spec"]["suspend"] for ns in (namespace, other)] == [True, False]
+        client.suspend(twin, other)
+        client.resume(twin)
+        assert [cluster.get("dt", twin, ns)["spec"]["suspend"] for ns in (namespace, other)] == [False, True]
         stream = client.watch_all(other)
         assert next(stream)[1]["metadata"]["namespace"] == other and next(stream)[0] == "SYNCED"
         stream.close()
-        everywhere = client.watch_all(all_namespaces=True, name="twin")
+        everywhere = client.watch_all(all_namespaces=True, name=twin)
         assert sorted(next(everywhere)[1]["metadata"]["namespace"] for _ in range(2)) == sorted([namespace, other])
         assert next(everywhere)[0] == "SYNCED"
         everywhere.close()
-        cluster.patch_status("dt", "twin", {"phase": "Suspended"}, other)
-        assert client.wait("twin", "Suspended", other, timeout=30).phase == "Suspended"
-        client.delete("twin", other, wait=True, timeout=60)
-        assert cluster.try_get("dt", "twin", other) is None and cluster.try_get("dt", "twin", namespace) is not None
+        cluster.patch_status("dt", twin, {"phase": "Suspended"}, other)
+        assert client.wait(twin, "Suspended", other, timeout=30).phase == "Suspended"
+        client.delete(twin, other, wait=True, timeout=60)
+        assert cluster.try_get("dt", twin, other) is None and cluster.try_get("dt", twin, namespace) is not None
     finally:
         cluster.kubectl("delete", "namespace", other, "--wait=false")
 

@@ -195,3 +195,20 @@ def test_a_changed_time_limit_tests_the_timeouts_again_and_keeps_every_other_ver
         "pkg.mod.x_f__mutmut_1": 0, "pkg.mod.x_f__mutmut_2": 1, "pkg.mod.x_f__mutmut_3": None,
         "pkg.mod.x_f__mutmut_4": 33}
     assert harness.retest(work) == 2  # survived and no tests
+
+
+def test_the_kills_of_a_test_found_wrong_are_forgotten_and_no_other_verdict(harness, tmp_path):
+    """A test that failed for a reason of its own (not isolated from a copy of itself)
+    counted what it met as killed: its kills, and only those that it made last, are tested
+    again; a survivor, a timeout and another test's kill keep their verdicts."""
+    work = work_tree(tmp_path / "work", "return a - 1")
+    meta = work / "mutants" / "pkg" / "mod.py.meta"
+    codes = {f"pkg.mod.x_f__mutmut_{n}": code for n, code in enumerate((1, 1, 1, 0, -24, 1), start=1)}
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    wrong, right = "tests/t.py::test_shared", "tests/t.py::test_good"
+    lines = [["pkg.mod.x_f__mutmut_1", wrong], ["pkg.mod.x_f__mutmut_2", wrong], ["pkg.mod.x_f__mutmut_2", right],
+             ["pkg.mod.x_f__mutmut_3", right], ["pkg.mod.x_f__mutmut_4", wrong], ["pkg.mod.x_f__mutmut_5", wrong]]
+    (work / "mutants" / "mutmut-kills.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + '["pkg.mod.x_f__mutmut_6", "tests/t.py::te')
+    assert harness.forget_kills(work, wrong) == 1
+    assert json.loads(meta.read_text())["exit_code_by_key"] == {**codes, "pkg.mod.x_f__mutmut_1": None}

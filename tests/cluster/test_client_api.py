@@ -330,6 +330,11 @@ def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, name
         assert [cluster.get("dt", twin, ns)["spec"]["suspend"] for ns in (namespace, other)] == [False, True]
         stream = client.watch_all(other)
         assert next(stream)[1]["metadata"]["namespace"] == other and next(stream)[0] == "SYNCED"
+        for where in (namespace, other):  # a change in the client's namespace first: not this watch's
+            cluster.kubectl("label", "dt", twin, "-n", where, f"in={where}")
+        kind, changed = next(stream)
+        assert (kind, changed["metadata"]["namespace"], changed["metadata"]["labels"]) == (
+            "MODIFIED", other, {"in": other})
         stream.close()
         everywhere = client.watch_all(all_namespaces=True, name=twin)
         assert sorted(next(everywhere)[1]["metadata"]["namespace"] for _ in range(2)) == sorted([namespace, other])
@@ -416,7 +421,8 @@ def test_watch_without_a_timeout_follows_each_change_across_reopened_requests(cl
 def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespace, client, monkeypatch):
     """Each watch request ends after WATCH_SECONDS (shortened to 1 here), the server ending
     it (the client would give up on one silent WATCH_SLACK past that: 2 s here), and the
-    next one starts at the last version seen: no job is announced twice, no change is lost."""
+    next one starts at the last version seen (the list's, then each change's): no job is
+    announced twice, no change is lost."""
     from disttrain_operator import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
@@ -429,13 +435,32 @@ def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespac
         time.sleep(5)
         cluster.kubectl("label", "dt", "steady", "-n", namespace, "after=reopen")
 
-    writer = threading.Thread(target=label_later)
-    writer.start()
-    try:
-        kind, obj = next(stream)  # what follows the quiet must be the change alone
-    finally:
-        writer.join()
-    assert (kind, obj["metadata"]["labels"]) == ("MODIFIED", {"after": "reopen"})
+    def label_again_later() -> None:  # the next requests start at the version that change left
+        time.sleep(5)
+        cluster.kubectl("label", "dt", "steady", "-n", namespace, "again=yes")
+
+    def change(labels: dict[str, str]) -> tuple[str, dict]:
+        """What follows the quiet: the change alone. A RELIST is the client's documented
+        answer when the server no longer keeps the version to resume from (a busy cluster's
+        churn past its watch cache, as under a mutation run): the list follows, and the
+        change is in it or after it; a job announced again without one is a replay."""
+        while True:
+            kind, obj = next(stream)
+            if kind != "RELIST":
+                return kind, obj
+            listed = list(iter(lambda: next(stream), ("SYNCED", {})))
+            assert [(k, o["metadata"]["name"]) for k, o in listed] == [("ADDED", "steady")], listed
+            if listed[0][1]["metadata"].get("labels") == labels:
+                return "MODIFIED", listed[0][1]
+
+    for write, labels in ((label_later, {"after": "reopen"}), (label_again_later, {"after": "reopen", "again": "yes"})):
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            kind, obj = change(labels)
+        finally:
+            writer.join()
+        assert (kind, obj.get("metadata", {}).get("labels")) == ("MODIFIED", labels), (kind, obj)
     stream.close()
 
 
@@ -668,6 +693,10 @@ def test_a_request_the_server_never_answers_ends_at_the_clients_request_timeout(
                                 r"read timed out - the server sent no answer in time", str(hung.value)), hung.value
 
 
+def is_watch(method: str, path: str) -> bool:
+    return method == "GET" and "watch=true" in path.lower()  # the client writes watch=True
+
+
 @pytest.mark.timeout(300)  # a hang guard, far above the front's HOLD_SECONDS
 def test_a_wait_whose_watch_the_server_never_answers_ends_past_its_server_side_timeout(cluster, namespace, client,
                                                                                       tmp_path, monkeypatch):
@@ -681,16 +710,40 @@ def test_a_wait_whose_watch_the_server_never_answers_ends_past_its_server_side_t
     monkeypatch.setattr(client_module, "WATCH_SLACK", 1)
     client.create(manifest("unanswered"))
 
-    def watch(method: str, path: str) -> bool:
-        return method == "GET" and "watch=true" in path.lower()  # the client writes watch=True
-
-    with api_front(cluster, tmp_path, hold=watch) as front:
+    with api_front(cluster, tmp_path, hold=is_watch) as front:
         slow = Client(namespace, kubeconfig=str(front.kubeconfig))
         with pytest.raises(Unreachable) as hung:
             slow.wait("unanswered", "Succeeded", timeout=5)
         assert len(front.held) == 1 and "fieldSelector=metadata.name%3Dunanswered" in front.held[0], front.held
     assert re.fullmatch(r"Unable to connect to the server http://127\.0\.0\.1:\d+: "
                         r"read timed out - the server sent no answer in time", str(hung.value)), hung.value
+
+
+@pytest.mark.timeout(300)  # a hang guard, far above the front's HOLD_SECONDS
+def test_a_watch_of_every_job_the_server_never_answers_ends_past_its_server_side_timeout(cluster, namespace, client,
+                                                                                        tmp_path, monkeypatch):
+    """watch_all (`get -w`, `top`) never ends by itself, but each of its requests asks the
+    server to end it after WATCH_SECONDS (1 here) and to send bookmarks (so that a quiet
+    watch resumes from a version the server still keeps); one silent WATCH_SLACK past that
+    (1 here) is Unreachable, as a read timeout, instead of a watch that hangs."""
+    from urllib.parse import parse_qs
+
+    from disttrain import Client, Unreachable
+    from api_front import api_front
+    from disttrain_operator import client as client_module
+
+    monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
+    monkeypatch.setattr(client_module, "WATCH_SLACK", 1)
+    client.create(manifest("unanswered"))
+    with api_front(cluster, tmp_path, hold=is_watch) as front:
+        stream = Client(namespace, kubeconfig=str(front.kubeconfig)).watch_all()
+        assert [kind for kind, _ in (next(stream), next(stream))] == ["ADDED", "SYNCED"]
+        with pytest.raises(Unreachable) as hung:
+            next(stream)
+        assert len(front.held) == 1, front.held
+        asked = parse_qs(front.held[0].split("?", 1)[1])
+    assert (asked["timeoutSeconds"], asked["allowWatchBookmarks"]) == (["1"], ["True"]), front.held
+    assert str(hung.value).endswith(": read timed out - the server sent no answer in time"), hung.value
 
 
 @pytest.mark.timeout(300)  # a hang guard

@@ -349,13 +349,15 @@ def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, name
 
 
 def test_delete_with_wait_returns_once_the_job_is_gone_or_times_out(cluster, namespace, client):
-    """A finalizer (what a user's controller may hold) keeps the job after the delete: wait
-    waits for it, and a timeout says so."""
+    """A finalizer (what a user's controller may hold) keeps the job after the delete: a
+    delete returns at once, one with wait waits for it, and a timeout says so."""
     from disttrain import WaitTimeout
 
     held = manifest("held")
     held["metadata"]["finalizers"] = ["test.disttrain.dev/hold"]
     client.create(held)
+    assert client.delete("held") is None  # no wait (the default): back once the server has taken it
+    assert cluster.get("dt", "held", namespace)["metadata"]["deletionTimestamp"]
     with pytest.raises(WaitTimeout) as late:
         client.delete("held", wait=True, timeout=2)
     assert str(late.value) == f"error: timed out waiting for {REF}/held"

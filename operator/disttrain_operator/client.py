@@ -599,7 +599,7 @@ def api_error(status: int | None, reason: str | None, body: Any, resource: str =
                     "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
         error: DisttrainError = NotFound(f"Error from server (NotFound): {said}")
     else:
-        text = f"Error from server ({why or status}): {' '.join(message.split()) or reason}"
+        text = f"Error from server ({why or status}): {' '.join(message.split()) or reason or 'no message'}"
         error = Forbidden(text) if status == 403 else DisttrainError(text)
     error.causes, error.status = tuple(causes), status
     return error

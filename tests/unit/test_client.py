@@ -241,6 +241,9 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}))
     assert (type(denied), denied.status) == (client_module.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"
+    # an answer without a reason phrase or a body (HTTP allows both): its status, and says so
+    for bare in ((500, None, None), (500, "", "")):
+        assert str(client_module.api_error(*bare)) == "Error from server (500): no message"
 
 
 class _Busy(BaseHTTPRequestHandler):

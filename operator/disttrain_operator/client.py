@@ -589,7 +589,7 @@ def api_error(status: int | None, reason: str | None, body: Any, resource: str =
         message, why = parsed.get("message", ""), parsed.get("reason", why)
         causes = [c for c in (parsed.get("details") or {}).get("causes") or () if isinstance(c, dict)]
     except (TypeError, ValueError, AttributeError):
-        message = str(body or "")
+        message = str(body)  # only a body that is there fails to parse
     if not body and ": " in why:  # a watch's ERROR event: the client makes it "Reason: message"
         why, message = why.split(": ", 1)
     if status == 404:  # the server's words: what is missing may be the namespace, or the kind itself

@@ -721,6 +721,36 @@ def test_a_wait_whose_watch_the_server_never_answers_ends_past_its_server_side_t
                         r"read timed out - the server sent no answer in time", str(hung.value)), hung.value
 
 
+@pytest.mark.timeout(300)  # a hang guard
+def test_a_wait_whose_version_expired_reads_the_job_again_in_its_own_namespace(cluster, namespace, client, tmp_path):
+    """A watch told its version is too old (410 Gone: the server has compacted past it)
+    reads the job again with a list and goes on from the list's version; in the namespace
+    the wait was given, not the client's (the job may exist only there)."""
+    from disttrain import Client
+    from api_front import api_front
+
+    other = f"{namespace}-x"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    try:
+        client.create(manifest("aged", suspend=True), namespace=other)
+        expired = {"left": 1}
+
+        def gone(method: str, path: str):
+            if not (is_watch(method, path) and expired["left"]):
+                return None
+            expired["left"] -= 1
+            cluster.patch_status("dt", "aged", {"phase": "Suspended"}, other)  # seen only by reading it again
+            return 410, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
+                         "message": "too old resource version: 1 (2)", "code": 410}
+
+        with api_front(cluster, tmp_path, answer=gone) as front:
+            waiting = Client(namespace, kubeconfig=str(front.kubeconfig))
+            assert waiting.wait("aged", "Suspended", other, timeout=60).phase == "Suspended"
+            assert len(front.answered) == 1, front.answered
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false")
+
+
 @pytest.mark.timeout(300)  # a hang guard, far above the front's HOLD_SECONDS
 def test_a_watch_of_every_job_the_server_never_answers_ends_past_its_server_side_timeout(cluster, namespace, client,
                                                                                         tmp_path, monkeypatch):

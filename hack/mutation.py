@@ -40,7 +40,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,12 +289,9 @@ def undecided(work: Path, paths: list[str]) -> list[str]:
     return names
 
 
-def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> int:
-    """Forget the verdicts of these statuses, so the next run tests those mutants again:
-    survivors and mutants without tests when the tests changed, timeouts when the limit did.
-    A survivor judged equivalent, and still the change judged (its pin), keeps its verdict:
-    no test can tell it, and running it again costs a pass of every test of its function."""
-    equivalent = load_equivalent()
+def forget(work: Path, which: Callable[[str, int | None], bool]) -> int:
+    """Forget each verdict `which(mutant, exit code)` names, so the next run tests that
+    mutant again; how many."""
     count = 0
     for meta in meta_files(work):
         data = read_meta(meta)
@@ -302,15 +299,25 @@ def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> 
             continue
         codes = data.get("exit_code_by_key", {})
         for key, code in codes.items():
-            if code is None or STATUS.get(code) not in statuses:
-                continue
-            pin = equivalent.get(key, (None, ""))[0]
-            if pin is not None and pin == diff_pin(mutant_diff(work, key)):
-                continue
-            codes[key] = None
-            count += 1
+            if code is not None and which(key, code):
+                codes[key] = None
+                count += 1
         meta.write_text(json.dumps(data, indent=4))
     return count
+
+
+def retest(work: Path, statuses: tuple[str, ...] = ("survived", "no tests")) -> int:
+    """Forget the verdicts of these statuses, so the next run tests those mutants again:
+    survivors and mutants without tests when the tests changed, timeouts when the limit did.
+    A survivor judged equivalent, and still the change judged (its pin), keeps its verdict:
+    no test can tell it, and running it again costs a pass of every test of its function."""
+    equivalent = load_equivalent()
+
+    def judged(key: str) -> bool:
+        pin = equivalent.get(key, (None, ""))[0]
+        return pin is not None and pin == diff_pin(mutant_diff(work, key))
+
+    return forget(work, lambda key, code: STATUS.get(code) in statuses and not judged(key))
 
 
 def forget_kills(work: Path, test: str) -> int:
@@ -325,18 +332,7 @@ def forget_kills(work: Path, test: str) -> int:
         except ValueError:
             continue  # a line cut short by a killed run
         killer[mutant] = by
-    count = 0
-    for meta in meta_files(work):
-        data = read_meta(meta)
-        if not data:
-            continue
-        codes = data.get("exit_code_by_key", {})
-        for key, code in codes.items():
-            if code is not None and STATUS.get(code) == "killed" and killer.get(key) == test:
-                codes[key] = None
-                count += 1
-        meta.write_text(json.dumps(data, indent=4))
-    return count
+    return forget(work, lambda key, code: STATUS.get(code) == "killed" and killer.get(key) == test)
 
 
 # An equivalent entry is pinned to the change it judged: mutmut numbers a function's mutants

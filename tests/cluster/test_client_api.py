@@ -433,13 +433,9 @@ def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespac
     stream = client.watch_all()
     assert [kind for kind, _ in (next(stream), next(stream))] == ["ADDED", "SYNCED"]
 
-    def label_later() -> None:  # while the watch waits: several of its requests end and reopen
+    def label_later(label: str) -> None:  # while the watch waits: several of its requests end and reopen
         time.sleep(5)
-        cluster.kubectl("label", "dt", "steady", "-n", namespace, "after=reopen")
-
-    def label_again_later() -> None:  # the next requests start at the version that change left
-        time.sleep(5)
-        cluster.kubectl("label", "dt", "steady", "-n", namespace, "again=yes")
+        cluster.kubectl("label", "dt", "steady", "-n", namespace, label)
 
     def change(labels: dict[str, str]) -> tuple[str, dict]:
         """What follows the quiet: the change alone. A RELIST is the client's documented
@@ -455,8 +451,9 @@ def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespac
             if listed[0][1]["metadata"].get("labels") == labels:
                 return "MODIFIED", listed[0][1]
 
-    for write, labels in ((label_later, {"after": "reopen"}), (label_again_later, {"after": "reopen", "again": "yes"})):
-        writer = threading.Thread(target=write)
+    # The second change: the requests after the first start at the version it left.
+    for label, labels in (("after=reopen", {"after": "reopen"}), ("again=yes", {"after": "reopen", "again": "yes"})):
+        writer = threading.Thread(target=label_later, args=(label,))
         writer.start()
         try:
             kind, obj = change(labels)

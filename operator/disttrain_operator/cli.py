@@ -46,7 +46,6 @@ class Command:
     setup: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     cluster: bool = False  # takes -n, --context, --kubeconfig
-    aliases: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()  # optional packages (EXTRAS) it cannot start without
 
     def missing(self) -> str | None:
@@ -134,7 +133,7 @@ def parsers(prog: str | None = None, columns: int | None = None
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     own = {}
     for command in COMMANDS:
-        p = own[command.name] = sub.add_parser(command.name, aliases=list(command.aliases), help=command.help,
+        p = own[command.name] = sub.add_parser(command.name, help=command.help,
                            description=f"{command.help}.\n\nexample:\n  {prog} {command.example}",
                            formatter_class=formatter)
         if command.cluster:

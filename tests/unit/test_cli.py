@@ -127,6 +127,24 @@ def test_render_prints_service_and_pods(tmp_path):
     assert [o["kind"] for o in yaml.safe_load_all(none.stdout)] == ["Service", "PodDisruptionBudget", "Pod", "Pod"]
 
 
+def test_render_admits_the_operator_from_the_flag_else_the_variable_else_disttrain_system(tmp_path, monkeypatch):
+    """The namespace the rendered NetworkPolicy admits the operator from: --operator-namespace,
+    else $DISTTRAIN_OPERATOR_NAMESPACE (the operator's own setting), else disttrain-system;
+    an empty variable counts as unset."""
+    path = write(tmp_path, GOOD)
+
+    def admitted(*flags: str) -> str:
+        result = disttrain("render", *flags, path)
+        assert result.returncode == 0, result.stderr
+        policy = next(o for o in yaml.safe_load_all(result.stdout) if o["kind"] == "NetworkPolicy")
+        return policy["spec"]["ingress"][1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+
+    monkeypatch.setenv("DISTTRAIN_OPERATOR_NAMESPACE", "from-env")
+    assert (admitted(), admitted("--operator-namespace", "ops")) == ("from-env", "ops")
+    monkeypatch.setenv("DISTTRAIN_OPERATOR_NAMESPACE", "")
+    assert admitted() == "disttrain-system"
+
+
 def test_a_reader_that_stops_early_ends_the_command_quietly_with_zero():
     """`disttrain render job.yaml | head`: once head has its lines and closes the pipe, the
     next write fails with BrokenPipeError; the command ends with 0 and says nothing, as

@@ -32,8 +32,10 @@ def test_every_command_refuses_an_unknown_option_with_2_naming_it(capsys):
 
 
 def test_usage_errors_that_name_what_is_missing_exit_2(capsys):
-    """Not an unknown option: an argument left out or a choice outside the list."""
-    for argv, says in ((["validate"], "the following arguments are required: FILE"),
+    """Not an unknown option: an argument left out or a choice outside the list. `disttrain`
+    alone names the missing COMMAND, as it does a missing FILE."""
+    for argv, says in (([], "the following arguments are required: COMMAND"),
+                       (["validate"], "the following arguments are required: FILE"),
                        (["docs", "tutorial"], "invalid choice: 'tutorial' (choose from 'api', 'cli')"),
                        (["sweep"], "the following arguments are required")):
         with pytest.raises(SystemExit) as exited:

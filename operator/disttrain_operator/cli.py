@@ -916,7 +916,7 @@ def _setup_status(p: argparse.ArgumentParser) -> None:
     _job_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
                    help="json, yaml: the object itself, as kubectl get -o prints it")
-    p.set_defaults(all_namespaces=False, selector=None, no_headers=False, watch=False)
+    p.set_defaults(all_namespaces=False, watch=False)  # what get reads of a named job
 
 
 def _setup_logs(p: argparse.ArgumentParser) -> None:

@@ -273,6 +273,9 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
 
     assert sorted(complete("s")[:-1]) == ["status", "submit", "suspend", "sweep"] and complete("s")[-1] == ":4"
     assert complete("get", "-o", "js") == ["json", "jsonpath=", ":6"]  # jsonpath= goes on: no space
+    assert complete("get", "-o", "c") == ["custom-columns=", ":6"]
+    assert sorted(complete("wait", "x", "--for", "")) == [
+        ":6", "Running", "Succeeded", "Suspended", "condition=", "delete", "jsonpath="]
     assert complete("render", "--output", "y") == ["yaml", ":4"]
     assert complete() == complete("")  # nothing typed yet: every command
     # The word is one word even where a shell would split it: " y" offers nothing, not "yaml".

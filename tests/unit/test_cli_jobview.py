@@ -298,6 +298,37 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     assert not {"COMP_POINT", "_ARGCOMPLETE", "_ARGCOMPLETE_IFS"} & set(os.environ)
 
 
+def test_every_command_that_takes_a_job_name_completes_the_names_the_cluster_has(monkeypatch):
+    """NAME<TAB> offers the jobs of the namespace, through the same parser kubectl and the
+    shell complete from: for the commands that take one NAME and for those that take several
+    (suspend, resume, delete), after a name already given too. (The listing is a stand-in
+    Client: which names a real cluster gives is the client's test.)"""
+    import contextlib
+    import io
+
+    from disttrain_operator import client
+    from disttrain_operator.cli import kubectl_complete
+
+    class Listing:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def list(self):
+            return [{"metadata": {"name": name}} for name in ("train-a", "train-b", "eval")]
+
+    monkeypatch.setattr(client, "Client", Listing)
+
+    def complete(*words: str) -> list[str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert kubectl_complete(list(words)) == 0
+        return sorted(out.getvalue().split("\n")[:-1])
+
+    for command in ("get", "status", "logs", "wait", "suspend", "resume", "delete"):
+        assert complete(command, "train-") == [":4", "train-a", "train-b"], command
+    assert complete("delete", "eval", "train-") == [":4", "train-a", "train-b"]
+
+
 def waiting_client(*versions: str | dict):
     """A Client whose watch yields the job in these versions (a phase, or a whole object),
     one each, then ends as if deleted (no cluster: Client.wait's decisions are what is

@@ -722,28 +722,44 @@ def test_a_wait_whose_watch_the_server_never_answers_ends_past_its_server_side_t
 def test_a_wait_whose_version_expired_reads_the_job_again_in_its_own_namespace(cluster, namespace, client, tmp_path):
     """A watch told its version is too old (410 Gone: the server has compacted past it)
     reads the job again with a list and goes on from the list's version; in the namespace
-    the wait was given, not the client's (the job may exist only there)."""
+    the wait was given, not the client's nor every one (a job of the same name, never
+    Suspended, waits in the client's)."""
+    from urllib.parse import parse_qs
+
     from disttrain import Client
     from api_front import api_front
 
-    other = f"{namespace}-x"
+    other = f"{namespace}x"  # after the client's in a list of every namespace ("-" sorts before "/")
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
     try:
         client.create(manifest("aged", suspend=True), namespace=other)
-        expired = {"left": 1}
+        client.create(manifest("aged"))  # first in a list of every namespace
+        watches = []
 
         def gone(method: str, path: str):
-            if not (is_watch(method, path) and expired["left"]):
+            if not is_watch(method, path):
                 return None
-            expired["left"] -= 1
-            cluster.patch_status("dt", "aged", {"phase": "Suspended"}, other)  # seen only by reading it again
+            watches.append(parse_qs(path.split("?", 1)[1]))
+            if len(watches) > 1:
+                return None
+            cluster.patch_status("dt", "aged", {"phase": phase}, other)  # seen only by reading it again
             return 410, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
                          "message": "too old resource version: 1 (2)", "code": 410}
 
         with api_front(cluster, tmp_path, answer=gone) as front:
             waiting = Client(namespace, kubeconfig=str(front.kubeconfig))
+            phase = "Suspended"
             assert waiting.wait("aged", "Suspended", other, timeout=60).phase == "Suspended"
             assert len(front.answered) == 1, front.answered
+            # Watched on from the list's version: a watch from none would replay the job as
+            # it is, a change that did not happen.
+            watches.clear()
+            phase = "Running"
+            views = waiting.watch("aged", other, timeout=60)
+            assert [next(views).phase, next(views).phase] == ["Suspended", "Running"]
+            cluster.patch_status("dt", "aged", {"phase": "Succeeded"}, other)
+            assert next(views).phase == "Succeeded"
+            assert len(watches) == 2 and watches[1].get("resourceVersion", [""])[0], watches
     finally:
         cluster.kubectl("delete", "namespace", other, "--wait=false")
 

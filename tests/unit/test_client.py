@@ -327,8 +327,8 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
 
 
 def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp_path):
-    """create and apply validate offline: InvalidJob names the job and every error, "; "
-    between them, and no request reaches the server."""
+    """create and apply validate offline: InvalidJob names the job (or says "(unnamed)")
+    and every error, "; " between them, and no request reaches the server."""
     from disttrain_operator.client import InvalidJob
 
     with late_server(tmp_path, set()) as kubeconfig:
@@ -340,6 +340,9 @@ def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp
             errors = raised.value.errors
             assert len(errors) == 2 and str(raised.value) == f"error: twice-wrong is invalid: {errors[0]}; {errors[1]}"
             assert any(e.startswith("spec.nodes") for e in errors) and any(e.startswith("spec.gpusPerNode") for e in errors)
+        with pytest.raises(InvalidJob) as unnamed:  # a job with no name yet says so in its place
+            client.create({**bad, "metadata": {}})
+        assert str(unnamed.value).startswith("error: (unnamed) is invalid: metadata.name: "), unnamed.value
 
 
 def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_service_account(tmp_path, monkeypatch):

@@ -290,6 +290,33 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
         assert waits == [0.25] * (len(handler.seen) - 1)  # each the answer's own Retry-After
 
 
+class _Proxy(BaseHTTPRequestHandler):
+    """A proxy in front of the API server whose upstream is down: 503, its own text."""
+
+    def do_GET(self) -> None:
+        body = b"upstream connect error or disconnect/reset before headers\n"
+        self.send_response(503)  # with the reason phrase "Service Unavailable"
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_answer_that_is_not_the_api_servers_reads_as_its_status_phrase_and_text(tmp_path):
+    """A proxy's own answer has no Status body: the error names the HTTP reason phrase, as
+    kubectl does, and the text as it came, on one line. (A stand-in: a real API server
+    always answers with a Status.)"""
+    with stand_in(tmp_path, _Proxy) as kubeconfig:
+        with pytest.raises(DisttrainError) as raised:
+            Client(kubeconfig=kubeconfig).get("demo")
+    assert str(raised.value) == ("Error from server (Service Unavailable): upstream connect error or "
+                                 "disconnect/reset before headers")
+    assert raised.value.status == 503
+
+
 class _NoCrd(BaseHTTPRequestHandler):
     """An API server without disttrain's CRD: every request for the jobs is its 404."""
 

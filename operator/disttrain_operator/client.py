@@ -84,7 +84,7 @@ class InvalidArgument(DisttrainError, ValueError):
 
 
 class KubeconfigError(DisttrainError):
-    """No kubeconfig, a context it does not have, or a file that is not a kubeconfig."""
+    """No kubeconfig, a context it does not have, or a file that is not a kubeconfig (or not UTF-8)."""
 
 
 class InvalidJob(DisttrainError):
@@ -682,8 +682,17 @@ def connect(kubeconfig: str | None, context: str | None, *, fail_fast: bool = Tr
 
 
 def _read_yaml(path: str) -> Any:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return yaml.safe_load(f)
+    """A kubeconfig file's YAML. It must be UTF-8 (YAML's encoding, and kubectl's); the
+    client library would fail on another without saying where."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode()  # UTF-8
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise KubeconfigError(f"error: {path}: line {line} is not UTF-8 (byte {data[exc.start]:#04x}); "
+                              "save the file as UTF-8") from None
+    return yaml.safe_load(text)
 
 
 def kubeconfig_problem(data: Any) -> str | None:

@@ -489,12 +489,13 @@ def test_an_unreachable_api_server_is_tried_once_not_retried(tmp_path):
     ("apiVersion: v1\ncontexts: 5\ncurrent-context: c\n", "not a kubeconfig: contexts must be a list of {name, context} (got int)"),
     ("apiVersion: v1\nclusters: [{cluster: {server: x}}]\n", "not a kubeconfig: clusters[0] must be a map with a name"),
     ("apiVersion: v1\nusers: [{name: u, user: [1]}]\n", "not a kubeconfig: users[0].user must be a map"),
+    (b"apiVersion: v1\n# caf\xe9 (Latin-1)\nclusters: []\n", "line 2 is not UTF-8 (byte 0xe9); save the file as UTF-8"),
 ])
 def test_a_broken_kubeconfig_is_one_line_naming_the_file(tmp_path, text, says):
-    """docs/cli.md: never a traceback. A kubeconfig that is not YAML, or not shaped like one,
-    is named with what is wrong, exit code 1; and from Python it is a KubeconfigError."""
+    """docs/cli.md: never a traceback. A kubeconfig that is not UTF-8, not YAML, or not shaped
+    like one, is named with what is wrong, exit code 1; and from Python it is a KubeconfigError."""
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(text)
+    kubeconfig.write_bytes(text if isinstance(text, bytes) else text.encode())
     result = disttrain("get", "--kubeconfig", str(kubeconfig))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     line = result.stderr.strip()

@@ -136,7 +136,24 @@ def write(tmp_path: Any, text: str) -> str:
     return str(path)
 
 
-class _Late(BaseHTTPRequestHandler):
+class StandInHandler(BaseHTTPRequestHandler):
+    """A stand-in API server's handler: reply() sends one whole answer; nothing is logged
+    (pytest shows what failed)."""
+
+    def reply(self, status: int, body: Any, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        for key, value in {"Content-Type": content_type, "Content-Length": str(len(data)), **(headers or {})}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Late(StandInHandler):
     """Answers a job (or an empty list), `delay` seconds late for the methods in `late`."""
     delay = 2.0
     late = frozenset({"GET", "POST", "PATCH", "DELETE"})
@@ -148,21 +165,12 @@ class _Late(BaseHTTPRequestHandler):
         job = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
                "metadata": {"name": "slow", "namespace": "n", "resourceVersion": "1"}, "spec": {"nodes": 1}}
         listing = self.path.split("?", 1)[0].endswith(("/distributedtrainings", "/events"))
-        body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []} if listing
-                          else job).encode()
         try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, {"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []} if listing else job)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up waiting: what these tests make it do
 
     do_GET = do_POST = do_PATCH = do_DELETE = _answer
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def kubeconfig_for(tmp_path, server: ThreadingHTTPServer) -> str:

@@ -11,7 +11,6 @@ import random
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +21,7 @@ from disttrain_operator import client as client_module
 from disttrain_operator.api.names import INDEX_LABEL
 from disttrain_operator.client import Client, DisttrainError, log_time_order
 
-from .helpers import late_server, stand_in
+from .helpers import StandInHandler, late_server, stand_in
 
 # Go writes RFC 3339 with a fraction's trailing zeros trimmed: compared as text, stamps misorder.
 
@@ -246,7 +245,7 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
         assert str(client_module.api_error(*bare)) == "Error from server (500): no message"
 
 
-class _Busy(BaseHTTPRequestHandler):
+class _Busy(StandInHandler):
     """Answers 429 (Retry-After: 0.25) to the first `refusals` requests, then a job."""
     refusals = 0
     seen: list[str]
@@ -254,18 +253,11 @@ class _Busy(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.seen.append(self.path)
         busy = len(self.seen) <= self.refusals
-        body = json.dumps({"kind": "Status", "reason": "TooManyRequests", "message": "storage is (re)initializing"}
-                          if busy else {**JOB, "metadata": {"name": "slow", "namespace": "n"}}).encode()
-        self.send_response(429 if busy else 200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
         if busy:
-            self.send_header("Retry-After", "0.25")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.reply(429, {"kind": "Status", "reason": "TooManyRequests", "message": "storage is (re)initializing"},
+                       headers={"Retry-After": "0.25"})
+        else:
+            self.reply(200, {**JOB, "metadata": {"name": "slow", "namespace": "n"}})
 
 
 @pytest.mark.parametrize("refusals,answered", [(3, True), (client_module.BUSY_RETRIES + 1, False)])
@@ -290,19 +282,11 @@ def test_a_request_answered_too_many_requests_is_asked_again_as_kubectl_does(tmp
         assert waits == [0.25] * (len(handler.seen) - 1)  # each the answer's own Retry-After
 
 
-class _Proxy(BaseHTTPRequestHandler):
+class _Proxy(StandInHandler):
     """A proxy in front of the API server whose upstream is down: 503, its own text."""
 
-    def do_GET(self) -> None:
-        body = b"upstream connect error or disconnect/reset before headers\n"
-        self.send_response(503)  # with the reason phrase "Service Unavailable"
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    def do_GET(self) -> None:  # with the reason phrase "Service Unavailable"
+        self.reply(503, b"upstream connect error or disconnect/reset before headers\n", "text/plain")
 
 
 def test_an_answer_that_is_not_the_api_servers_reads_as_its_status_phrase_and_text(tmp_path):
@@ -317,22 +301,14 @@ def test_an_answer_that_is_not_the_api_servers_reads_as_its_status_phrase_and_te
     assert raised.value.status == 503
 
 
-class _NoCrd(BaseHTTPRequestHandler):
+class _NoCrd(StandInHandler):
     """An API server without disttrain's CRD: every request for the jobs is its 404."""
 
     def do_GET(self) -> None:
-        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                           "details": {}, "code": 404, "message": client_module.NOT_SERVED}).encode()
-        self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                         "details": {}, "code": 404, "message": client_module.NOT_SERVED})
 
     do_POST = do_PATCH = do_DELETE = do_GET
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
@@ -444,30 +420,20 @@ def test_a_kubeconfig_of_the_wrong_shape_is_named_by_key_entry_and_what_it_must_
     assert {text: kubeconfig_problem(yaml.safe_load(text)) for text in cases} == cases
 
 
-class _NoLogRoute(BaseHTTPRequestHandler):
+class _NoLogRoute(StandInHandler):
     """An API server behind a proxy that has no route for pod logs: the job and its one
     placed worker are served, the log is a 404 without a body."""
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path.endswith("/log"):
-            body = b""
-            self.send_response(404)
-        else:
-            pod = {"metadata": {"name": "slow-worker-0", "labels": {INDEX_LABEL: "0"}},
-                   "spec": {"nodeName": "node-1", "containers": [{"name": "trainer"}]}}
-            job = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
-                   "metadata": {"name": "slow", "namespace": "n", "resourceVersion": "1"}, "spec": {"nodes": 1}}
-            body = json.dumps({"kind": "PodList", "metadata": {}, "items": [pod]} if path.endswith("/pods")
-                              else job).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.reply(404, b"", "text/plain")
+            return
+        pod = {"metadata": {"name": "slow-worker-0", "labels": {INDEX_LABEL: "0"}},
+               "spec": {"nodeName": "node-1", "containers": [{"name": "trainer"}]}}
+        job = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
+               "metadata": {"name": "slow", "namespace": "n", "resourceVersion": "1"}, "spec": {"nodes": 1}}
+        self.reply(200, {"kind": "PodList", "metadata": {}, "items": [pod]} if path.endswith("/pods") else job)
 
 
 def test_a_pod_log_the_server_answers_not_found_without_words_is_not_told_as_a_missing_crd(tmp_path):

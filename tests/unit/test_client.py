@@ -7,6 +7,7 @@ in tests/cluster/test_cli_commands.py."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import threading
@@ -362,15 +363,45 @@ def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_servic
         connect(None, None)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    with pytest.raises(KubeconfigError, match=f"^error: no kubeconfig at {home}, and this pod's service account "
-                                              "cannot be used: .*; set KUBECONFIG or mount the account's token$"):
+    with pytest.raises(KubeconfigError) as tokenless:
         connect(None, None)
+    assert str(tokenless.value) == (f"error: no kubeconfig at {home}, and this pod's service account cannot be "
+                                    "used: Service token file does not exist.; set KUBECONFIG or mount the "
+                                    "account's token")
+    # A pod with its token: the service's address and the token, in the client's own
+    # configuration. (The library reads the token's and CA's paths from its module
+    # constants at each call; this host has no pod's files.)
+    from kubernetes.config import incluster_config
+
+    (tmp_path / "token").write_text("the-token")
+    (tmp_path / "ca.crt").write_text("a CA")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    configuration = connect(None, None)[0].configuration
+    assert (configuration.host, configuration.get_api_key_with_prefix("BearerToken")) == (
+        "https://10.96.0.1:443", "bearer the-token")
     home.parent.mkdir()
     home.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
         "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}], "users": [{"name": "u", "user": {}}],
         "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "from-home"}}]}))
     assert connect(None, None)[1] == "from-home"  # the home file wins over the pod's account
+
+
+def test_the_clients_namespace_is_the_one_given_else_the_contexts_else_default(tmp_path, monkeypatch):
+    """As kubectl: -n, else the context's namespace, else `default`. $KUBECONFIG may be a
+    list of files, as kubectl's, some of them absent."""
+    bare = {"apiVersion": "v1", "kind": "Config", "current-context": "c", "users": [{"name": "u", "user": {}}],
+            "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(bare))
+    assert (Client(kubeconfig=str(path)).namespace, Client("given", kubeconfig=str(path)).namespace) == (
+        "default", "given")
+    bare["contexts"][0]["context"]["namespace"] = "team"
+    path.write_text(yaml.safe_dump(bare))
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "absent"), str(path)]))
+    assert Client().namespace == "team"
 
 
 def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unknown_one_lists_the_known(tmp_path):

@@ -390,7 +390,8 @@ def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_servic
 
 def test_the_clients_namespace_is_the_one_given_else_the_contexts_else_default(tmp_path, monkeypatch):
     """As kubectl: -n, else the context's namespace, else `default`. $KUBECONFIG may be a
-    list of files, as kubectl's, some of them absent."""
+    list of files, as kubectl's, some of them absent; a file of it that is not a kubeconfig
+    is named."""
     bare = {"apiVersion": "v1", "kind": "Config", "current-context": "c", "users": [{"name": "u", "user": {}}],
             "clusters": [{"name": "k", "cluster": {"server": "http://127.0.0.1:1"}}],
             "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}
@@ -402,6 +403,12 @@ def test_the_clients_namespace_is_the_one_given_else_the_contexts_else_default(t
     path.write_text(yaml.safe_dump(bare))
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "absent"), str(path)]))
     assert Client().namespace == "team"
+    broken = tmp_path / "broken"  # each file of the list is checked, not only the first
+    broken.write_text("just a string\n")
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(path), str(broken)]))
+    with pytest.raises(client_module.KubeconfigError) as refused:
+        Client()
+    assert str(refused.value).startswith(f"error: {broken}: not a kubeconfig: the file must be a map"), refused.value
 
 
 def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unknown_one_lists_the_known(tmp_path):

@@ -692,7 +692,12 @@ def _read_yaml(path: str) -> Any:
         line = data.count(b"\n", 0, exc.start) + 1
         raise KubeconfigError(f"error: {path}: line {line} is not UTF-8 (byte {data[exc.start]:#04x}); "
                               "save the file as UTF-8") from None
-    return yaml.safe_load(text)
+    try:
+        return yaml.safe_load(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: no line of its own, two lines of text
+        line = text.count("\n", 0, exc.position) + 1
+        raise KubeconfigError(f"error: {path}: not YAML: line {line} holds the character #x{exc.character:04x}, "
+                              "which YAML does not allow; check the file, or point --kubeconfig at another") from None
 
 
 def kubeconfig_problem(data: Any) -> str | None:

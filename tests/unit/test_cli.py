@@ -484,7 +484,10 @@ def test_an_unreachable_api_server_is_tried_once_not_retried(tmp_path):
 
 
 @pytest.mark.parametrize("text,says", [
-    ("apiVersion: v1\nclusters: [\n  - {name: x\n", "not YAML (line 3, column 3): expected the node content, but found '-'"),
+    ("apiVersion: v1\nclusters: [\n  - {name: x\n", "not YAML (line 3, column 3): expected the node content, but found "
+                                                 "'-'; check the file, or point --kubeconfig at another"),
+    ("apiVersion: v1\ncurrent-context: c\nclusters: [{name: k, cluster: {server: 5}}]\nusers: [{name: u, user: {}}]\n"
+     "contexts: [{name: c, context: {cluster: k, user: u}}]\n", "not a kubeconfig: AttributeError: "),  # the library's
     ("just a string\n", "not a kubeconfig: the file must be a map with clusters, contexts and users (got str)"),
     ("apiVersion: v1\ncontexts: 5\ncurrent-context: c\n", "not a kubeconfig: contexts must be a list of {name, context} (got int)"),
     ("apiVersion: v1\nclusters: [{cluster: {server: x}}]\n", "not a kubeconfig: clusters[0] must be a map with a name"),

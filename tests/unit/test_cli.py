@@ -492,8 +492,8 @@ def test_an_unreachable_api_server_is_tried_once_not_retried(tmp_path):
     ("apiVersion: v1\ncontexts: 5\ncurrent-context: c\n", "not a kubeconfig: contexts must be a list of {name, context} (got int)"),
     ("apiVersion: v1\nclusters: [{cluster: {server: x}}]\n", "not a kubeconfig: clusters[0] must be a map with a name"),
     ("apiVersion: v1\nusers: [{name: u, user: [1]}]\n", "not a kubeconfig: users[0].user must be a map"),
-    (b"apiVersion: v1\n# caf\xe9 (Latin-1)\nclusters: []\n", "line 2 is not UTF-8 (byte 0xe9); save the file as UTF-8"),
-    ("apiVersion: v1\nkind: Config\x01\n", "not YAML: line 2 holds the character #x0001, which YAML does not allow"),
+    (b"\napiVersion: v1\n# caf\xe9 (Latin-1)\nclusters: []\n", "line 3 is not UTF-8 (byte 0xe9); save the file as UTF-8"),
+    ("\napiVersion: v1\nkind: Config\x01\n", "not YAML: line 3 holds the character #x0001, which YAML does not allow"),
 ])
 def test_a_broken_kubeconfig_is_one_line_naming_the_file(tmp_path, text, says):
     """docs/cli.md: never a traceback. A kubeconfig that is not UTF-8, not YAML, or not shaped

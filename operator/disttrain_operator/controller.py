@@ -359,6 +359,9 @@ class Controller:
         now = iso(self.clock.now())
         if plan.release_workload:
             await self._update_workload(job, wl.name, lambda body: kueue.release(body, now))
+        if plan.workload_pods_ready is not None:
+            ready, reason = plan.workload_pods_ready
+            await self._update_workload(job, wl.name, lambda body: kueue.pods_ready(body, ready, reason, now))
         if plan.finish_workload is not None:
             succeeded, message = plan.finish_workload
             await self._update_workload(job, wl.name, lambda body: kueue.finish(body, succeeded, message, now))
@@ -397,7 +400,7 @@ class Controller:
             log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], job.queue)
 
     async def _update_workload(self, job: JobState, name: str, change: Any) -> None:
-        """Read the Workload, change its status (kueue.release / kueue.finish), write it with
+        """Read the Workload, change its status (kueue.release, pods_ready, finish), write it with
         its resourceVersion; when Kueue wrote it meanwhile, the job's next pass tries again."""
         body = await self.kube.get(job.namespace, WORKLOAD, name)
         status = change(body) if body is not None else None

@@ -10,10 +10,11 @@ failures expire after an hour, the history stays with the job.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, get_args
 
-from .api.types import AvoidedNode, CheckpointStatus, FailureRecord, Progress
+from .api.types import AvoidedNode, CheckpointStatus, Eviction, FailureCause, FailureRecord, Progress
 from .nodes import EPOCH, NodeHealth
 from .pods import PodInfo
 from .report import INTERRUPTED
@@ -27,7 +28,11 @@ EXIT_CODE = "ExitCode"
 HUNG = "Hung"
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
 UNSCHEDULABLE = "Unschedulable"
-CAUSES = (NODE_LOST, EVICTED, PREEMPTED, OOM_KILLED, EXIT_CODE, HUNG, IMAGE_PULL_BACK_OFF, UNSCHEDULABLE)
+# Stops of the whole job it did not ask for (stop_record): no pod, no backoffLimit spent.
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+QUEUE_EVICTED = "QueueEvicted"
+NODE_DRAIN = "NodeDrain"
+CAUSES: tuple[str, ...] = get_args(FailureCause)  # the API's list, in its order
 
 HISTORY_LIMIT = 16  # status.failures' maxItems
 
@@ -144,6 +149,37 @@ def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], s
         seen.add((pod.uid or pod.name, cause))
     new.sort(key=lambda f: (f.time or "", f.rank if f.rank is not None else -1))
     return (kept + new)[-HISTORY_LIMIT:], new
+
+
+# Kueue's eviction reasons -> the cause of the stop: its preemptions are preemptions;
+# every other reason (a stopped queue, a deactivation, node failures) is QueueEvicted.
+_BY_QUEUE_REASON = {"Preempted": PREEMPTED, "PodsReadyTimeout": PODS_READY_TIMEOUT}
+
+
+def queue_stop_cause(kueue_reason: str) -> str:
+    """The cause a Kueue eviction of the job is recorded under."""
+    return _BY_QUEUE_REASON.get(kueue_reason, QUEUE_EVICTED)
+
+
+def stop_record(cause: str, message: str, eviction: Eviction) -> FailureRecord:
+    """The entry of a stop of the whole job it did not ask for, once its pods were deleted:
+    when, why (Kueue's or the node's words; a preemption names its preemptor's uid) and
+    what it cost, as status.eviction settled it."""
+    return FailureRecord(time=eviction.stop_time, cause=cause, message=message[:1024] or None,
+                         resumed_from_step=eviction.resume_from_step, steps_lost=eviction.steps_lost)
+
+
+def price_stop(history: Iterable[FailureRecord] | None, eviction: Eviction | None) -> list[FailureRecord] | None:
+    """The history with the entry of `eviction`'s stop (the one recorded at its stop time)
+    priced again: the pods' final reports come in after they are deleted."""
+    kept = list(history or ())
+    if eviction is None or eviction.stop_time is None:
+        return kept or None
+    return [dataclasses.replace(f, resumed_from_step=eviction.resume_from_step, steps_lost=eviction.steps_lost)
+            if f.pod is None and f.time == eviction.stop_time and f.cause in STOPS else f for f in kept] or None
+
+
+STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN})
 
 
 def add_failure(history: Iterable[FailureRecord] | None, entry: FailureRecord) -> list[FailureRecord]:

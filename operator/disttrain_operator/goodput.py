@@ -2,7 +2,9 @@
 
 Every pass adds the time since the last one to the category of the phase the job was in
 during it, in worker-seconds (seconds x desired workers): Running is productive,
-Restarting is restarting, Pending is waiting; a Suspended or finished job accrues nothing.
+Restarting is restarting, Pending is waiting (lost, when Kueue evicted the job and it
+waits to be admitted again: its workers' time was taken from it); a Suspended or finished
+job accrues nothing.
 A failure that makes steps be done again moves those steps' time (stepsLost x the step
 time) from productive to lost. The ratio is productive over all four.
 """
@@ -19,17 +21,21 @@ CATEGORY = {"Running": "productive", "Restarting": "restarting", "Pending": "wai
 
 
 def account(old: Goodput | None, phase: str | None, workers: int, now: datetime, new_failures: Iterable[FailureRecord],
-            step_seconds: float | None) -> tuple[Goodput, dict[str, float]]:
+            step_seconds: float | None, *, waiting_lost_to: str | None = None) -> tuple[Goodput, dict[str, float]]:
     """(the goodput after this pass, the worker-seconds lost by cause in it). `phase` is
-    the one the job was in since the last pass; `workers` its desired workers."""
+    the one the job was in since the last pass; `workers` its desired workers;
+    `waiting_lost_to`: the cause its waiting is lost to (a Kueue eviction)."""
     seconds = {"productive": _get(old, "productive_seconds"), "lost": _get(old, "lost_seconds"),
                "restarting": _get(old, "restarting_seconds"), "waiting": _get(old, "waiting_seconds")}
     now = now.replace(microsecond=0)  # updateTime is written in whole seconds: count in them too
     since = parse_time(old.update_time) if old is not None else None
     category = CATEGORY.get(phase or "")
-    if since is not None and category is not None and now > since:
-        seconds[category] += (now - since).total_seconds() * max(workers, 0)
     lost_by_cause: dict[str, float] = {}
+    if since is not None and category is not None and now > since:
+        spent = (now - since).total_seconds() * max(workers, 0)
+        if category == "waiting" and waiting_lost_to is not None:
+            category, lost_by_cause[waiting_lost_to] = "lost", spent
+        seconds[category] += spent
     for failure in new_failures:
         lost = (failure.steps_lost or 0) * (step_seconds or 0.0) * max(workers, 0)
         lost = min(lost, seconds["productive"])  # never more than was counted productive

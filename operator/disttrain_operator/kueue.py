@@ -14,11 +14,16 @@ does not know (its jobframework, written here for DistributedTraining):
      The operator stops the job through the checkpoint handshake (eviction.py) and, once
      no worker is active, releases the quota: admission cleared, QuotaReserved=False,
      Requeued. The job waits in its queue again, its progress kept;
-  4. the job ends: the operator marks the Workload Finished, which frees the quota. A job
+  4. while admitted, the operator keeps the Workload's PodsReady condition as Kueue's own
+     integrations do (its jobframework's PodsReady): True once every admitted worker is
+     Ready (or finished), False while one is not, WaitForRecovery after it had been True.
+     Kueue's waitForPodsReady (on by default, 30 minutes) evicts a job that never gets
+     there, or (recoveryTimeout) does not get back;
+  5. the job ends: the operator marks the Workload Finished, which frees the quota. A job
      deleted takes its Workload with it (owner reference).
 
 Here: the Workload rendered, what its status means for the job, and the status changes
-the operator writes (release, finish). The shell (controller.py) reads and writes them.
+the operator writes (release, pods_ready, finish). The shell (controller.py) reads and writes them.
 """
 
 from __future__ import annotations
@@ -43,8 +48,17 @@ POD_SET = "workers"
 TEMPLATE_ANNOTATION = f"{t.GROUP}/workload-template"
 
 # Workload condition types and the reasons the operator writes.
-QUOTA_RESERVED, ADMITTED, EVICTED, REQUEUED, FINISHED = (
-    "QuotaReserved", "Admitted", "Evicted", "Requeued", "Finished")
+QUOTA_RESERVED, ADMITTED, EVICTED, REQUEUED, FINISHED, PODS_READY = (
+    "QuotaReserved", "Admitted", "Evicted", "Requeued", "Finished", "PodsReady")
+# PodsReady's reasons, Kueue's own words: never ready since the admission; ready; not
+# ready again after it had been; ready again after that.
+WAIT_FOR_START, STARTED, WAIT_FOR_RECOVERY, RECOVERED = "WaitForStart", "Started", "WaitForRecovery", "Recovered"
+_PODS_READY_MESSAGES = {
+    WAIT_FOR_START: "Not all pods are ready or succeeded",
+    WAIT_FOR_RECOVERY: "At least one pod has failed, waiting for recovery",
+    STARTED: "All pods reached readiness and the workload is running",
+    RECOVERED: "All pods reached readiness and the workload is running",
+}
 PREEMPTED_REASONS = ("Preempted", "NodeFailures")  # Requeued=True after these, as Kueue does
 
 
@@ -129,6 +143,7 @@ class WorkloadView:
     count: int | None = None  # workers admitted
     evicted: tuple[str, str] | None = None  # (reason, message) while Evicted=True
     pending: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False: why it waits
+    pods_ready: tuple[bool, str] | None = None  # (status, reason) of PodsReady, once set
 
 
 def view_of(body: Mapping[str, Any]) -> WorkloadView:
@@ -152,6 +167,7 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
     reserved = conds.get(QUOTA_RESERVED)
     pending = (reserved.get("reason") or "", reserved.get("message") or "") \
         if reserved is not None and reserved.get("status") == "False" else None
+    ready = conds.get(PODS_READY)
     return WorkloadView(
         name=meta.get("name") or "", owner_uid=owner,
         template=(meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION),
@@ -160,7 +176,19 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
         finished=true(FINISHED), cluster_queue=(admission or {}).get("clusterQueue"), flavors=flavors,
         count=count if isinstance(count, int) else None,
         evicted=(evicted.get("reason") or "", evicted.get("message") or "") if evicted is not None else None,
-        pending=pending)
+        pending=pending,
+        pods_ready=(true(PODS_READY), ready.get("reason") or "") if ready is not None else None)
+
+
+def pods_ready_condition(before: tuple[bool, str] | None, ready: bool) -> tuple[bool, str]:
+    """PodsReady (status, reason) of an admitted Workload whose workers are `ready` or not,
+    from the condition it has: Kueue's own rules, so its waitForPodsReady timeouts (the
+    first start, then each recovery) count as they do for its built-in job kinds."""
+    if ready:
+        return True, RECOVERED if before is not None and before[1] in (WAIT_FOR_RECOVERY, RECOVERED) else STARTED
+    if before is not None and (before[0] or before[1] == WAIT_FOR_RECOVERY):
+        return False, WAIT_FOR_RECOVERY
+    return False, WAIT_FOR_START
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +243,19 @@ def release(body: Mapping[str, Any], now: str) -> dict | None:
     status["conditions"] = conds
     status.pop("admission", None)
     return status
+
+
+def pods_ready(body: Mapping[str, Any], status: bool, reason: str, now: str) -> dict | None:
+    """The Workload's status with PodsReady set; None when it already says so, or when it
+    holds no admission any more (Kueue then owns the condition: it resets it itself)."""
+    view = view_of(body)
+    if not view.admitted or view.pods_ready == (status, reason):
+        return None
+    new = copy.deepcopy(dict(body.get("status") or {}))
+    generation = (body.get("metadata") or {}).get("generation")
+    new["conditions"] = _set(list(new.get("conditions") or []), PODS_READY, status, reason,
+                             _PODS_READY_MESSAGES[reason], now, generation)
+    return new
 
 
 def finish(body: Mapping[str, Any], succeeded: bool, message: str, now: str) -> dict | None:

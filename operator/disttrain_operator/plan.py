@@ -28,8 +28,9 @@ from .api.validate import Validation
 from .backoff import exponential
 from .eviction import cancelled, in_progress, settle, stop
 from .goodput import account
-from .kueue import QUEUE_LABEL, WorkloadView
-from .failures import HUNG, add_failure, avoiding, lift_avoidance, nodes_to_avoid, record_failures, steps_lost
+from .kueue import QUEUE_LABEL, WorkloadView, pods_ready_condition
+from .failures import (HUNG, NODE_DRAIN, add_failure, avoiding, lift_avoidance, nodes_to_avoid, price_stop,
+                       queue_stop_cause, record_failures, steps_lost, stop_record)
 from .nodes import NodeHealth
 from .pods import PodInfo
 from .render import template_hash
@@ -104,12 +105,13 @@ class Plan:
     ask_checkpoint: tuple[int, float] | None = None
     # Kueue (kueue.py): make the job's Workload; delete it (an older spec's, while it
     # waits); give its quota back after an eviction; mark it Finished (succeeded?, why);
-    # set its spec.active (a suspend deactivates it).
+    # set its spec.active (a suspend deactivates it); set its PodsReady (status, reason).
     create_workload: bool = False
     delete_workload: bool = False
     release_workload: bool = False
     finish_workload: tuple[bool, str] | None = None
     workload_active: bool | None = None
+    workload_pods_ready: tuple[bool, str] | None = None
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 
@@ -159,6 +161,7 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
                    checkpoint_refused=checkpoint_refused)
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
     _finish_workload(job, plan)
+    _workload_pods_ready(job, pods, plan)
     _account_goodput(job, plan, newest(report, *(p.report for p in pods)))
     return plan
 
@@ -170,10 +173,15 @@ def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) ->
     if desired is None:
         desired = plan.status.workers.desired if plan.status.workers is not None else 0
     step = None
+    lost_to = None
     if job.validation.ok:
         step = seconds_per_step(report, global_batch(job.validation.job.spec, job.validation.resolved))
+        evicted = c.get_condition(old.conditions, c.EVICTED)
+        if job.queue is not None and old.phase == "Pending" and evicted is not None and evicted.status == "True":
+            # Back in the queue after Kueue evicted it: its workers' time is lost to that.
+            lost_to, desired = queue_stop_cause(evicted.reason or ""), job.validation.resolved.nodes
     plan.status.goodput, plan.lost_seconds = account(old.goodput, old.phase, desired or 0, plan.now,
-                                                     plan.new_failures, step)
+                                                     plan.new_failures, step, waiting_lost_to=lost_to)
 
 
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
@@ -719,11 +727,13 @@ def _suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | No
 
 
 def _stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why: str, *, stopped: bool,
-                report: TrainerReport | None, refused: str | None) -> bool:
+                report: TrainerReport | None, refused: str | None, record: tuple[str, str] | None = None) -> bool:
     """A stop on purpose, checkpoint first (eviction.py): ask the trainer, wait, then delete
     the pods (`why` is the deletion's reason). False while the trainer checkpoints: the
     job keeps its phase meanwhile, the plan asks and wakes when the grace runs out. True
-    once the pods go (or are gone); status.eviction then says what the job resumes from."""
+    once the pods go (or are gone); status.eviction then says what the job resumes from.
+    `record`: (cause, message) of a stop the job did not ask for, added to its history
+    when the pods go."""
     st = plan.status
     grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
     running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
@@ -738,7 +748,13 @@ def _stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why
             doing = {"Suspended": "suspending", "Evicted": "evicted by Kueue"}.get(reason, "a worker's node is cordoned")
             plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
         return False
+    before = st.eviction
     st.eviction = settle(step.eviction, st.checkpoint, st.progress)
+    if record is not None and st.eviction is not None and st.eviction.stop_time is not None and (
+            before is None or before.stop_time != st.eviction.stop_time):
+        entry = stop_record(*record, st.eviction)
+        st.failures = add_failure(st.failures, entry)
+        plan.new_failures.append(entry)
     already = {name for name, _ in plan.delete}
     plan.delete += [(p.name, why) for p in pods if not p.terminating and p.name not in already]
     return True
@@ -767,7 +783,8 @@ def _drain(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Mapping[str, N
             st.eviction = cancelled(st.eviction)  # type: ignore[arg-type]  (uncordoned before the pods went)
         return False, None
     where = ", ".join(sorted({p.node for p in draining}))
-    if not _stop_first(job, pods, plan, "NodeDrain", c.NODE_DRAINED, stopped=False, report=report, refused=refused):
+    if not _stop_first(job, pods, plan, "NodeDrain", c.NODE_DRAINED, stopped=False, report=report, refused=refused,
+                       record=(NODE_DRAIN, f"node {where} was cordoned: the workers moved, checkpoint first")):
         return True, plan.wake_at
     message = st.eviction.message if st.eviction is not None else ""
     plan.events.append(Event("Normal", c.NODE_DRAINED, f"node {where} is cordoned: {message}; recreating the "
@@ -826,7 +843,8 @@ def _queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerRepor
         reason, message = wl.evicted
         stopped = (evicting is not None and evicting.status == "True" and st.eviction is not None
                    and st.eviction.reason == "Evicted" and st.eviction.stop_time is not None)
-        if not _stop_first(job, pods, plan, "Evicted", c.EVICTED, stopped=stopped, report=report, refused=refused):
+        if not _stop_first(job, pods, plan, "Evicted", c.EVICTED, stopped=stopped, report=report, refused=refused,
+                           record=(queue_stop_cause(reason), f"evicted by Kueue ({reason}): {message}")):
             plan.condition(c.EVICTED, True, reason, f"{message}; {st.eviction.message if st.eviction else ''}")
             return plan
         plan.release_workload = wl.quota_reserved and _gone(pods)
@@ -862,6 +880,7 @@ def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, messag
     plan.delete = plan.delete or [(p.name, c.QUEUED) for p in pods if p.active]
     if st.eviction is not None and st.eviction.reason == "Evicted" and not in_progress(st.eviction):
         st.eviction = settle(st.eviction, st.checkpoint, st.progress)  # the final reports come in late
+        st.failures = price_stop(st.failures, st.eviction)
     st.phase = "Pending"
     st.start_time = st.next_restart_time = None  # time in a queue does not count towards activeDeadlineSeconds
     st.workers = workers(pods, 0)
@@ -886,6 +905,19 @@ def _finish_workload(job: JobState, plan: Plan) -> None:
         return
     done = c.get_condition(plan.status.conditions, c.SUCCEEDED if phase == "Succeeded" else c.FAILED)
     plan.finish_workload = (phase == "Succeeded", done.message if done is not None else phase)
+
+
+def _workload_pods_ready(job: JobState, pods: list[PodInfo], plan: Plan) -> None:
+    """An admitted job tells Kueue whether all its workers are Ready (or finished), as
+    Kueue's own job kinds do: its waitForPodsReady evicts a Workload that never says so."""
+    wl, st = job.workload, plan.status
+    if (job.queue is None or wl is None or not wl.admitted or wl.evicted is not None or wl.finished
+            or st.phase in TERMINAL_PHASES or not job.validation.ok or job.validation.job.spec.suspend):
+        return
+    desired = st.workers.desired if st.workers is not None else 0
+    ready = sum(p.active and p.ready for p in pods) + sum(p.succeeded for p in pods)
+    wanted = pods_ready_condition(wl.pods_ready, bool(desired) and ready >= desired)
+    plan.workload_pods_ready = wanted if wanted != wl.pods_ready else None
 
 
 def _succeeded(pods: list[PodInfo]) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from disttrain_operator import conditions as c
-from disttrain_operator import kueue
+from disttrain_operator import failures, kueue
 from disttrain_operator.api import load_job
 from disttrain_operator.plan import JobState, decide
 from disttrain_operator.render import render_pod, template_hash
@@ -231,6 +231,43 @@ def test_readmitted_after_an_eviction_the_job_runs_again_with_its_progress():
     assert cond(again, c.ADMITTED)["status"] == "True"
 
 
+def test_a_kueue_eviction_is_a_stop_in_the_history_and_its_wait_is_lost_to_it():
+    """Preempted five times overnight, a job's history says so after it runs again: each
+    Kueue eviction is one entry (no pod: the whole job; no backoffLimit spent), priced
+    as the stop settled, and the time it then waits in the queue is lost to that cause."""
+    spec = {**GPU, "checkpoint": {"intervalSteps": 100, "evictGraceSeconds": 60}}
+    message = "Preempted to accommodate a workload (UID: 77) due to prioritization in the ClusterQueue"
+    wl = workload(spec, status=evicted(message=message))
+    pods = [pod(i, **spec) for i in range(2)]
+    report = TrainerReport(step=250, checkpoint=CheckpointStatus(step=200, time=iso(at(-30))))
+    asking = decide(queued(spec, RUNNING, wl), pods, NOW, POLICY, report=report)
+    assert not asking.status.failures  # not stopped yet: the trainer checkpoints
+    held = TrainerReport(step=250, held_at_step=250, checkpoint=CheckpointStatus(step=250, time=iso(at(1))))
+    stopping = decide(queued(spec, asking.status, wl), pods, at(2), POLICY, report=held)
+    (entry,) = stopping.status.failures
+    assert (entry.cause, entry.time, entry.pod, entry.rank) == ("Preempted", iso(at(2)), None, None)
+    assert entry.message == f"evicted by Kueue (Preempted): {message}"
+    assert (entry.resumed_from_step, entry.steps_lost) == (250, 0)
+    assert stopping.new_failures == [entry] and stopping.status.restarts == 0
+
+    gone = decide(queued(spec, stopping.status, wl), [], at(12), POLICY)
+    assert len(gone.status.failures) == 1  # recorded once
+    waited = decide(queued(spec, gone.status, workload(spec, status=PENDING)), [], at(72), POLICY)
+    # 60 s in the queue after the eviction, for 2 workers: lost to the preemption.
+    assert waited.lost_seconds == {"Preempted": 120.0}
+    assert waited.status.goodput.lost_seconds - gone.status.goodput.lost_seconds == 120.0
+    assert waited.status.goodput.waiting_seconds == gone.status.goodput.waiting_seconds
+    again = decide(queued(spec, waited.status, workload(spec, status=admitted())), [], at(80), POLICY)
+    assert again.create == [0, 1] and [f.cause for f in again.status.failures] == ["Preempted"]
+
+
+def test_each_kueue_eviction_reason_has_a_cause_users_can_filter_on():
+    assert [failures.queue_stop_cause(r) for r in ("Preempted", "PodsReadyTimeout", "ClusterQueueStopped",
+                                                   "InactiveWorkload", "NodeFailures")] == [
+        "Preempted", "PodsReadyTimeout", "QueueEvicted", "QueueEvicted", "QueueEvicted"]
+    assert {"PodsReadyTimeout", "QueueEvicted", "NodeDrain"} <= set(failures.CAUSES)
+
+
 def test_a_finished_job_finishes_its_workload():
     spec = {**GPU, "nodes": 1}
     done = [pod(0, phase="Succeeded", exit_code=0, **spec)]
@@ -249,6 +286,58 @@ def test_a_suspended_job_deactivates_its_workload_and_gives_the_quota_back():
     assert released.release_workload and released.workload_active is None
     resumed = decide(queued(GPU, released.status, {**wl, "status": PENDING}), [], at(2), POLICY)
     assert resumed.workload_active is True and not resumed.create
+
+
+def with_pods_ready(status: dict, value: bool, reason: str) -> dict:
+    return {**status, "conditions": [*status["conditions"], {
+        "type": "PodsReady", "status": "True" if value else "False", "reason": reason, "message": "",
+        "lastTransitionTime": iso(at(-30))}]}
+
+
+def test_pods_ready_follows_the_workers_as_kueues_own_job_kinds_say_it():
+    """Kueue's waitForPodsReady (on by default: 30 minutes) evicts an admitted Workload
+    whose PodsReady never turns True; its recoveryTimeout one that stays False after a
+    worker failed. The operator says it as Kueue's jobframework does for a batch Job."""
+    spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
+    starting = [pod(0, **spec), pod(1, phase="Pending", ready=False, **spec)]
+    plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), starting, NOW, POLICY)
+    assert plan.workload_pods_ready == (False, "WaitForStart")
+    both = [pod(i, **spec) for i in range(2)]
+    wl = workload(spec, status=with_pods_ready(admitted(), False, "WaitForStart"))
+    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready == (True, "Started")
+    wl = workload(spec, status=with_pods_ready(admitted(), True, "Started"))
+    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready is None  # said already
+    # A worker crashed after the start: False until its replacement is Ready, then Recovered.
+    crashed = [pod(0, **spec), pod(1, phase="Failed", exit_code=1, **spec)]
+    assert decide(queued(spec, RUNNING, wl), crashed, NOW, POLICY).workload_pods_ready == (False, "WaitForRecovery")
+    wl = workload(spec, status=with_pods_ready(admitted(), False, "WaitForRecovery"))
+    replaced = [pod(0, **spec), pod(1, phase="Pending", ready=False, **spec)]
+    assert decide(queued(spec, RUNNING, wl), replaced, NOW, POLICY).workload_pods_ready is None
+    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready == (True, "Recovered")
+
+
+def test_pods_ready_is_left_to_kueue_while_the_workload_waits_is_evicted_or_ends():
+    spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
+    both = [pod(i, **spec) for i in range(2)]
+    for status in (PENDING, evicted(), evicted("PodsReadyTimeout", "Exceeded the PodsReady timeout")):
+        assert decide(queued(spec, RUNNING, workload(spec, status=status)), both, NOW, POLICY).workload_pods_ready \
+            is None, status
+    done = [pod(i, phase="Succeeded", exit_code=0, **spec) for i in range(2)]
+    plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), done, NOW, POLICY)
+    assert plan.status.phase == "Succeeded" and plan.finish_workload and plan.workload_pods_ready is None
+
+
+def test_the_pods_ready_write_changes_only_that_condition_and_only_while_admitted():
+    body = workload(GPU, status=admitted())
+    status = kueue.pods_ready(body, True, kueue.STARTED, iso(NOW))
+    ready = next(c for c in status["conditions"] if c["type"] == "PodsReady")
+    assert ready == {"type": "PodsReady", "status": "True", "reason": "Started", "observedGeneration": 1,
+                     "message": "All pods reached readiness and the workload is running",
+                     "lastTransitionTime": iso(NOW)}
+    assert status["admission"] == body["status"]["admission"]
+    assert [c for c in status["conditions"] if c["type"] != "PodsReady"] == body["status"]["conditions"]
+    assert kueue.pods_ready({**body, "status": status}, True, kueue.STARTED, iso(at(5))) is None
+    assert kueue.pods_ready(workload(GPU, status=PENDING), True, kueue.STARTED, iso(NOW)) is None
 
 
 def test_the_label_on_an_operator_without_kueue_runs_the_job_and_warns():

@@ -75,6 +75,8 @@ def test_a_cordoned_node_asks_for_a_checkpoint_then_moves_every_worker():
     assert moving.status.eviction.handshake == "Checkpointed" and moving.status.eviction.steps_lost == 0
     assert moving.status.phase == "Restarting" and moving.status.restarts == 0
     assert any(e.reason == c.NODE_DRAINED and e.message.startswith("node a is cordoned") for e in moving.events)
+    (stop,) = moving.status.failures  # a stop it did not ask for, in its history: the whole job, priced
+    assert (stop.cause, stop.pod, stop.time, stop.steps_lost) == ("NodeDrain", None, iso(at(2)), 0)
 
     # Recreated once kubectl drain, retrying every 5 s by name, has seen them gone.
     gone = decide(state(moving.status, **SPEC), [], at(4), POLICY, nodes=DRAINING)

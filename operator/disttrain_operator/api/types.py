@@ -488,13 +488,13 @@ class Progress:
 
 
 FailureCause = Literal["NodeLost", "Evicted", "Preempted", "OOMKilled", "ExitCode", "Hung",
-                       "ImagePullBackOff", "Unschedulable"]
+                       "ImagePullBackOff", "Unschedulable", "PodsReadyTimeout", "QueueEvicted", "NodeDrain"]
 
 
 @dataclass(kw_only=True, slots=True)
 class FailureRecord:
     """An entry of failures: one worker pod that ended before the job finished, or could
-    not start."""
+    not start; or a stop of the whole job that it did not ask for (no pod, no rank)."""
 
     time: str | None = spec_field("time: when it happened (the container's finish time, else "
                                   "when the operator saw it; RFC 3339).")
@@ -503,7 +503,12 @@ class FailureRecord:
         "Eviction API, the kubelet), Preempted (a higher-priority pod took its place), "
         "OOMKilled (the container exceeded its memory limit), ExitCode (the trainer exited "
         "with an error), Hung (no step for failurePolicy.hangSeconds), ImagePullBackOff (the "
-        "image cannot be pulled), Unschedulable (no node fits the pod).")
+        "image cannot be pulled), Unschedulable (no node fits the pod). Stops of the whole job, "
+        "which spend no backoffLimit: Preempted also when Kueue preempted it for another "
+        "workload, PodsReadyTimeout (Kueue's waitForPodsReady: its workers were not all Ready "
+        "in time), QueueEvicted (Kueue evicted it for another reason: a stopped queue, a "
+        "deactivated Workload), NodeDrain (a worker's node was cordoned: it moved, checkpoint "
+        "first).")
     node: str | None = spec_field("node: the node the pod ran on (empty if it never got one).",
                                   max_length=253)
     pod: str | None = spec_field("pod: the worker pod's name.", max_length=253)

@@ -234,12 +234,17 @@ KUEUE_LEFTOVERS = ("workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io",
                    "workloadpriorityclasses.kueue.x-k8s.io")
 
 
+# Kueue's waitForPodsReady timeout in the tests (its recoveryTimeout defaults to the same).
+KUEUE_PODS_READY_TIMEOUT_SECONDS = 30
+
+
 @pytest.fixture(scope="session")
 def kueue(cluster, tmp_path_factory) -> Iterator[Path]:
     """Kueue's manager (hack/build-tools.sh) with the CRDs and webhooks of its release, as
     a host process (as an admin: a cluster component, not ours). Its API is
     kueue.x-k8s.io/v1beta2 (v1beta1 is served too, but unconverted: no conversion webhook).
     Built-in integrations: batch/job only (Kueue's default; Jobs with a queue-name label).
+    waitForPodsReady as by default, with a KUEUE_PODS_READY_TIMEOUT_SECONDS timeout.
     Yields its log file once its webhooks answer. At the end of the session its webhooks go
     first (a call to a stopped one hangs), then what tests left of its objects, then it;
     it also dies with this process."""
@@ -263,7 +268,11 @@ def kueue(cluster, tmp_path_factory) -> Iterator[Path]:
               "internalCertManagement": {"enable": False}, "leaderElection": {"leaderElect": False},
               "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(certs)},
               "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}, "metrics": {"bindAddress": "0"},
-              "manageJobsWithoutQueueName": False, "integrations": {"externalFrameworks": [KUEUE_EXTERNAL_FRAMEWORK]}}
+              "manageJobsWithoutQueueName": False, "integrations": {"externalFrameworks": [KUEUE_EXTERNAL_FRAMEWORK]},
+              # On by default (30 minutes when the section is absent); short here, so a job
+              # whose PodsReady is never said is evicted within a test, and requeued at once.
+              "waitForPodsReady": {"timeout": f"{KUEUE_PODS_READY_TIMEOUT_SECONDS}s",
+                                   "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffMaxSeconds": 2}}}
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     private_etc = ["unshare", "--mount", *([] if os.geteuid() == 0 else ["--map-root-user"]), "sh", "-c",
                  'mount -t overlay kueue-etc -o "lowerdir=$0:/etc" /etc && exec "$@"', str(work / "etc")]

@@ -7,6 +7,7 @@ namespace. The fake GPU nodes have 8 GPUs each; a job of 2 workers x 4 GPUs take
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import dataclasses
 import os
@@ -21,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import (CHECKPOINT_CLAIM, MANIFESTS, REPO, annotate_exit, condition, free_port, get_job,
-                       job_manifest, kill, pods_of, start_operator_process, wait_job, wait_phase)
+from .conftest import (CHECKPOINT_CLAIM, KUEUE_PODS_READY_TIMEOUT_SECONDS, MANIFESTS, REPO, annotate_exit, condition,
+                       free_port, get_job, job_manifest, kill, pods_of, start_operator_process, wait_job, wait_phase)
 
 pytestmark = pytest.mark.cluster
 
@@ -193,6 +194,69 @@ def test_an_elastic_job_admitted_below_its_size_runs_at_the_admitted_size(cluste
     assert "3 of 4 workers (minNodes 2)" in condition(job, "Admitted")["message"]
 
 
+def workload_of(cluster, namespace: str, name: str) -> dict | None:
+    return next((w for w in workloads(cluster, namespace)
+                 if w["metadata"]["name"].startswith(f"distributedtraining-{name}-")), None)
+
+
+def pods_ready_of(cluster, namespace: str, name: str) -> tuple[str, str] | None:
+    """The (status, reason) of the job's Workload's PodsReady condition."""
+    found = condition(workload_of(cluster, namespace, name) or {}, "PodsReady")
+    return (found["status"], found["reason"]) if found else None
+
+
+def test_a_running_job_says_pods_ready_is_not_evicted_and_recovers_from_a_crash(cluster, namespace, queued_operator):
+    """Kueue's waitForPodsReady (KUEUE_PODS_READY_TIMEOUT_SECONDS here, 30 minutes by
+    default) evicts an admitted Workload whose PodsReady stays unset: the operator says it
+    as Kueue's own integrations do, so a running job runs on past the timeout, and after a
+    worker's crash PodsReady is False until its replacement is Ready (Recovered)."""
+    queues(cluster, namespace, gpus=8)
+    cluster.apply(queued_job("steady"), namespace=namespace)
+    running(cluster, namespace, "steady", queued_operator)
+    cluster.wait_for(lambda: pods_ready_of(cluster, namespace, "steady") == ("True", "Started"),
+                     what="PodsReady=True (Started) on steady's Workload", describe=queued_operator.tails)
+    admitted_at = condition(workload_of(cluster, namespace, "steady"), "Admitted")["lastTransitionTime"]
+    past = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
+        calendar.timegm(time.strptime(admitted_at, "%Y-%m-%dT%H:%M:%SZ")) + KUEUE_PODS_READY_TIMEOUT_SECONDS + 10))
+    cluster.wait_for(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > past,
+                     timeout=KUEUE_PODS_READY_TIMEOUT_SECONDS + 30, what=f"the timeout passed ({past})")
+    job = get_job(cluster, namespace, "steady")
+    assert job["status"]["phase"] == "Running" and condition(job, "Evicted") is None, job["status"]
+    assert condition(workload_of(cluster, namespace, "steady"), "Evicted") is None
+
+    crashed = pods_of(cluster, namespace, "steady")[1]["metadata"]["name"]
+    annotate_exit(cluster, namespace, crashed, 1)
+    # Recovered follows only a WaitForRecovery: the condition went False with the crash.
+    cluster.wait_for(lambda: pods_ready_of(cluster, namespace, "steady") == ("True", "Recovered"),
+                     timeout=90, what="PodsReady=True (Recovered) after the crash", describe=queued_operator.tails)
+    job = get_job(cluster, namespace, "steady")
+    assert job["status"]["restarts"] >= 1 and condition(job, "Evicted") is None, job["status"]
+
+
+def test_a_job_whose_workers_cannot_start_is_evicted_by_the_pods_ready_timeout_and_requeued(
+        cluster, namespace, queued_operator):
+    queues(cluster, namespace, gpus=8)
+    cluster.apply(queued_job("stuck", scheduling={"nodeSelector": {"disttrain.dev/no-such-pool": "x"}}),
+                  namespace=namespace)
+    running_or_pending = wait_job(cluster, namespace, "stuck", lambda j: status_of_job(j, "Admitted") == "True",
+                                  what="admitted")
+    assert running_or_pending["status"]["workers"]["desired"] == 2
+    cluster.wait_for(lambda: pods_ready_of(cluster, namespace, "stuck") == ("False", "WaitForStart"),
+                     what="PodsReady=False (WaitForStart) on stuck's Workload", describe=queued_operator.tails)
+    job = wait_job(cluster, namespace, "stuck", lambda j: (condition(j, "Evicted") or {}).get(
+        "reason") == "PodsReadyTimeout", what="evicted by the PodsReady timeout",
+        timeout=KUEUE_PODS_READY_TIMEOUT_SECONDS + 60)
+    assert "Exceeded the PodsReady timeout" in condition(job, "Evicted")["message"]
+    # Its pods go, the quota is given back, and Kueue (back-off 1 s here) admits it again.
+    def counted() -> bool:
+        stats = ((workload_of(cluster, namespace, "stuck") or {}).get("status") or {}).get("schedulingStats") or {}
+        return any(e.get("reason") == "PodsReadyTimeout" for e in stats.get("evictions") or [])
+
+    cluster.wait_for(counted, what="the eviction in Kueue's schedulingStats", describe=queued_operator.tails)
+    wait_job(cluster, namespace, "stuck", lambda j: status_of_job(j, "Admitted") == "True" and (
+        condition(j, "Evicted") or {}).get("status") == "False", what="admitted again", timeout=60)
+
+
 def test_a_job_without_the_label_ignores_kueue(cluster, namespace, queued_operator):
     queues(cluster, namespace, gpus=0)  # no quota at all
     cluster.apply(job_manifest("free", nodes=2, gpusPerNode=4), namespace=namespace)
@@ -253,6 +317,12 @@ def test_a_preempted_job_checkpoints_first_waits_and_resumes_to_its_exact_step_c
     wait_phase(cluster, namespace, "victim", "Succeeded")
     done = get_job(cluster, namespace, "victim")["status"]
     assert done["progress"]["step"] == done["progress"]["totalSteps"] == steps
+    # After it ran again, its history and goodput still say it was preempted, and by whom.
+    (stop,) = [f for f in done.get("failures") or [] if f["cause"] == "Preempted"]
+    assert stop["message"].startswith("evicted by Kueue (Preempted): ") and "UID" in stop["message"], stop
+    assert "pod" not in stop and stop["stepsLost"] == 0
+    assert stop["resumedFromStep"] == done["eviction"]["resumeFromStep"]
+    assert done["goodput"]["lostSeconds"] > 0, done["goodput"]  # its time back in the queue
     assert f"resuming at step {eviction['resumeFromStep']} of {steps}" in trainer_log(workdir, tail=10**7)
 
 

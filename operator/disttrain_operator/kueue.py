@@ -227,8 +227,9 @@ def _set(conditions: list[dict], kind: str, status: bool, reason: str, message: 
 
 def release(body: Mapping[str, Any], now: str) -> dict | None:
     """The Workload's status once an evicted job has no active worker: the quota given back
-    (admission cleared, QuotaReserved=False, Admitted=False) and Requeued, True after a
-    preemption, so Kueue queues it again. None when nothing is held."""
+    (admission cleared, QuotaReserved=False, Admitted=False, PodsReady=False/WaitForStart)
+    and Requeued, True after a preemption, so Kueue queues it again. None when nothing is
+    held."""
     status = copy.deepcopy(dict(body.get("status") or {}))
     view = view_of(body)
     if view.evicted is None or status.get("admission") is None:
@@ -240,6 +241,9 @@ def release(body: Mapping[str, Any], now: str) -> dict | None:
     conds = _set(conds, QUOTA_RESERVED, False, "Pending", message, now, generation)
     if any(c.get("type") == ADMITTED and c.get("status") == "True" for c in conds):
         conds = _set(conds, ADMITTED, False, "NoReservation", "The workload has no reservation", now, generation)
+    if view.pods_ready is not None and view.pods_ready != (False, WAIT_FOR_START):
+        # Admitted again later, its workers start anew: Kueue's timeout, not its recoveryTimeout.
+        conds = _set(conds, PODS_READY, False, WAIT_FOR_START, _PODS_READY_MESSAGES[WAIT_FOR_START], now, generation)
     status["conditions"] = conds
     status.pop("admission", None)
     return status

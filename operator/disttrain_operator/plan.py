@@ -822,6 +822,10 @@ def _gone(pods: list[PodInfo]) -> bool:
 # ---- Kueue (kueue.py) ---------------------------------------------------------------
 
 
+UNEVALUATED = ("not evaluated by Kueue yet (a StrictFIFO ClusterQueue evaluates only its head: a job behind "
+               "one that does not fit waits without Kueue's words)")
+
+
 def _queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
             refused: str | None, refusal: Refusal | None) -> Plan | None:
     """A job in a Kueue queue runs only while its Workload is admitted. Returns the plan
@@ -852,9 +856,10 @@ def _queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerRepor
         return _waiting(job, pods, plan, reason, f"evicted by Kueue ({reason}: {message}); waiting in LocalQueue "
                         f"{queue} to be admitted again, to resume from the newest checkpoint")
     if not wl.admitted:
-        # No word from Kueue yet: it evaluates one Workload of a shape and parks its twins
-        # unevaluated while they cannot fit.
-        reason, message = wl.pending or ("Pending", "not evaluated by Kueue yet")
+        # No word from Kueue yet. A StrictFIFO ClusterQueue evaluates its head only: the
+        # Workloads behind a head that does not fit get no condition at all, Kueue's own
+        # batch Jobs' as ours (seen on Kueue v0.19.2: docs/operations.md, "Kueue").
+        reason, message = wl.pending or ("Pending", UNEVALUATED)
         return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
     resolved = job.validation.resolved
     size = (f"{wl.count} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"

@@ -166,6 +166,15 @@ def test_a_job_waiting_for_quota_says_kueues_reason_and_runs_nothing():
     assert plan.status.phase == "Pending" and plan.status.workers.desired == 0
 
 
+def test_a_workload_kueue_has_not_evaluated_says_why_it_has_no_words():
+    plan = decide(queued(GPU, {"phase": "Pending"}, wl=workload(GPU)), [], NOW, POLICY)
+    queued_cond = cond(plan, c.QUEUED)
+    assert queued_cond["reason"] == "Pending" and not plan.create
+    assert queued_cond["message"] == ("waiting in LocalQueue team-a: not evaluated by Kueue yet (a StrictFIFO "
+                                      "ClusterQueue evaluates only its head: a job behind one that does not fit "
+                                      "waits without Kueue's words)")
+
+
 def test_a_workload_of_an_older_spec_is_replaced_while_it_waits():
     old = workload({**GPU, "nodes": 3}, status=PENDING)
     plan = decide(queued(GPU, wl=old), [], NOW, POLICY)
@@ -325,6 +334,15 @@ def test_pods_ready_is_left_to_kueue_while_the_workload_waits_is_evicted_or_ends
     done = [pod(i, phase="Succeeded", exit_code=0, **spec) for i in range(2)]
     plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), done, NOW, POLICY)
     assert plan.status.phase == "Succeeded" and plan.finish_workload and plan.workload_pods_ready is None
+
+
+def test_release_starts_pods_ready_over_so_a_readmission_waits_for_a_start_not_a_recovery():
+    body = workload(GPU, status=with_pods_ready(evicted(), True, kueue.STARTED))
+    status = kueue.release(body, iso(NOW))
+    ready = next(c for c in status["conditions"] if c["type"] == "PodsReady")
+    assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == ("False", "WaitForStart", iso(NOW))
+    never = kueue.release(workload(GPU, status=evicted()), iso(NOW))
+    assert not any(c["type"] == "PodsReady" for c in never["conditions"])  # never said: left to Kueue
 
 
 def test_the_pods_ready_write_changes_only_that_condition_and_only_while_admitted():

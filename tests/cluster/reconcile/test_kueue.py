@@ -159,7 +159,9 @@ def test_three_jobs_on_quota_for_one_run_one_at_a_time_in_order(cluster, namespa
     second = wait_job(cluster, namespace, "second", lambda j: "insufficient unused quota for nvidia.com/gpu" in (
         condition(j, "Queued") or {}).get("message", ""), what="second Queued with Kueue's words")
     third = wait_job(cluster, namespace, "third", lambda j: status_of_job(j, "Queued") == "True", what="third Queued")
-    # Kueue's words when it evaluated it, else "not evaluated by Kueue yet": either way, where it waits.
+    # Kueue's words when it evaluated it, else why it has none: a StrictFIFO ClusterQueue
+    # evaluates its head only, and Kueue leaves the Workloads behind it (its own batch
+    # Jobs' too) without a condition. Either way, where it waits.
     assert condition(third, "Queued")["message"].startswith(f"waiting in LocalQueue {QUEUE} (ClusterQueue {cq}): ")
     for job in (second, third):
         assert job["status"]["phase"] == "Pending" and not pods_of(cluster, namespace, job["metadata"]["name"])

@@ -32,6 +32,7 @@ UNSCHEDULABLE = "Unschedulable"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 QUEUE_EVICTED = "QueueEvicted"
 NODE_DRAIN = "NodeDrain"
+STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN})
 CAUSES: tuple[str, ...] = get_args(FailureCause)  # the API's list, in its order
 
 HISTORY_LIMIT = 16  # status.failures' maxItems
@@ -177,9 +178,6 @@ def price_stop(history: Iterable[FailureRecord] | None, eviction: Eviction | Non
         return kept or None
     return [dataclasses.replace(f, resumed_from_step=eviction.resume_from_step, steps_lost=eviction.steps_lost)
             if f.pod is None and f.time == eviction.stop_time and f.cause in STOPS else f for f in kept] or None
-
-
-STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN})
 
 
 def add_failure(history: Iterable[FailureRecord] | None, entry: FailureRecord) -> list[FailureRecord]:

@@ -243,7 +243,7 @@ def release(body: Mapping[str, Any], now: str) -> dict | None:
         conds = _set(conds, ADMITTED, False, "NoReservation", "The workload has no reservation", now, generation)
     if view.pods_ready is not None and view.pods_ready != (False, WAIT_FOR_START):
         # Admitted again later, its workers start anew: Kueue's timeout, not its recoveryTimeout.
-        conds = _set(conds, PODS_READY, False, WAIT_FOR_START, _PODS_READY_MESSAGES[WAIT_FOR_START], now, generation)
+        conds = _set_pods_ready(conds, False, WAIT_FOR_START, now, generation)
     status["conditions"] = conds
     status.pop("admission", None)
     return status
@@ -257,9 +257,12 @@ def pods_ready(body: Mapping[str, Any], status: bool, reason: str, now: str) -> 
         return None
     new = copy.deepcopy(dict(body.get("status") or {}))
     generation = (body.get("metadata") or {}).get("generation")
-    new["conditions"] = _set(list(new.get("conditions") or []), PODS_READY, status, reason,
-                             _PODS_READY_MESSAGES[reason], now, generation)
+    new["conditions"] = _set_pods_ready(list(new.get("conditions") or []), status, reason, now, generation)
     return new
+
+
+def _set_pods_ready(conditions: list[dict], status: bool, reason: str, now: str, generation: int | None) -> list[dict]:
+    return _set(conditions, PODS_READY, status, reason, _PODS_READY_MESSAGES[reason], now, generation)
 
 
 def finish(body: Mapping[str, Any], succeeded: bool, message: str, now: str) -> dict | None:

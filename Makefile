@@ -88,9 +88,9 @@ kind-down:  ## delete it, and the Docker engine and /lib/modules kind-up started
 	@PATH="$(TOOLS_BIN):$$PATH" bash hack/kind.sh down
 
 crd: venv  ## regenerate the CRD, docs/api.md, docs/cli-reference.md and the chart's copies from their sources
-	$(RUN) python -m disttrain_operator.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
-	$(RUN) python -m disttrain_operator.cli docs api > docs/api.md
-	$(RUN) python -m disttrain_operator.cli docs cli > docs/cli-reference.md
+	$(RUN) python -m disttrain.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
+	$(RUN) python -m disttrain.cli docs api > docs/api.md
+	$(RUN) python -m disttrain.cli docs cli > docs/cli-reference.md
 	cp manifests/crd/*.yaml charts/disttrain/crds/
 	$(RUN) python hack/chart_rbac_rules.py --write
 
@@ -99,7 +99,7 @@ openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the
 	eval "$$(bash hack/cluster.sh up openapi)"; \
 	$(TOOLS_BIN)/kubectl get --raw /openapi/v3/api/v1 > $(CURDIR)/.openapi-core-v1.json; \
 	version=$$($(TOOLS_BIN)/kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])'); \
-	python3 hack/vendor_openapi.py $(CURDIR)/.openapi-core-v1.json "$$version" > operator/disttrain_operator/api/k8s_openapi.py; \
+	python3 hack/vendor_openapi.py $(CURDIR)/.openapi-core-v1.json "$$version" > operator/disttrain/api/k8s_openapi.py; \
 	rm -f $(CURDIR)/.openapi-core-v1.json
 	$(MAKE) crd
 

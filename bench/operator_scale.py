@@ -79,7 +79,7 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages":
                           {"level": "None"}]}
 
 
-# `python -m disttrain_operator` as the operator image runs it: that image has no official
+# `python -m disttrain.operator` as the operator image runs it: that image has no official
 # Kubernetes client (the operator extra leaves it out), which this machine's virtualenv has
 # for the CLI; kopf would import it into the operator's memory. Older operators kept it out
 # themselves, so both variants are measured alike.
@@ -90,7 +90,7 @@ class NotInTheImage:
         if name == "kubernetes" or name.startswith("kubernetes."):
             raise ImportError("the operator image has no official client")
 sys.meta_path.insert(0, NotInTheImage())
-runpy.run_module("disttrain_operator", run_name="__main__")
+runpy.run_module("disttrain.operator", run_name="__main__")
 """
 
 
@@ -218,7 +218,7 @@ class Bench:
         self.kubectl("wait", ESTABLISHED, "crd/distributedtrainings.disttrain.dev")
         self.kubectl("create", "namespace", ns)
         self.checkpoint_claim(ns)
-        from disttrain_operator.ports import free_port
+        from disttrain.cli.ports import free_port
 
         port = free_port()
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
@@ -322,9 +322,9 @@ class Bench:
 
         import kopf
 
-        from disttrain_operator.api.validate import validate_document
-        from disttrain_operator.kube import Kube
-        from disttrain_operator.render import render_pod
+        from disttrain.api.validate import validate_document
+        from disttrain.operator.kube import Kube
+        from disttrain.render import render_pod
 
         ns = f"{NAMESPACE}-ceiling-{jobs}"
         self.kubectl("create", "namespace", ns)
@@ -509,7 +509,7 @@ def profile_summary(path: Path, top: int = 8) -> list[str]:
             continue
         total += int(n)
         frames = stack.split(";")
-        leaf = next((f for f in reversed(frames) if any(k in f for k in ("disttrain_operator", "kopf/", "aiohttp/",
+        leaf = next((f for f in reversed(frames) if any(k in f for k in ("disttrain.operator", "kopf/", "aiohttp/",
                                                                         "kubernetes/", "yaml/", "json/"))), frames[-1])
         name = re.sub(r":\d+\)$", ")", leaf)  # "func (path/file.py:123)" -> "func (path/file.py)"
         counts[name] = counts.get(name, 0) + int(n)

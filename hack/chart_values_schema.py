@@ -2,7 +2,7 @@
 additionalProperties false on every object with fixed keys, so `helm install` with a value
 of the wrong type or an unknown key fails naming it. The Kubernetes types among the values
 (affinity, tolerations, label selectors) are the pinned API server's own schemas, vendored
-in operator/disttrain_operator/api/k8s_openapi.py (`make openapi`), made strict the same way.
+in operator/disttrain/api/k8s_openapi.py (`make openapi`), made strict the same way.
 
     python hack/chart_values_schema.py           # print it
     python hack/chart_values_schema.py --write   # write it (make chart-docs)
@@ -21,7 +21,7 @@ HACK = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HACK)
 sys.path[:0] = [HACK, os.path.join(ROOT, "operator")]
 
-from disttrain_operator.api import k8s  # noqa: E402
+from disttrain.api import k8s  # noqa: E402
 from chart_values_table import API_TYPE_MARK  # noqa: E402
 from kubeconform_schemas import strict  # noqa: E402
 

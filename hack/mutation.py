@@ -3,7 +3,7 @@
 mutmut names mutants by module and expects the packages at the top of the project, so
 the checkout is mirrored into a work tree under the cache
 (${DISTTRAIN_CACHE:-~/.cache/disttrain}/mutation/<checkout>/), with
-operator/disttrain_operator and trainer/disttrain_trainer at its top. Files are copied
+operator/disttrain and trainer/disttrain_trainer at its top. Files are copied
 only when their content changed, and mutmut keeps its verdicts there between runs: a run
 re-tests only the functions whose source changed (mutmut hashes each function) and, when
 the tests changed, the mutants that survived or had no test, with every function's tests
@@ -44,21 +44,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# (folder of the checkout, package in it): every package the tests import, `disttrain` (the
-# public client) included.
-SOURCE_PACKAGES = [("operator", "disttrain_operator"), ("operator", "disttrain"), ("trainer", "disttrain_trainer")]
+# (folder of the checkout, package in it): every package the tests import.
+SOURCE_PACKAGES = [("operator", "disttrain"), ("trainer", "disttrain_trainer")]
 SOURCE_ROOTS = {root for root, _ in SOURCE_PACKAGES}
 CACHE = Path(os.environ.get("DISTTRAIN_CACHE", Path.home() / ".cache" / "disttrain"))
 EQUIVALENT_FILE = ROOT / "hack" / "mutation-equivalent.txt"
 
 # The pure core: parse/default/validate/render, the decisions and the status they write.
 MODULES = [
-    "operator/disttrain_operator/api",
-    "operator/disttrain_operator/render",
-    "operator/disttrain_operator/conditions.py",
-    "operator/disttrain_operator/plan.py",
-    "operator/disttrain_operator/pods.py",
-    "operator/disttrain_operator/status.py",
+    "operator/disttrain/api",
+    "operator/disttrain/render",
+    "operator/disttrain/api/conditions.py",
+    "operator/disttrain/operator/core/plan.py",
+    "operator/disttrain/operator/core/pods.py",
+    "operator/disttrain/operator/core/status.py",
     "trainer/disttrain_trainer/config.py",
     "trainer/disttrain_trainer/checkpoint.py",
     # What users call and read: the trainer's metrics (issue 29); the CLI and the Python
@@ -76,7 +75,7 @@ TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not clu
 # --cluster: the client and the CLI, and the tests that reach them through the real API
 # server with no operator: the client's, and the CLI commands' that take no `operator`
 # fixture (they run each command that returns through main() in the test's process).
-CLUSTER_MODULES = ["operator/disttrain_operator/client.py", "operator/disttrain_operator/cli.py"]
+CLUSTER_MODULES = ["operator/disttrain/client/client.py", "operator/disttrain/cli/main.py"]
 CLIENT_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_client_api.py"
 CLI_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_cli_commands.py"
 
@@ -115,7 +114,7 @@ def work_dir(cluster: bool = False) -> Path:
 
 
 def staged(path: str) -> str:
-    """operator/disttrain_operator/x.py -> disttrain_operator/x.py"""
+    """operator/disttrain/api/x.py -> disttrain/api/x.py"""
     head, _, rest = path.partition("/")
     return rest if head in SOURCE_ROOTS else path
 
@@ -380,7 +379,7 @@ def pin_equivalents(work: Path) -> int:
 
 
 def module_glob(path: str) -> str:
-    """operator/disttrain_operator/api -> disttrain_operator.api.* (mutmut's mutant names)"""
+    """operator/disttrain/api -> disttrain.api.* (mutmut's mutant names)"""
     return staged(path).removesuffix(".py").rstrip("/").replace("/", ".") + ".*"
 
 

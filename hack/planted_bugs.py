@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAN = "operator/disttrain_operator/plan.py"
-PODS = "operator/disttrain_operator/pods.py"
-VALIDATE = "operator/disttrain_operator/api/validate.py"
-SCHEMA = "operator/disttrain_operator/api/schema.py"
-DEFAULTS = "operator/disttrain_operator/api/defaults.py"
+PLAN = "operator/disttrain/operator/core/plan.py"
+PODS = "operator/disttrain/operator/core/pods.py"
+VALIDATE = "operator/disttrain/api/validate.py"
+SCHEMA = "operator/disttrain/api/schema.py"
+DEFAULTS = "operator/disttrain/api/defaults.py"
 TRAINER_METRICS = "trainer/disttrain_trainer/metrics.py"
 FAILURES = "tests/unit/test_plan_failures.py"
 CEL_TABLE = "tests/unit/test_cel_rules.py::test_cel_rules_and_the_validator_agree"
@@ -46,8 +46,8 @@ CEL_TABLE = "tests/unit/test_cel_rules.py::test_cel_rules_and_the_validator_agre
 # `make crd`, as it runs in the copy: a changed CEL rule reaches the committed CRD, so only
 # a test of the rule's meaning can catch it (not test_crd.py's drift check).
 REGENERATE_CRD = [
-    ("python -m disttrain_operator.cli crd", "manifests/crd/disttrain.dev_distributedtrainings.yaml"),
-    ("python -m disttrain_operator.cli docs api", "docs/api.md"),
+    ("python -m disttrain.cli crd", "manifests/crd/disttrain.dev_distributedtrainings.yaml"),
+    ("python -m disttrain.cli docs api", "docs/api.md"),
     ("cp manifests/crd/disttrain.dev_distributedtrainings.yaml charts/disttrain/crds/", None),
     ("python hack/chart_rbac_rules.py --write", None),
 ]

@@ -2,7 +2,7 @@
 env sources) from the pinned API server's OpenAPI v3, trimmed to what users may set.
 
     make openapi   # starts the local control plane, reads /openapi/v3/api/v1, writes the module
-    python hack/vendor_openapi.py core-v1.json > operator/disttrain_operator/api/k8s_openapi.py
+    python hack/vendor_openapi.py core-v1.json > operator/disttrain/api/k8s_openapi.py
 
 The output is a generated Python module (no file I/O at run time); `make crd` builds the
 CRD from it, and tests/cluster/test_crd.py checks it against the running API server's

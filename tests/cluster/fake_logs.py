@@ -42,7 +42,7 @@ def kubelet_time(moment: datetime) -> str:
 
 def wait_served(cluster, namespace: str, pod: str) -> None:
     """KWOK reads Logs objects through a watch: wait until it serves the pod's log."""
-    from disttrain_operator.api.names import CONTAINER_NAME
+    from disttrain.api.names import CONTAINER_NAME
 
     cluster.wait_for(lambda: cluster.kubectl("logs", "-n", namespace, pod, "-c", CONTAINER_NAME,
                                              "--limit-bytes=2", check=False).stdout,
@@ -55,7 +55,7 @@ def logged_job(cluster, namespace, tmp_path) -> LoggedJob:
     server as a kubelet would, from the file its Logs object names, in the CRI format a
     kubelet writes (docs/local-cluster.md). Worker 0 has a second container, whose log is
     never the trainer's."""
-    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+    from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
 
     cluster.kubectl("apply", "-f", str(CRDS))
     cluster.wait_established()
@@ -94,7 +94,7 @@ def worker_with_log(job: str, index: int, log: Path, text: str, node: str | None
                     at: datetime | None = None) -> list[dict]:
     """Worker `index` of `job` as the operator names and labels it, and its Logs object:
     one line, `text`, written to `log` at `at` (now). node None: a pod no scheduler places."""
-    from disttrain_operator.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+    from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
 
     log.write_text(f"{kubelet_time(at or datetime.now(timezone.utc))} stdout F {text}\n")
     pod = f"{job}-worker-{index}"

@@ -14,8 +14,8 @@ from unittest import mock
 
 import yaml
 
-from disttrain_operator.__main__ import parse_args
-from disttrain_operator.settings import Settings
+from disttrain.operator.__main__ import parse_args
+from disttrain.operator.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -266,7 +266,7 @@ def test_the_monitors_scrape_every_worker_the_operator_creates_and_the_operator_
     service_monitor = next(d for d in objects if d["kind"] == "ServiceMonitor")["spec"]
     workers, job_services = [], []
     for example in ("cpu-ddp-2x1.yaml", "elastic-2-4.yaml", "mesh-fsdp-tp.yaml"):
-        out = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "render", "-n", "ml",
+        out = subprocess.run([sys.executable, "-m", "disttrain.cli", "render", "-n", "ml",
                               os.path.join(REPO, "manifests", "examples", example)],
                              capture_output=True, text=True, check=True).stdout
         rendered = [d for d in yaml.safe_load_all(out) if d]

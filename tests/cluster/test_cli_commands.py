@@ -6,7 +6,7 @@ real /status server on loopback, which the test moves.
 A command that returns runs through the CLI's main() in this process (`cli`, as
 tests/unit/helpers.disttrain does: stdout, stderr, exit code as a process has them), so
 `hack/mutation.py --cluster` sees the code it runs; a command that follows or watches until
-stopped runs as `python -m disttrain_operator.cli` from this checkout (`Streaming`), which
+stopped runs as `python -m disttrain.cli` from this checkout (`Streaming`), which
 is also how kubectl's plugin mechanism and Ctrl-C are tried. All as admin unless a test
 says otherwise; errors are checked as one line on stderr with kubectl's exit code. Logs need
 pods that really log: tests/e2e/test_cli_logs.py. The tests that take no `operator` fixture
@@ -68,7 +68,7 @@ def ctrl_c_after(changes: int, on_synced: Callable[[], None]) -> Iterator[None]:
     `on_synced` makes changes while it watches, and the read after the `changes`-th change
     it has shown raises KeyboardInterrupt, where Ctrl-C would have landed. A relist after
     the watch expired, up to its end (SYNCED), counts as one change."""
-    from disttrain_operator.client import Client
+    from disttrain.client.client import Client
 
     real = Client.watch_all
 
@@ -171,7 +171,7 @@ class Streaming:
     """A CLI command left running (submit following, top); its stdout lines as they come."""
 
     def __init__(self, cluster, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", *args], text=True,
+        self.proc = subprocess.Popen([sys.executable, "-m", "disttrain.cli", *args], text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(cluster.kubeconfig),
                                      start_new_session=True, preexec_fn=_as_from_a_terminal)
         self.lines: list[str] = []
@@ -313,7 +313,7 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
     plugins.mkdir()
     wrapper = plugins / "kubectl-disttrain"
     wrapper.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = {package_paths().split(os.pathsep)!r}\n"
-                       "from disttrain_operator.cli import main\nsys.exit(main())\n")
+                       "from disttrain.cli.main import main\nsys.exit(main())\n")
     wrapper.chmod(0o755)
     env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}
     helped = subprocess.run(["kubectl", "disttrain", "--help"], capture_output=True, text=True, env=env, timeout=60)
@@ -368,7 +368,7 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
 def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, operator,
                                                          trainer_status_server):  # noqa: F811
     from disttrain import Client, DistributedTrainingSpec, InvalidJob, JobFailed, NotFound
-    from disttrain_operator.api import types as t
+    from disttrain.api import types as t
 
     port, sink = trainer_status_server
     sink.doc.update(step=10, totalSteps=100, loss=3.0, samplesPerSecond=32.0)
@@ -398,7 +398,7 @@ def test_python_client_creates_watches_waits_and_deletes(cluster, namespace, ope
     assert client.status("typed").phase == "Running"
     assert [(v.name, v.phase) for v in client.jobs()] == [("typed", "Running")]
     # The operator's Events about the job, and only about it: the suspend and the resume among them.
-    from disttrain_operator.conditions import JOB_RESUMED, JOB_SUSPENDED
+    from disttrain.api.conditions import JOB_RESUMED, JOB_SUSPENDED
     events = cluster.wait_for(lambda: (found := client.events("typed"))
                               and {JOB_SUSPENDED, JOB_RESUMED} <= {e["reason"] for e in found} and found,
                               timeout=120, what="the Suspended and Resumed Events")
@@ -743,7 +743,7 @@ def test_ctrl_c_ends_what_follows_a_job_with_130_and_the_job_goes_on(cluster, na
         for stream in streams.values():
             stream.stop()
 
-    top = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "top", *ns], stdout=subprocess.PIPE,
+    top = subprocess.Popen([sys.executable, "-m", "disttrain.cli", "top", *ns], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=cli_env(cluster.kubeconfig))
     try:
         shown = b""
@@ -803,7 +803,7 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster
     for name, entry in (("kubectl-disttrain", "main"), ("kubectl_complete-disttrain", "kubectl_complete")):
         script = plugins / name  # what the console scripts of pyproject.toml are, for this checkout
         script.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = {package_paths().split(os.pathsep)!r}\n"
-                          f"from disttrain_operator.cli import {entry}\nsys.exit({entry}())\n")
+                          f"from disttrain.cli.main import {entry}\nsys.exit({entry}())\n")
         script.chmod(0o755)
     env = {**cli_env(cluster.kubeconfig), "PATH": f"{plugins}{os.pathsep}{cluster.env['PATH']}"}
 
@@ -815,7 +815,7 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster
 
     def complete_here(*words: str) -> list[str]:
         """The same completer through kubectl_complete() in this process (mutation testing sees it)."""
-        from disttrain_operator.cli import kubectl_complete
+        from disttrain.cli.main import kubectl_complete
 
         out = io.StringIO()
         with mock.patch.dict(os.environ, {"KUBECONFIG": cluster.kubeconfig}), contextlib.redirect_stdout(out):
@@ -1097,7 +1097,7 @@ def test_get_watch_top_and_wait_go_on_across_a_crd_upgrade(cluster, namespace,
         # version expires at once, so it reads the job again once and watches from there,
         # instead of asking the API server again and again until the job changes.
         change()
-        from disttrain_operator.client import Client
+        from disttrain.client.client import Client
         read, calls = threading.Event(), []
         real_get = Client.get
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from disttrain_operator.ports import free_port
+from disttrain.cli.ports import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -392,7 +392,7 @@ def test_watch_without_a_timeout_follows_each_change_across_reopened_requests(cl
     WATCH_SECONDS (1 here), the server ending it (the client would give up on one silent
     WATCH_SLACK past that: 2 s here), and the next starts at the last version seen: a job
     that did not change is not shown again, and the change that comes later is."""
-    from disttrain_operator import client as client_module
+    from disttrain.client import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
     monkeypatch.setattr(client_module, "WATCH_SLACK", 2)
@@ -425,7 +425,7 @@ def test_watch_all_reopens_where_it_left_off_without_replaying(cluster, namespac
     it (the client would give up on one silent WATCH_SLACK past that: 2 s here), and the
     next one starts at the last version seen (the list's, then each change's): no job is
     announced twice, no change is lost."""
-    from disttrain_operator import client as client_module
+    from disttrain.client import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
     monkeypatch.setattr(client_module, "WATCH_SLACK", 2)
@@ -704,7 +704,7 @@ def test_a_wait_whose_watch_the_server_never_answers_ends_past_its_server_side_t
     that (30 s; 1 here) is Unreachable, as a read timeout, instead of a wait that hangs."""
     from disttrain import Client, Unreachable
     from api_front import api_front
-    from disttrain_operator import client as client_module
+    from disttrain.client import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SLACK", 1)
     client.create(manifest("unanswered"))
@@ -775,7 +775,7 @@ def test_a_watch_of_every_job_the_server_never_answers_ends_past_its_server_side
 
     from disttrain import Client, Unreachable
     from api_front import api_front
-    from disttrain_operator import client as client_module
+    from disttrain.client import client as client_module
 
     monkeypatch.setattr(client_module, "WATCH_SECONDS", 1)
     monkeypatch.setattr(client_module, "WATCH_SLACK", 1)

@@ -49,7 +49,7 @@ def doc_shell(tmp_path_factory):
     home.mkdir()
     wrappers.mkdir()
     pythonpath = f"{ROOT / 'operator'}{os.pathsep}{ROOT / 'trainer'}"
-    for name, module in (("disttrain", "disttrain_operator.cli"), ("disttrain-operator", "disttrain_operator")):
+    for name, module in (("disttrain", "disttrain.cli"), ("disttrain-operator", "disttrain.operator")):
         script = wrappers / name
         script.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(pythonpath)} exec {shlex.quote(sys.executable)} "
                           f"-m {module} \"$@\"\n")

@@ -1,6 +1,6 @@
 """Least privilege, asked of the API server: for each install mode, the RBAC as shipped is
 applied and SubjectAccessReviews ask what the operator's account may do. Every call the
-operator makes (disttrain_operator/permissions.py: the code refuses any other) must be
+operator makes (disttrain/operator/permissions.py: the code refuses any other) must be
 allowed where it must work; every other verb on those resources, every such call outside
 the namespaces it watches, and a sample of what no operator needs (secrets, exec, tokens,
 RBAC, cluster-scoped writes) must be denied.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from disttrain_operator import permissions as p
+from disttrain.operator import permissions as p
 from operator_reading import chart_objects, kustomize_text, operator_deployment, operator_reading
 
 pytestmark = [pytest.mark.cluster]

@@ -112,7 +112,7 @@ def test_cluster_sweep_bounds_labels_reads_status_and_cleans_up(cluster, namespa
     fake.start()
     try:
         # -n over the file's namespace, and --storage over the default study database.
-        proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "sweep",
+        proc = subprocess.run([sys.executable, "-m", "disttrain.cli", "sweep",
                                str(sweep_file(tmp_path, "not-this-namespace")), "-n", namespace,
                                "--storage", f"sqlite:///{tmp_path / 'team-studies.db'}", "--workdir", str(tmp_path)],
                               env=env, capture_output=True, text=True, timeout=240)

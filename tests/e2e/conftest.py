@@ -329,7 +329,7 @@ def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
     """
     import threading
 
-    from disttrain_operator.ports import free_port
+    from disttrain.cli.ports import free_port
     binary = shutil.which("prometheus")
     assert binary, "prometheus missing: hack/ensure-promtool.sh installs Debian's prometheus package"
     port = free_port()

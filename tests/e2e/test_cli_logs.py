@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow]
 
 
 def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "disttrain_operator.cli", *args]
+    return [sys.executable, "-m", "disttrain.cli", *args]
 
 
 def cli_env(cluster) -> dict[str, str]:

@@ -143,7 +143,7 @@ def test_the_cpu_example_trains_across_two_kind_nodes_and_resumes_after_a_worker
     assert status.get("restarts", 0) == 0, status
 
     env = cluster.env
-    logs = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "logs", name, "-n", "default"],
+    logs = subprocess.run([sys.executable, "-m", "disttrain.cli", "logs", name, "-n", "default"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert logs.returncode == 0, logs.stderr[-3000:]
     lines = logs.stdout.splitlines()

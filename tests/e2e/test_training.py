@@ -146,7 +146,7 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
     wait_job(node_cluster, ns, "paused", "step 15 reported",
              lambda o: (o.get("status", {}).get("progress") or {}).get("step", 0) >= 15)
     env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
-    cli = [sys.executable, "-m", "disttrain_operator.cli"]
+    cli = [sys.executable, "-m", "disttrain.cli"]
     said = subprocess.run([*cli, "suspend", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
     assert said.returncode == 0 and "checkpoints its current step" in said.stdout, said.stderr
     stopped = wait_job(node_cluster, ns, "paused", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
@@ -275,7 +275,7 @@ def test_graceful_delete_of_a_worker_resumes_from_object_storage_and_is_no_succe
     markers = sorted(p.rsplit("/", 1)[-1] for p in store.ls(f"{bucket}/{name}", detail=False) if p.endswith(".commit"))
     assert markers == [f"step-{steps - 10:08d}.commit", f"step-{steps:08d}.commit"], markers
     env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
-    shown = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "status", name, "-n", ns],
+    shown = subprocess.run([sys.executable, "-m", "disttrain.cli", "status", name, "-n", ns],
                            capture_output=True, text=True, env=env, timeout=60)
     assert f" at {newest['path']}" in shown.stdout, shown.stdout
     assert node_s3.SECRET_KEY not in json.dumps(done) + shown.stdout, "the secret is never shown"

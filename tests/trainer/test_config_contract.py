@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from disttrain_operator.api import load_job
-from disttrain_operator.render import render_pod
+from disttrain.api import load_job
+from disttrain.render import render_pod
 from disttrain_trainer.config import (
     DEVICES_CLAMPED, FP16_ON_CPU, CheckpointConfig, Config, DataConfig, EvalConfig, MetricsConfig, ParallelConfig,
     TrainConfig, resolve_parallel,

@@ -14,7 +14,7 @@ import torch
 from dt_helpers import assert_losses_close, run_inprocess, run_torchrun, tiny_config
 from disttrain_trainer.data import SYNTHETIC_SAMPLES, build_dataset, holdout
 from disttrain_trainer.models import model_spec
-from disttrain_operator.report import parse_report
+from disttrain.api.report import parse_report
 
 # 6 held-out samples: evaluated 4 x batch 2 = 8 per rank, rank 1 gets none of them.
 FRACTION = 6.2 / SYNTHETIC_SAMPLES

@@ -12,7 +12,7 @@ import pytest
 
 from dt_helpers import ROOT, TORCHRUN, base_env, free_port
 
-from disttrain_operator.function_job import function_trainer
+from disttrain.client.function_job import function_trainer
 
 pytestmark = pytest.mark.dist  # torchrun and two gloo ranks
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from dt_helpers import ROOT, base_env
-from disttrain_operator.api.validate import validate_document
-from disttrain_operator.local_run import localize, newest_checkpoint, run_local
-from disttrain_operator.render import render_children
+from disttrain.api.validate import validate_document
+from disttrain.cli.local_run import localize, newest_checkpoint, run_local
+from disttrain.render import render_children
 
 def job_doc(name: str, steps: int) -> dict:
     return {
@@ -106,7 +106,7 @@ def test_run_local_can_checkpoint_to_an_object_store(tmp_path: Path, s3_bucket: 
     # The same job again, through the CLI's --checkpoint-uri: it finds the finished run there.
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(job_doc("locals3", 20)))
-    again = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", str(job), "--workdir",
+    again = subprocess.run([sys.executable, "-m", "disttrain.cli", "run", "--local", str(job), "--workdir",
                             str(tmp_path), "--checkpoint-uri", uri, "--no-progress"], env={**os.environ},
                            capture_output=True, text=True, cwd=ROOT, timeout=120)
     said = again.stdout + again.stderr
@@ -118,7 +118,7 @@ def _start_cli(tmp_path: Path, name: str, **popen: object) -> subprocess.Popen:
     """`disttrain run --local` on a long job, returned once worker-0 logged step 10."""
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(job_doc(name, 100000)))
-    proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", str(job),
+    proc = subprocess.Popen([sys.executable, "-m", "disttrain.cli", "run", "--local", str(job),
                              "--workdir", str(tmp_path), "--no-progress"], env=base_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                             **popen)  # type: ignore[call-overload]
@@ -158,7 +158,7 @@ def test_ctrl_c_checkpoints_and_reports(tmp_path: Path, inherited: str) -> None:
 def test_agents_stop_when_the_cli_is_killed(tmp_path: Path) -> None:
     """SIGKILL to the CLI (no chance to clean up): the kernel sends SIGTERM to each agent,
     which checkpoints and exits instead of training on unattended."""
-    from disttrain_operator.local_run import descendants
+    from disttrain.cli.local_run import descendants
 
     proc = _start_cli(tmp_path, "orphan")
     tree = descendants(proc.pid)[1:]

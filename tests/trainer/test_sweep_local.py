@@ -24,8 +24,8 @@ import optuna
 import pytest
 import yaml
 
-from disttrain_operator.api import load_job
-from disttrain_operator.sweep.results import best_trial, median_value
+from disttrain.api import load_job
+from disttrain.sweep.results import best_trial, median_value
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 6
@@ -52,7 +52,7 @@ SWEEP = {
 def command(path: Path, workdir: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DISTTRAIN_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "operator"), str(ROOT / "trainer")])
-    return {"args": [sys.executable, "-m", "disttrain_operator.cli", "sweep", str(path), "--workdir", str(workdir)],
+    return {"args": [sys.executable, "-m", "disttrain.cli", "sweep", str(path), "--workdir", str(workdir)],
             "env": env, "text": True}
 
 

@@ -65,7 +65,7 @@ def _snake(name: str) -> str:
 
 def _walk_fields(cls: type, prefix: str) -> Iterator[tuple[str, str]]:
     """(path, parent name) of every field under a dataclass of the API."""
-    from disttrain_operator.api.meta import fields_of, json_name
+    from disttrain.api.meta import fields_of, json_name
     for f, shape in fields_of(cls):
         path = f"{prefix}.{json_name(f)}"
         yield path, prefix.rsplit(".", 1)[-1].removesuffix("[]")
@@ -90,12 +90,12 @@ def _leaf_contracts(kind: str, paths: list[tuple[str, str]], doc: str) -> list[C
 
 
 def api_fields() -> list[Contract]:
-    from disttrain_operator.api import types as t
+    from disttrain.api import types as t
     return _leaf_contracts("field", list(_walk_fields(t.DistributedTrainingSpec, "spec")), "docs/api.md")
 
 
 def status_fields() -> list[Contract]:
-    from disttrain_operator.api import types as t
+    from disttrain.api import types as t
     return _leaf_contracts("status", list(_walk_fields(t.DistributedTrainingStatus, "status")), "docs/api.md")
 
 
@@ -104,7 +104,7 @@ def cli_flags() -> list[Contract]:
     it when it names the command and the flag (long or short). An option every cluster
     command shares (the same names and help: --context, --request-timeout, ...) is one row,
     `* --flag`, used by a test of any command."""
-    from disttrain_operator import cli
+    from disttrain.cli import main as cli
     seen: dict[tuple[tuple[str, ...], str], list[str]] = {}
     for command, parser in cli.parsers()[1].items():
         for option in parser._actions:  # argparse has no public walk of a parser's options
@@ -155,7 +155,7 @@ def exit_codes() -> list[Contract]:
 
 
 def client_methods() -> list[Contract]:
-    from disttrain_operator.client import Client
+    from disttrain.client.client import Client
     # `make mutation` runs this against mutmut's copy, whose Client also holds each method's
     # mutants (named "x«Client»«name»__mutmut_N"): they are not the client's API.
     names = [n for n, _ in inspect.getmembers(Client, inspect.isfunction)

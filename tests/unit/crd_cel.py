@@ -15,7 +15,7 @@ from typing import Any
 
 import celpy
 
-from disttrain_operator.api import schema
+from disttrain.api import schema
 
 _ENV = celpy.Environment()
 

@@ -26,7 +26,7 @@ def exported_families() -> dict[str, str]:
     """{metric name as documented: type} of the operator's and the trainer's real registries."""
     from prometheus_client import CollectorRegistry
 
-    from disttrain_operator.metrics import OperatorMetrics
+    from disttrain.operator.metrics import OperatorMetrics
     from disttrain_trainer.config import MetricsConfig
     from disttrain_trainer.metrics import PrometheusSink
 

@@ -1,4 +1,4 @@
-"""A clock the test moves by hand (the shell's `Clock`, disttrain_operator/clock.py):
+"""A clock the test moves by hand (the shell's `Clock`, disttrain/operator/clock.py):
 sleepers wake when `advance` passes their time, so back-offs of minutes run in
 milliseconds and no test depends on how busy the machine is."""
 
@@ -9,7 +9,7 @@ import heapq
 import itertools
 from datetime import datetime, timedelta, timezone
 
-from disttrain_operator.clock import Clock
+from disttrain.operator.clock import Clock
 
 START = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
 

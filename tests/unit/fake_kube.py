@@ -10,7 +10,7 @@ import contextvars
 from collections.abc import AsyncIterator
 from typing import Any
 
-from disttrain_operator.kube import ApiError, Created, kind_of
+from disttrain.operator.kube import ApiError, Created, kind_of
 
 
 class FakeKube:

@@ -18,7 +18,7 @@ from unittest import mock
 
 import yaml
 
-from disttrain_operator.api import validate_document
+from disttrain.api import validate_document
 
 
 SHARED_CLAIM = "shared-checkpoints"
@@ -60,8 +60,8 @@ def warnings_of(doc: dict) -> dict[str, str]:
 def typed(status: Any = None) -> Any:
     """A status as the API server would hand it over (JSON) -> the typed status decide()
     works on; a typed one passes through. The fixture must fit the schema."""
-    from disttrain_operator.api.types import DistributedTrainingStatus
-    from disttrain_operator.status import read_status
+    from disttrain.api.types import DistributedTrainingStatus
+    from disttrain.operator.core.status import read_status
 
     if isinstance(status, DistributedTrainingStatus):
         return status
@@ -72,8 +72,8 @@ def typed(status: Any = None) -> Any:
 
 def written(plan_or_status: Any) -> dict:
     """The status of a plan (or a typed status) as the operator writes it: its JSON form."""
-    from disttrain_operator.plan import Plan
-    from disttrain_operator.status import status_json
+    from disttrain.operator.core.plan import Plan
+    from disttrain.operator.core.status import status_json
 
     return status_json(plan_or_status.status if isinstance(plan_or_status, Plan) else plan_or_status)
 
@@ -89,7 +89,7 @@ def package_paths() -> str:
     import importlib.util
 
     folders = {str(Path(importlib.util.find_spec(name).origin).parents[1])
-               for name in ("disttrain_operator", "disttrain_trainer", "disttrain")}
+               for name in ("disttrain_trainer", "disttrain")}
     return os.pathsep.join(sorted(folders))
 
 
@@ -107,7 +107,7 @@ def disttrain(*args: str, stdin: str | None = None, tty: bool = False) -> subpro
     """`disttrain ARGS` through the CLI's main() in this process, with stdin, stdout, stderr
     and the exit status as a process of its own would have them (argparse's exits included),
     so that mutation testing sees the code a command runs. tty: stdout is a terminal."""
-    from disttrain_operator.cli import main
+    from disttrain.cli.main import main
 
     out, err = Terminal() if tty else io.StringIO(), io.StringIO()
     given = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")  # with .buffer, as sys.stdin
@@ -125,7 +125,7 @@ def disttrain(*args: str, stdin: str | None = None, tty: bool = False) -> subpro
 def disttrain_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """`disttrain ARGS` in a process of its own, from this checkout (60 s at most): for what
     only a process shows (hostile input must not crash it, its recursion limit)."""
-    return subprocess.run([sys.executable, "-m", "disttrain_operator.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "disttrain.cli", *args], capture_output=True,
                           text=True, env=CLI_ENV, input=stdin, timeout=60)
 
 

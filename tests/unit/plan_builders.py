@@ -7,12 +7,12 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job, validate_document
-from disttrain_operator.api.names import CONTAINER_NAME
-from disttrain_operator.plan import JobState, Policy, decide, iso
-from disttrain_operator.pods import PodInfo, summarize_pod
-from disttrain_operator.render import render_pod
+from disttrain.api import conditions as c
+from disttrain.api import load_job, validate_document
+from disttrain.api.names import CONTAINER_NAME
+from disttrain.operator.core.plan import JobState, Policy, decide, iso
+from disttrain.operator.core.pods import PodInfo, summarize_pod
+from disttrain.render import render_pod
 
 from .helpers import job as job_doc
 from .helpers import typed, written

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from disttrain_operator.api import types as t
+from disttrain.api import types as t
 
 MAX_TEST_NODES = 6
 SAFE_ENV = ["NCCL_DEBUG", "OMP_NUM_THREADS", "HF_HOME", "MY_FLAG", "HOME", "TOKENIZERS_PARALLELISM"]

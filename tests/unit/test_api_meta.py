@@ -11,11 +11,10 @@ from typing import Any, Literal
 
 import pytest
 
-from disttrain_operator.api import types as t
-from disttrain_operator.api.errors import FieldError, InvalidSpec, _BoundedRepr, _short, did_you_mean, unset
-from disttrain_operator.api.meta import (
-    META_KEY, FieldMeta, Shape, fields_of, json_name, matches, meta_of, shape_of, spec_field, to_camel,
-)
+from disttrain.api import types as t
+from disttrain.api.errors import FieldError, InvalidSpec, _BoundedRepr, _short, did_you_mean, unset
+from disttrain.api.meta import (META_KEY, FieldMeta, Shape, fields_of, json_name, matches, meta_of, shape_of,
+                                spec_field, to_camel)
 
 
 @dataclass
@@ -117,7 +116,7 @@ def test_did_you_mean():
 
 
 def test_builtin_and_command_together_name_both_in_the_error():
-    from disttrain_operator.api import validate_document
+    from disttrain.api import validate_document
 
     from .helpers import job
 
@@ -135,7 +134,7 @@ class Documented:
 
 
 def test_reference_tables_escape_pipes_and_name_free_form_types():
-    from disttrain_operator.api.reference import _table
+    from disttrain.api.reference import _table
 
     lines = _table(Documented)
     assert lines[:3] == ["### Documented", "", "Documented: a table of its own."]

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disttrain_operator.api import validate_document
-from disttrain_operator.api import types as t
-from disttrain_operator.api.meta import fields_of, json_name, meta_of
+from disttrain.api import validate_document
+from disttrain.api import types as t
+from disttrain.api.meta import fields_of, json_name, meta_of
 
 from .conftest import examples
 from .crd_cel import evaluate, root_schema, rules_of, violations

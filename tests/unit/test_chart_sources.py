@@ -162,7 +162,7 @@ def test_every_metric_says_in_its_help_line_what_the_docs_say_it_means():
     meaning users read next to the number, so it is the documented one, word for word."""
     from prometheus_client import CollectorRegistry
 
-    from disttrain_operator.metrics import OperatorMetrics
+    from disttrain.operator.metrics import OperatorMetrics
     from disttrain_trainer.config import MetricsConfig
     from disttrain_trainer.metrics import PrometheusSink
 

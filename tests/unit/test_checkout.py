@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("package", ["disttrain_operator", "disttrain_operator.api", "disttrain_trainer"])
+@pytest.mark.parametrize("package", ["disttrain.operator", "disttrain.api", "disttrain_trainer"])
 def test_packages_are_imported_from_this_checkout(package):
     module = importlib.import_module(package)
     where = Path(module.__file__).resolve()

@@ -150,7 +150,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_zero():
     next write fails with BrokenPipeError; the command ends with 0 and says nothing, as
     cat does. In this process (a stdout whose reader has gone), and as a process whose
     output outgrows the pipe's buffer, so that it must still be writing when head leaves."""
-    from disttrain_operator.cli import main
+    from disttrain.cli.main import main
 
     class ReaderGone(io.StringIO):
         def write(self, text: str) -> int:
@@ -163,7 +163,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_zero():
     assert err.getvalue() == ""
 
     # Those jobs' objects 20 times over: about 190 KB, three times what a pipe holds.
-    process = subprocess.Popen([sys.executable, "-m", "disttrain_operator.cli", "render", *jobs * 20],
+    process = subprocess.Popen([sys.executable, "-m", "disttrain.cli", "render", *jobs * 20],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=CLI_ENV)
     assert process.stdout.readline() == b"apiVersion: v1\n"
     process.stdout.close()  # head has had enough
@@ -326,7 +326,7 @@ def test_logs_prefixes_each_line_with_its_worker_and_passes_every_option_to_the_
     on the real node). Here a stand-in Client records the call and yields lines, because
     pods that really log exist only there: the worker prefix ([worker-?] for a line of
     none), --timestamps after it, and each option handed on as given."""
-    from disttrain_operator import client
+    from disttrain.client import client
 
     calls = []
 
@@ -355,7 +355,7 @@ def test_run_local_hands_the_validated_job_and_every_option_to_the_local_runner(
     tests/trainer/test_local_run.py): the file's one job, validated and resolved, and the
     options as given; its exit code is the command's. A stand-in runner records the call
     here, because a real run is the trainer tests' (minutes of torch, no mutant can afford)."""
-    from disttrain_operator import local_run
+    from disttrain.cli import local_run
 
     calls = []
 
@@ -384,7 +384,7 @@ def test_run_local_says_what_it_cannot_run_before_it_runs_anything(monkeypatch, 
     """No file: exit 1, nothing run. A --checkpoint-uri that is no object-store prefix: a
     usage error (2) in spec.checkpoint.uri's words. A job held for a Kueue queue runs
     locally all the same, and the report says so on stderr (stdout is the run's)."""
-    from disttrain_operator import local_run
+    from disttrain.cli import local_run
 
     calls = []
     monkeypatch.setattr(local_run, "run_local", lambda job, resolved, **options: calls.append(job.name) or 0)
@@ -411,7 +411,7 @@ def test_the_committed_cli_reference_is_what_every_commands_help_prints(monkeypa
     """docs/cli-reference.md is `disttrain docs cli`, and each of its sections is what
     `disttrain COMMAND --help` prints on a terminal of that width: a flag, a default or a
     help text changed in the code and not in the reference fails here."""
-    from disttrain_operator.cli import COMMANDS, REFERENCE_COLUMNS
+    from disttrain.cli.main import COMMANDS, REFERENCE_COLUMNS
 
     reference = disttrain("docs", "cli").stdout
     with open(os.path.join(ROOT, "docs", "cli-reference.md")) as handle:
@@ -474,7 +474,7 @@ def test_an_unreachable_api_server_is_tried_once_not_retried(tmp_path):
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "n"}}]}))
     try:
-        result = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "get", "x", "--kubeconfig",
+        result = subprocess.run([sys.executable, "-m", "disttrain.cli", "get", "x", "--kubeconfig",
                                  str(kubeconfig)], capture_output=True, text=True, env=CLI_ENV, timeout=60)
     finally:
         listener.close()
@@ -528,7 +528,7 @@ def without(package: str, *argv: str) -> subprocess.CompletedProcess:
     """`disttrain ARGV` in a process whose installation lacks `package` (an extra not
     installed): nothing imported before, so any import of it fails."""
     code = (f"import sys; sys.modules[{package!r}] = None\n"
-            f"from disttrain_operator.cli import main\nsys.exit(main({list(argv)!r}))\n")
+            f"from disttrain.cli.main import main\nsys.exit(main({list(argv)!r}))\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=CLI_ENV, timeout=60)
 
 
@@ -575,7 +575,7 @@ def test_offline_commands_need_no_extra(tmp_path):
 def test_without_tqdm_the_local_run_prints_lines_and_says_why(monkeypatch):
     import io
 
-    from disttrain_operator.local_run import _Progress
+    from disttrain.cli.local_run import _Progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
     out = io.StringIO()
@@ -648,7 +648,8 @@ def test_a_bad_request_timeout_is_a_usage_error_naming_the_flag(tmp_path):
 def test_name_completion_asks_the_cluster_with_a_short_timeout(monkeypatch):
     import argparse
 
-    from disttrain_operator import cli, client
+    from disttrain.cli import main as cli
+    from disttrain.client import client
 
     made = []
 
@@ -668,7 +669,8 @@ def test_name_completion_lists_the_jobs_where_the_command_line_points(monkeypatc
     the names come from; only names with the typed prefix are offered."""
     import argparse
 
-    from disttrain_operator import cli, client
+    from disttrain.cli import main as cli
+    from disttrain.client import client
 
     made = []
 
@@ -691,7 +693,7 @@ def test_name_completion_lists_the_jobs_where_the_command_line_points(monkeypatc
 def test_version_is_the_package_the_chart_and_the_api():
     import tomllib
 
-    from disttrain_operator import __version__
+    from disttrain import __version__
 
     project = tomllib.loads(open(os.path.join(ROOT, "pyproject.toml")).read())["project"]["version"]
     chart = yaml.safe_load(open(os.path.join(ROOT, "charts", "disttrain", "Chart.yaml")))["appVersion"]
@@ -701,7 +703,7 @@ def test_version_is_the_package_the_chart_and_the_api():
 def test_version_says_the_package_the_api_and_python_in_each_format():
     """(Apart from the test above, which reads pyproject.toml: the mutation run's work tree
     has its own.)"""
-    from disttrain_operator import __version__
+    from disttrain import __version__
 
     python = ".".join(map(str, sys.version_info[:3]))
     text = disttrain("version")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from disttrain_operator.cli import COMMANDS, main
+from disttrain.cli.main import COMMANDS, main
 
 from .conftest import ROOT
 from .helpers import disttrain

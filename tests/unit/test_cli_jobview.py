@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from disttrain_operator.api import types as t
-from disttrain_operator.api.validate import validate_document
-from disttrain_operator.jobview import (MET, NEVER, WAITING, JobView, bar, duration, event_line, parse_duration,
-                                        progress_line, status_lines, top_table, view_of, wait_decision)
-from disttrain_operator.manifest import manifest_of
+from disttrain.api import types as t
+from disttrain.api.validate import validate_document
+from disttrain.client.jobview import (MET, NEVER, WAITING, JobView, bar, duration, event_line, parse_duration,
+                                      progress_line, status_lines, top_table, view_of, wait_decision)
+from disttrain.client.manifest import manifest_of
 
 from .conftest import ROOT
 
@@ -198,7 +198,7 @@ def test_the_python_client_imports_without_torch_or_kopf():
     """A notebook without torch: `from disttrain import Client` must not pull either in."""
     code = ("import sys; sys.modules['torch'] = None; sys.modules['kopf'] = None\n"
             "from disttrain import Client, JobView, DistributedTrainingSpec\n"
-            "import disttrain_operator.cli\n"
+            "import disttrain.cli.main\n"
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"PYTHONPATH": f"{ROOT}/operator", "PATH": "/usr/bin:/bin"})
@@ -206,10 +206,10 @@ def test_the_python_client_imports_without_torch_or_kopf():
 
 
 def test_help_lists_every_command_with_an_example_under_both_names(tmp_path):
-    from disttrain_operator.cli import COMMANDS
+    from disttrain.cli.main import COMMANDS
 
     for argv0 in ("disttrain", "kubectl-disttrain"):
-        out = subprocess.run([sys.executable, "-c", "import sys; from disttrain_operator.cli import main; "
+        out = subprocess.run([sys.executable, "-c", "import sys; from disttrain.cli.main import main; "
                               f"sys.argv[0] = {argv0!r}; sys.exit(main(['--help']))"],
                              capture_output=True, text=True, timeout=60, env={"PYTHONPATH": f"{ROOT}/operator"})
         assert out.returncode == 0, out.stderr
@@ -222,7 +222,7 @@ def test_help_lists_every_command_with_an_example_under_both_names(tmp_path):
 
 
 def test_wait_rejects_a_bad_timeout_as_a_usage_error():
-    out = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "wait", "x", "--timeout", "soon"],
+    out = subprocess.run([sys.executable, "-m", "disttrain.cli", "wait", "x", "--timeout", "soon"],
                          capture_output=True, text=True, timeout=60, env={"PYTHONPATH": f"{ROOT}/operator"})
     assert out.returncode == 2
     assert out.stderr == ("error: --timeout: invalid duration 'soon': use a number of seconds or units h, m, s, "
@@ -235,7 +235,7 @@ def test_shell_completion_offers_commands_and_options_and_no_names_without_a_clu
         env = {"PYTHONPATH": f"{ROOT}/operator", "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
                "COMP_LINE": line, "COMP_POINT": str(len(line)), "KUBECONFIG": str(tmp_path / "none"),
                "PATH": "/usr/bin:/bin"}
-        out = subprocess.run(["bash", "-c", '"$0" -m disttrain_operator.cli 8>&1 9>/dev/null', sys.executable],
+        out = subprocess.run(["bash", "-c", '"$0" -m disttrain.cli 8>&1 9>/dev/null', sys.executable],
                              env=env, timeout=60, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         return sorted(out.stdout.split())
@@ -254,7 +254,7 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     import io
     import os
 
-    from disttrain_operator.cli import kubectl_complete
+    from disttrain.cli.main import kubectl_complete
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     # (argcomplete ends the process once it has answered unless told otherwise, with the
@@ -306,8 +306,8 @@ def test_every_command_that_takes_a_job_name_completes_the_names_the_cluster_has
     import contextlib
     import io
 
-    from disttrain_operator import client
-    from disttrain_operator.cli import kubectl_complete
+    from disttrain.client import client
+    from disttrain.cli.main import kubectl_complete
 
     class Listing:
         def __init__(self, *args, **kwargs):
@@ -333,7 +333,7 @@ def waiting_client(*versions: str | dict):
     """A Client whose watch yields the job in these versions (a phase, or a whole object),
     one each, then ends as if deleted (no cluster: Client.wait's decisions are what is
     tested here; the watch runs in tests/cluster)."""
-    from disttrain_operator.client import Client
+    from disttrain.client.client import Client
 
     def objects(name, ns, deadline, until_deleted=False):
         for v in versions:
@@ -346,7 +346,7 @@ def waiting_client(*versions: str | dict):
 
 
 def test_wait_for_one_of_several_phases_and_see_each_change():
-    from disttrain_operator.client import JobFailed
+    from disttrain.client.client import JobFailed
 
     seen = []
     view = waiting_client("Pending", "Running", "Succeeded").wait("j", ("Succeeded", "Suspended"),
@@ -360,7 +360,7 @@ def test_wait_for_one_of_several_phases_and_see_each_change():
 
 @pytest.mark.parametrize("phase", ["Done", ("Running", "Done"), ()])
 def test_a_phase_that_cannot_be_waited_for_is_a_disttrain_error(phase):
-    from disttrain_operator.client import DisttrainError, InvalidArgument
+    from disttrain.client.client import DisttrainError, InvalidArgument
 
     with pytest.raises(InvalidArgument) as err:
         waiting_client("Running").wait("j", phase)
@@ -381,7 +381,7 @@ def test_the_list_without_headers_and_wide():
 
 
 def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
-    from disttrain_operator.client import InvalidArgument
+    from disttrain.client.client import InvalidArgument
 
     def job(phase, **status):
         return {"metadata": {"name": "j"}, "status": {"phase": phase, **status}}
@@ -395,7 +395,7 @@ def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
     assert waiting_client(job("Pending"), at_step).wait_for("j", "jsonpath={.status.progress}") is not None
     assert waiting_client("Running", "Succeeded").wait_for("j", "delete") is None  # the watch ended: gone
     # A phase it can no longer reach ends the wait; a condition waits on (until the timeout).
-    from disttrain_operator.client import JobFailed
+    from disttrain.client.client import JobFailed
     with pytest.raises(JobFailed):
         waiting_client("Failed").wait_for("j", "Running,Suspended")
     with pytest.raises(AssertionError, match="unreachable"):  # the stub's watch ends; a real one would not
@@ -410,7 +410,7 @@ def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
     ("phase=Running", "'phase=Running' is not a phase"),
 ])
 def test_a_wait_target_that_cannot_be_read_names_the_forms(text, complaint):
-    from disttrain_operator.jobview import parse_wait_for
+    from disttrain.client.jobview import parse_wait_for
 
     with pytest.raises(ValueError) as err:
         parse_wait_for(text)
@@ -420,7 +420,7 @@ def test_a_wait_target_that_cannot_be_read_names_the_forms(text, complaint):
 def test_status_lists_the_nodes_the_job_avoids_and_those_it_stopped_avoiding():
     from datetime import datetime, timezone
 
-    from disttrain_operator.jobview import status_lines, view_of
+    from disttrain.client.jobview import status_lines, view_of
 
     obj = {"metadata": {"name": "j", "namespace": "n"}, "status": {"phase": "Running", "avoidedNodes": [
         {"node": "gpu-7", "time": "2026-11-25T10:00:00Z", "failures": 2},
@@ -438,7 +438,7 @@ def test_status_lists_the_nodes_the_job_avoids_and_those_it_stopped_avoiding():
 def test_status_says_where_the_worker_time_went():
     from datetime import datetime, timezone
 
-    from disttrain_operator.jobview import status_lines, view_of
+    from disttrain.client.jobview import status_lines, view_of
 
     obj = {"metadata": {"name": "j", "namespace": "n"}, "status": {"phase": "Running", "goodput": {
         "ratio": 0.85, "productiveSeconds": 850.0, "lostSeconds": 150.0, "restartingSeconds": 0.0,

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import yaml
 
-from disttrain_operator.jobview import progress_line, status_lines, top_table, view_of
+from disttrain.client.jobview import progress_line, status_lines, top_table, view_of
 
 from .helpers import ROOT
 

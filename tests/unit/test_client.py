@@ -18,9 +18,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from disttrain_operator import client as client_module
-from disttrain_operator.api.names import INDEX_LABEL
-from disttrain_operator.client import Client, DisttrainError, log_time_order
+from disttrain.client import client as client_module
+from disttrain.api.names import INDEX_LABEL
+from disttrain.client.client import Client, DisttrainError, log_time_order
 
 from .helpers import StandInHandler, late_server, stand_in
 
@@ -61,7 +61,7 @@ def _pod(labels: dict[str, str] | None) -> SimpleNamespace:
 
 
 def test_a_pods_worker_index_is_its_index_label_when_that_is_a_number():
-    from disttrain_operator.api.names import INDEX_LABEL
+    from disttrain.api.names import INDEX_LABEL
 
     assert [client_module._index(_pod(labels)) for labels in (
         {INDEX_LABEL: "0"}, {INDEX_LABEL: "12"}, {INDEX_LABEL: "-1"}, {INDEX_LABEL: "x"}, {INDEX_LABEL: ""},
@@ -82,7 +82,7 @@ HANG_GUARD = pytest.mark.timeout(60)
 
 @HANG_GUARD
 def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_every_log_ends():
-    from disttrain_operator.client import LogLine
+    from disttrain.client.client import LogLine
 
     def worker(index: int, count: int):
         def lines():
@@ -126,7 +126,7 @@ def test_a_busy_servers_retry_after_is_obeyed_between_0_and_10_seconds():
     (The headers are urllib3's, whose names match in any case.)"""
     from urllib3 import HTTPHeaderDict
 
-    from disttrain_operator.client import retry_after
+    from disttrain.client.client import retry_after
 
     said = ["3", "0.5", "0", "-5", "10", "99", "soon", ""]
     assert [retry_after(HTTPHeaderDict({"Retry-After": v})) for v in said] == [3, 0.5, 0, 0, 10, 10, 1, 1]
@@ -137,7 +137,7 @@ def test_a_logs_since_asks_for_whole_seconds_rounded_up_and_only_a_positive_one(
     """The API server takes whole seconds: `since` is rounded up (kubectl's rule), so no line
     of the asked span is left out; under a second asks one. 0 or less is refused by name
     (tests/cluster/test_client_api.py reads real logs with these)."""
-    from disttrain_operator.client import InvalidArgument, since_seconds
+    from disttrain.client.client import InvalidArgument, since_seconds
 
     assert [since_seconds(s) for s in (0.001, 0.5, 1, 1.2, 119.2, 120, 3600)] == [1, 1, 1, 2, 120, 120, 3600]
     for bad in (0, -0.5, -5):
@@ -195,7 +195,7 @@ def test_every_error_the_client_raises_imports_from_disttrain():
     import inspect
 
     import disttrain
-    from disttrain_operator import client
+    from disttrain.client import client
 
     raised = {name for name, cls in inspect.getmembers(client, inspect.isclass)
               if issubclass(cls, client.DisttrainError) and not name.startswith("_")}
@@ -316,7 +316,7 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
     """The API server's 404 "could not find the requested resource" for the jobs means the CRD
     is not installed: every request for them says so and how to install it. (A stand-in
     answers as such a server does: the shared control plane here must keep its CRD.)"""
-    from disttrain_operator.client import NotFound
+    from disttrain.client.client import NotFound
 
     with stand_in(tmp_path, _NoCrd) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)
@@ -333,7 +333,7 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
 def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp_path):
     """create and apply validate offline: InvalidJob names the job (or says "(unnamed)")
     and every error, "; " between them, and no request reaches the server."""
-    from disttrain_operator.client import InvalidJob
+    from disttrain.client.client import InvalidJob
 
     with late_server(tmp_path, set()) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)
@@ -353,7 +353,7 @@ def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_servic
     """As kubectl: --kubeconfig, else $KUBECONFIG, else ~/.kube/config; with none of them in
     a pod (KUBERNETES_SERVICE_HOST set), the pod's service account, and a pod without its
     token (the trainer's has none) is a KubeconfigError that says so."""
-    from disttrain_operator.client import KubeconfigError, connect
+    from disttrain.client.client import KubeconfigError, connect
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
@@ -414,7 +414,7 @@ def test_the_clients_namespace_is_the_one_given_else_the_contexts_else_default(t
 def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unknown_one_lists_the_known(tmp_path):
     """--context: the server, the user and the namespace all come from that context, not
     from the current one; a name the file lacks is a KubeconfigError listing those it has."""
-    from disttrain_operator.client import KubeconfigError, connect
+    from disttrain.client.client import KubeconfigError, connect
 
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump({
@@ -439,7 +439,7 @@ def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unkn
 def test_a_kubeconfig_of_the_wrong_shape_is_named_by_key_entry_and_what_it_must_be():
     """What the client library would fail on deep inside (a TypeError), said first, for each
     of the three lists (tests/unit/test_cli.py reads the same through the CLI's process)."""
-    from disttrain_operator.client import kubeconfig_problem
+    from disttrain.client.client import kubeconfig_problem
 
     cases = {
         "": None, "{}": None,
@@ -478,7 +478,7 @@ def test_a_pod_log_the_server_answers_not_found_without_words_is_not_told_as_a_m
     """Only a 404 for the jobs themselves means disttrain's CRD is not installed: reading a
     worker's log answered 404 without a Status (a proxy without the route; a real API server
     always says which pod) is kubectl's "could not find the requested resource"."""
-    from disttrain_operator.client import NotFound
+    from disttrain.client.client import NotFound
 
     with stand_in(tmp_path, _NoLogRoute) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)

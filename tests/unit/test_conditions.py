@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from disttrain_operator import conditions as c
-from disttrain_operator.api.types import Condition
+from disttrain.api import conditions as c
+from disttrain.api.types import Condition
 
 from .helpers import written
 

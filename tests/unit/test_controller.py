@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from disttrain_operator.api import load_job
-from disttrain_operator.controller import SILENT_TRAINER_MAX_SECONDS, Controller, silent_poll_seconds
-from disttrain_operator.kube import ApiError
-from disttrain_operator.metrics import OperatorMetrics
-from disttrain_operator.plan import (COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DELAY_SECONDS, Policy, decide,
-                                     status_write)
-from disttrain_operator.pods import PodInfo
-from disttrain_operator.record import JobRecord
-from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_pod
-from disttrain_operator.render.network_policy import NetworkPolicySettings
-from disttrain_operator.settings import Settings
+from disttrain.api import load_job
+from disttrain.operator.controller import SILENT_TRAINER_MAX_SECONDS, Controller, silent_poll_seconds
+from disttrain.operator.kube import ApiError
+from disttrain.operator.metrics import OperatorMetrics
+from disttrain.operator.core.plan import (COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DELAY_SECONDS, Policy, decide,
+                                          status_write)
+from disttrain.operator.core.pods import PodInfo
+from disttrain.operator.record import JobRecord
+from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_pod
+from disttrain.render.network_policy import NetworkPolicySettings
+from disttrain.operator.settings import Settings
 
 from .fake_clock import FakeClock, settle
 from .fake_kube import FakeKube
@@ -100,8 +100,8 @@ def test_an_expectation_the_watch_never_confirms_expires_after_30_seconds():
 def test_a_pod_just_created_is_neither_created_again_nor_replaced_as_outdated():
     """The placeholder carries the template it was rendered from: decide must not take it
     for a pod of an older spec (that deleted every fresh pod under load)."""
-    from disttrain_operator.api import validate_document
-    from disttrain_operator.plan import JobState
+    from disttrain.api import validate_document
+    from disttrain.operator.core.plan import JobState
 
     rec = JobRecord(uid="u1", key=KEY)
     rec.expect_create("demo-worker-1", template_hash(), now=0)
@@ -443,7 +443,7 @@ def test_a_silent_trainer_is_polled_less_and_less_often_up_to_a_cap():
 def test_a_spec_is_validated_once_per_generation():
     shell = controller()
     rec = JobRecord(uid="u1", key=KEY)
-    from disttrain_operator.controller import WatchedJob
+    from disttrain.operator.controller import WatchedJob
 
     first = shell.validate(WatchedJob.of(body()), rec, KEY)
     assert shell.validate(WatchedJob.of(body(status={"phase": "Running"})), rec, KEY) is first
@@ -599,7 +599,7 @@ def test_steps_a_failure_undoes_are_lost_worker_seconds_by_cause_and_lower_the_g
 
 
 def test_a_node_event_queues_the_jobs_on_that_node_and_only_when_its_health_changed():
-    from disttrain_operator.nodes import NodeHealth
+    from disttrain.operator.core.nodes import NodeHealth
 
     def health(ready: str) -> NodeHealth:
         return NodeHealth(name="bad", ready=ready, ready_since="2026-11-24T12:00:00Z", ready_reason="",

@@ -8,8 +8,8 @@ import pytest
 
 import yaml
 
-from disttrain_operator.api import k8s, schema, validate_document
-from disttrain_operator.api import types as t
+from disttrain.api import k8s, schema, validate_document
+from disttrain.api import types as t
 
 from .conftest import ROOT
 from .helpers import job
@@ -218,7 +218,7 @@ def test_every_status_field_of_the_design_exists():
 
 
 def test_committed_api_reference_matches_the_api_types():
-    from disttrain_operator.api.reference import api_reference
+    from disttrain.api.reference import api_reference
 
     with open(os.path.join(ROOT, "docs", "api.md")) as handle:
         assert handle.read() == api_reference(), "docs/api.md drifted: run `make docs`"

@@ -4,8 +4,8 @@ use it keep their pod template hash (an operator upgrade replaces no running wor
 
 from __future__ import annotations
 
-from disttrain_operator.api import load_job
-from disttrain_operator.render import render_pod, template_hash
+from disttrain.api import load_job
+from disttrain.render import render_pod, template_hash
 
 from .helpers import errors_of, job
 

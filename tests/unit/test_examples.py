@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from disttrain_operator.api import validate_document
+from disttrain.api import validate_document
 
 from .conftest import EXAMPLES, ROOT
 
@@ -60,7 +60,7 @@ def test_cpu_example_and_operator_fit_a_two_cpu_node():
     Deployment. Two 1-CPU workers plus the operator once left a worker Pending with
     "Insufficient cpu".
     """
-    from disttrain_operator.api.quantity import parse_quantity
+    from disttrain.api.quantity import parse_quantity
 
     job = yaml.safe_load(open(os.path.join(ROOT, "manifests", "examples", "cpu-ddp-2x1.yaml")))
     workers = job["spec"]["nodes"] * parse_quantity(job["spec"]["resources"]["requests"]["cpu"])

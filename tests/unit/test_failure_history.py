@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job
-from disttrain_operator.api.names import CONTAINER_NAME
-from disttrain_operator.api.types import CheckpointStatus, Progress
-from disttrain_operator.failures import (HISTORY_LIMIT, cause_of, record_failures, steps_lost)
-from disttrain_operator.pods import summarize_pod
-from disttrain_operator.render import render_pod
+from disttrain.api import conditions as c
+from disttrain.api import load_job
+from disttrain.api.names import CONTAINER_NAME
+from disttrain.api.types import CheckpointStatus, Progress
+from disttrain.operator.core.failures import HISTORY_LIMIT, cause_of, record_failures, steps_lost
+from disttrain.operator.core.pods import summarize_pod
+from disttrain.render import render_pod
 
 from .helpers import job as job_doc
 from .helpers import written

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from disttrain_operator.api import types as t
-from disttrain_operator.api import validate_document
-from disttrain_operator.api.meta import FieldMeta, fields_of, json_name, meta_of
+from disttrain.api import types as t
+from disttrain.api import validate_document
+from disttrain.api.meta import FieldMeta, fields_of, json_name, meta_of
 
 from .helpers import ROOT, job
 

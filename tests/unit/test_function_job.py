@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from disttrain_operator.api.names import MAX_JOB_NAME_LENGTH
-from disttrain_operator.api.validate import validate_document
-from disttrain_operator.function_job import (MAX_SOURCE_BYTES, MODULE, NotShippable, function_source,
-                                             function_trainer, job_name_for)
+from disttrain.api.names import MAX_JOB_NAME_LENGTH
+from disttrain.api.validate import validate_document
+from disttrain.client.function_job import (MAX_SOURCE_BYTES, MODULE, NotShippable, function_source, function_trainer,
+                                           job_name_for)
 
 SCALE = 3
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-from disttrain_operator.api import load_job, validate_document
-from disttrain_operator.kube import ApiError
-from disttrain_operator.render import render_children, render_pod, render_pod_group, template_hash
+from disttrain.api import load_job, validate_document
+from disttrain.operator.kube import ApiError
+from disttrain.render import render_children, render_pod, render_pod_group, template_hash
 
 from .fake_kube import FakeKube
 from .helpers import job
@@ -78,10 +78,10 @@ class NoPodGroups(FakeKube):
 
 
 def _first_pass(kube: FakeKube):
-    from disttrain_operator.controller import Controller
-    from disttrain_operator.metrics import OperatorMetrics
-    from disttrain_operator.plan import Policy
-    from disttrain_operator.settings import Settings
+    from disttrain.operator.controller import Controller
+    from disttrain.operator.metrics import OperatorMetrics
+    from disttrain.operator.core.plan import Policy
+    from disttrain.operator.settings import Settings
 
     from .fake_clock import FakeClock
 

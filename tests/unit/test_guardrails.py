@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.api import validate_document
-from disttrain_operator.api.defaults import DDP_SINGLE_DEVICE, FSDP_SINGLE_DEVICE
-from disttrain_operator.render import render_children
+from disttrain.api import validate_document
+from disttrain.api.defaults import DDP_SINGLE_DEVICE, FSDP_SINGLE_DEVICE
+from disttrain.render import render_children
 
 from .helpers import errors_of, job, warnings_of
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from disttrain_operator.api.validate import validate_document
+from disttrain.api.validate import validate_document
 
 from .helpers import package_paths
 
@@ -83,7 +83,7 @@ def _product(values: list[int]) -> int:
 def test_disttrain_validate_accepts_every_job(tmp_path):
     path = tmp_path / "guide-jobs.yaml"
     path.write_text(yaml.safe_dump_all(jobs(), sort_keys=False))
-    proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "validate", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "disttrain.cli", "validate", str(path)],
                           capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": package_paths(), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import kopf
 
-from disttrain_operator.settings import NoDiffBase
+from disttrain.operator.settings import NoDiffBase
 
 
 def test_no_diff_base_is_built_or_stored():

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from disttrain_operator import conditions as c
-from disttrain_operator.api.types import CheckpointStatus
-from disttrain_operator.plan import decide, hang_seconds
-from disttrain_operator.report import TrainerReport
+from disttrain.api import conditions as c
+from disttrain.api.types import CheckpointStatus
+from disttrain.operator.core.plan import decide, hang_seconds
+from disttrain.api.report import TrainerReport
 
 from .plan_builders import NOW, POLICY, QUIET, at, cond, events, iso, pod, state
 
@@ -151,8 +151,8 @@ def test_the_entry_prices_the_steps_since_the_newest_checkpoint():
 
 
 def test_a_report_without_a_step_moves_no_clock():
-    from disttrain_operator.api.types import Progress
-    from disttrain_operator.plan import progress_of
+    from disttrain.api.types import Progress
+    from disttrain.operator.core.plan import progress_of
 
     assert progress_of(TrainerReport(total_steps=10, loss=1.5), None, iso(NOW)).last_step_time is None
     old = Progress(step=7, last_step_time=iso(at(-50)))

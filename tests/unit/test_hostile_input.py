@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disttrain_operator.api import validate_document
-from disttrain_operator.api.parse import check_job_name
-from disttrain_operator.documents import DocumentError, load_documents
+from disttrain.api import validate_document
+from disttrain.api.parse import check_job_name
+from disttrain.cli.documents import DocumentError, load_documents
 
 from .conftest import EXAMPLES, examples
 from .helpers import disttrain_process, errors_of, job, write

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.jsonpath import JSONPathError, column_rows, evaluate, expression, parse_columns, render
+from disttrain.client.jsonpath import JSONPathError, column_rows, evaluate, expression, parse_columns, render
 
 JOBS = {
     "kind": "List",

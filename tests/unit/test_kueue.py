@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from disttrain_operator import conditions as c
-from disttrain_operator import failures, kueue
-from disttrain_operator.api import load_job
-from disttrain_operator.plan import JobState, decide
-from disttrain_operator.render import render_pod, template_hash
-from disttrain_operator.report import TrainerReport
-from disttrain_operator.api.types import CheckpointStatus
+from disttrain.api import conditions as c
+from disttrain.operator.core import failures
+from disttrain.integrations.kueue import workload as kueue
+from disttrain.api import load_job
+from disttrain.operator.core.plan import JobState, decide
+from disttrain.render import render_pod, template_hash
+from disttrain.api.report import TrainerReport
+from disttrain.api.types import CheckpointStatus
 
 from .helpers import job as job_doc
 from .plan_builders import NOW, POLICY, QUIET, at, cond, iso, pod, state

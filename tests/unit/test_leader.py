@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 from dataclasses import replace
 
-from disttrain_operator.kube import ApiError
-from disttrain_operator.leader import LeaderElector, LeaseSettings
+from disttrain.operator.kube import ApiError
+from disttrain.operator.leader import LeaderElector, LeaseSettings
 
 from .fake_clock import FakeClock, settle
 from .fake_kube import FakeKube

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from disttrain_operator.api.validate import validate_document
-from disttrain_operator.local_run import finished_note, localize
-from disttrain_operator.render import render_children
+from disttrain.api.validate import validate_document
+from disttrain.cli.local_run import finished_note, localize
+from disttrain.render import render_children
 
 from .helpers import package_paths
 
@@ -51,7 +51,7 @@ def test_cli_rerun_on_a_finished_job_says_so_and_starts_nothing(tmp_path):
     step.mkdir(parents=True)
     (step / ".metadata").write_text("")  # a complete checkpoint, as DCP commits it
     env = {"PYTHONPATH": package_paths(), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "disttrain_operator.cli", "run", "--local", "job.yaml",
+    proc = subprocess.run([sys.executable, "-m", "disttrain.cli", "run", "--local", "job.yaml",
                            "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "done already finished: its checkpoint at step 5 of 5" in proc.stderr

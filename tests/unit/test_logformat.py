@@ -9,7 +9,7 @@ import sys
 
 import kopf
 import pytest
-from disttrain_operator.logformat import log_format
+from disttrain.operator.logformat import log_format
 
 from .helpers import package_paths
 
@@ -44,7 +44,7 @@ def test_operator_started_with_json_logs_json_lines(tmp_path):
            "PYTHONPATH": package_paths()}
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
-    proc = subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", "nowhere", "--liveness="],
+    proc = subprocess.Popen([sys.executable, "-m", "disttrain.operator", "-n", "nowhere", "--liveness="],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:

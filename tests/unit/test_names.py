@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.api import schema
-from disttrain_operator.api.names import selector, service_name, worker_index, worker_name
-from disttrain_operator.api.parse import key_path
+from disttrain.api import schema
+from disttrain.api.names import selector, service_name, worker_index, worker_name
+from disttrain.api.parse import key_path
 
 
 @pytest.mark.parametrize("pod,index", [
@@ -29,8 +29,8 @@ def test_a_name_of_the_prefix_length_without_the_prefix_is_not_ours():
 
 
 def test_the_service_is_named_and_placed_like_the_job():
-    from disttrain_operator.api import load_job
-    from disttrain_operator.render import render_service
+    from disttrain.api import load_job
+    from disttrain.render import render_service
 
     from .helpers import job
 

@@ -8,12 +8,12 @@ import copy
 from dataclasses import replace
 
 import pytest
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job
-from disttrain_operator.api.types import AvoidedNode, FailureRecord
-from disttrain_operator.failures import AVOIDED_LIMIT, avoiding, lift_avoidance, nodes_to_avoid
-from disttrain_operator.pods import summarize_pod
-from disttrain_operator.render import render_pod, template_hash
+from disttrain.api import conditions as c
+from disttrain.api import load_job
+from disttrain.api.types import AvoidedNode, FailureRecord
+from disttrain.operator.core.failures import AVOIDED_LIMIT, avoiding, lift_avoidance, nodes_to_avoid
+from disttrain.operator.core.pods import summarize_pod
+from disttrain.render import render_pod, template_hash
 
 from .helpers import job as job_doc
 from .helpers import written

@@ -6,14 +6,14 @@ status.eviction says what was lost (plan._drain, render/disruption_budget.py).""
 
 from __future__ import annotations
 
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job
-from disttrain_operator.api.types import CheckpointStatus
-from disttrain_operator.nodes import summarize_node
-from disttrain_operator.plan import DRAIN_SETTLE_SECONDS, decide, draining_workers
-from disttrain_operator.pods import summarize_pod
-from disttrain_operator.render import render_children, render_disruption_budget, render_pod
-from disttrain_operator.report import TrainerReport
+from disttrain.api import conditions as c
+from disttrain.api import load_job
+from disttrain.api.types import CheckpointStatus
+from disttrain.operator.core.nodes import summarize_node
+from disttrain.operator.core.plan import DRAIN_SETTLE_SECONDS, decide, draining_workers
+from disttrain.operator.core.pods import summarize_pod
+from disttrain.render import render_children, render_disruption_budget, render_pod
+from disttrain.api.report import TrainerReport
 
 from .helpers import job as job_doc
 from .plan_builders import NOW, POLICY, QUIET, RUNNING, at, iso, state

@@ -6,12 +6,12 @@ when it is up (nodes.py, plan.lost_workers, the shell's node events)."""
 from __future__ import annotations
 
 import pytest
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job
-from disttrain_operator.nodes import EPOCH, summarize_node
-from disttrain_operator.plan import decide, lost_workers
-from disttrain_operator.pods import summarize_pod
-from disttrain_operator.render import render_pod
+from disttrain.api import conditions as c
+from disttrain.api import load_job
+from disttrain.operator.core.nodes import EPOCH, summarize_node
+from disttrain.operator.core.plan import decide, lost_workers
+from disttrain.operator.core.pods import summarize_pod
+from disttrain.render import render_pod
 
 from .helpers import job as job_doc
 from .plan_builders import NOW, POLICY, QUIET, RUNNING, at, events, iso, state

@@ -31,7 +31,7 @@ async def operator(**kwargs):
     seen.update({k: v for k, v in kwargs.items() if isinstance(v, (str, bool, list, tuple, type(None)))})
     seen["flags"] = [k for k in ("stop_flag", "ready_flag") if kwargs.get(k) is not None]
 kopf.operator = operator
-from disttrain_operator.__main__ import main
+from disttrain.operator.__main__ import main
 code = main(sys.argv[1:])
 seen["namespaces"] = list(seen.get("namespaces") or [])
 print(json.dumps({"code": code, "seen": seen, "kubernetes": "kubernetes" in sys.modules}))
@@ -74,7 +74,7 @@ def test_the_operator_image_does_not_install_the_official_client():
 
 def test_the_shell_bends_no_private_part_of_kopf():
     """kopf through its public API only: no private registries, no sys.modules games."""
-    package = REPO / "operator" / "disttrain_operator"
+    package = REPO / "operator" / "disttrain.operator"
     shell = [p for p in package.rglob("*.py") if "sweep" not in p.parts]  # sweeps reach into Optuna, not kopf
     offences = []
     for path in shell:

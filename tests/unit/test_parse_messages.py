@@ -11,20 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from disttrain_operator.api import InvalidSpec, load_job, validate_document
-from disttrain_operator.api.meta import MAP_VALUE_MAX_LENGTH, FieldMeta, Shape
-from disttrain_operator.api.names import MAX_JOB_NAME_LENGTH, MAX_NODES
-from disttrain_operator.api.parse import (
-    _parse_list,
-    _suggest_name,
-    _type_error,
-    check_job_name,
-    dump_object,
-    parse_job,
-    parse_object,
-    parse_value,
-)
-from disttrain_operator.api.types import DistributedTrainingSpec
+from disttrain.api import InvalidSpec, load_job, validate_document
+from disttrain.api.meta import MAP_VALUE_MAX_LENGTH, FieldMeta, Shape
+from disttrain.api.names import MAX_JOB_NAME_LENGTH, MAX_NODES
+from disttrain.api.parse import (_parse_list, _suggest_name, _type_error, check_job_name, dump_object, parse_job,
+                                 parse_object, parse_value)
+from disttrain.api.types import DistributedTrainingSpec
 
 from .golden import Golden
 from .helpers import errors_of, job

@@ -1,4 +1,4 @@
-"""The operator's API use (disttrain_operator/permissions.py) is what its code calls and
+"""The operator's API use (disttrain/operator/permissions.py) is what its code calls and
 exactly what the shipped RBAC grants; a call it does not list is never sent. The API
 server's own answer for each install mode is tests/cluster/test_least_privilege.py."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from disttrain_operator import kube, permissions as p
+from disttrain.operator import kube, permissions as p
 
 from .helpers import ROOT
 
@@ -40,7 +40,7 @@ def test_a_call_the_table_does_not_list_is_refused_naming_where_to_declare_it():
                          ("POST", "/api/v1/namespaces")):
         with pytest.raises(p.UndeclaredApiUse) as refused:
             p.check(method, path)
-        assert "disttrain_operator/permissions.py" in str(refused.value) and path in str(refused.value)
+        assert "disttrain/operator/permissions.py" in str(refused.value) and path in str(refused.value)
 
 
 def test_every_kind_the_client_addresses_has_a_row():
@@ -51,7 +51,8 @@ def test_every_kind_the_client_addresses_has_a_row():
 
 def kopf_watches() -> set[tuple[str, str]]:
     """(group, plural) of every resource handlers.py hands to kopf.index or kopf.on.event."""
-    from disttrain_operator import handlers, kueue
+    from disttrain.operator import handlers
+    from disttrain.integrations.kueue import workload as kueue
     names = {"GROUP": handlers.GROUP, "PLURAL": handlers.PLURAL, "kueue.GROUP": kueue.GROUP}
     tree = ast.parse(Path(handlers.__file__).read_text())  # wherever the package is (mutation mirrors it)
     found = set()

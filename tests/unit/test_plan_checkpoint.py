@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from disttrain_operator import conditions as c
-from disttrain_operator.api.types import CheckpointStatus
-from disttrain_operator.plan import decide, iso
-from disttrain_operator.report import TrainerReport, parse_report
+from disttrain.api import conditions as c
+from disttrain.api.types import CheckpointStatus
+from disttrain.operator.core.plan import decide, iso
+from disttrain.api.report import TrainerReport, parse_report
 
 from .plan_builders import CKPT, NOW, POLICY, at, cond, pod, state
 

@@ -7,13 +7,13 @@ import dataclasses
 from datetime import timedelta
 
 import pytest
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job
-from disttrain_operator.api.names import CONTAINER_NAME
-from disttrain_operator.plan import decide, iso
-from disttrain_operator.pods import summarize_pod
-from disttrain_operator.render import render_pod
-from disttrain_operator.report import INTERRUPTED
+from disttrain.api import conditions as c
+from disttrain.api import load_job
+from disttrain.api.names import CONTAINER_NAME
+from disttrain.operator.core.plan import decide, iso
+from disttrain.operator.core.pods import summarize_pod
+from disttrain.render import render_pod
+from disttrain.api.report import INTERRUPTED
 
 from .helpers import job as job_doc
 from .helpers import written

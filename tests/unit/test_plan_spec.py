@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from disttrain_operator import conditions as c
-from disttrain_operator.api.types import CheckpointStatus
-from disttrain_operator.plan import JobState, decide, iso
-from disttrain_operator.report import TrainerReport
+from disttrain.api import conditions as c
+from disttrain.api.types import CheckpointStatus
+from disttrain.operator.core.plan import JobState, decide, iso
+from disttrain.api.report import TrainerReport
 
 from .helpers import written
 from .plan_builders import NOW, POLICY, QUIET, TWO_ERRORS, at, cond, events, pod, run, state

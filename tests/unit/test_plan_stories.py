@@ -14,8 +14,8 @@ from datetime import timedelta
 from typing import Any, Callable
 
 import pytest
-from disttrain_operator.plan import JobState, Plan, Refusal, decide, iso
-from disttrain_operator.report import INTERRUPTED, TrainerReport, parse_report
+from disttrain.operator.core.plan import JobState, Plan, Refusal, decide, iso
+from disttrain.api.report import INTERRUPTED, TrainerReport, parse_report
 
 from .golden import Golden
 from .helpers import typed, written
@@ -169,9 +169,9 @@ def elastic_within_its_range() -> Story:
 
 
 def unschedulable_pods() -> Story:
-    from disttrain_operator.api import load_job
-    from disttrain_operator.pods import summarize_pod
-    from disttrain_operator.render import render_pod
+    from disttrain.api import load_job
+    from disttrain.operator.core.pods import summarize_pod
+    from disttrain.render import render_pod
 
     from .helpers import job as job_doc
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from disttrain_operator import conditions as c
-from disttrain_operator.api import load_job
-from disttrain_operator.plan import Refusal, decide, iso
-from disttrain_operator.pods import summarize_pod
-from disttrain_operator.render import render_pod
+from disttrain.api import conditions as c
+from disttrain.api import load_job
+from disttrain.operator.core.plan import Refusal, decide, iso
+from disttrain.operator.core.pods import summarize_pod
+from disttrain.render import render_pod
 
 from .helpers import job as job_doc
 from .helpers import written
@@ -133,7 +133,7 @@ def test_a_worker_waiting_for_a_missing_secret_says_which_on_the_job_and_fails_n
 
 
 def test_a_refused_creation_is_tried_again_later_each_time_up_to_half_a_minute():
-    from disttrain_operator.plan import refusal_retry_seconds
+    from disttrain.operator.core.plan import refusal_retry_seconds
 
     assert [refusal_retry_seconds(n) for n in (1, 2, 3, 4, 5, 6, 40)] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
     assert refusal_retry_seconds(0) == 0.0  # nothing refused yet: no wait

@@ -9,8 +9,8 @@ server). When the contract changes, change this expectation with it.
 
 from __future__ import annotations
 
-from disttrain_operator.api import load_job
-from disttrain_operator.render import render_pod, template_hash
+from disttrain.api import load_job
+from disttrain.render import render_pod, template_hash
 
 from .helpers import job
 
@@ -111,8 +111,8 @@ def test_the_template_hash_is_stable_across_operator_versions():
 
 
 def test_the_service_whole():
-    from disttrain_operator.api import load_job
-    from disttrain_operator.render import render_service
+    from disttrain.api import load_job
+    from disttrain.render import render_service
 
     from .helpers import CHILD_METADATA, job
 
@@ -130,9 +130,9 @@ def test_the_service_whole():
 
 
 def test_the_torchrun_env_whole():
-    from disttrain_operator.api import load_job
-    from disttrain_operator.render.context import RenderContext, SHUTDOWN_TIMEOUT_SECONDS
-    from disttrain_operator.render.env import torchrun_env
+    from disttrain.api import load_job
+    from disttrain.render.context import RenderContext, SHUTDOWN_TIMEOUT_SECONDS
+    from disttrain.render.env import torchrun_env
 
     from .helpers import job
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.api import InvalidSpec, load_job, validate_document
-from disttrain_operator.api.policy import PodPolicy, check_pod_policy, pod_policy_from_env
+from disttrain.api import InvalidSpec, load_job, validate_document
+from disttrain.api.policy import PodPolicy, check_pod_policy, pod_policy_from_env
 
 from .helpers import job
 from .pod_escapes import ESCAPES

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from disttrain_operator.render.merge import merge
+from disttrain.render.merge import merge
 
 
 def test_maps_merge_key_by_key_and_the_overlay_scalar_wins():

@@ -1,4 +1,4 @@
-"""The operator's own pod cache and watch (disttrain_operator/informer.py).
+"""The operator's own pod cache and watch (disttrain/operator/informer.py).
 
 `PodCache` is pure: which jobs a watch event or a fresh list changes. `PodWatch` runs on
 a fake clock against a scripted stand-in for the API's list and watch (the real API
@@ -13,13 +13,13 @@ import asyncio
 import json
 from typing import Any
 
-from disttrain_operator.api.names import JOB_LABEL
-from disttrain_operator.controller import Controller
-from disttrain_operator.informer import CLUSTER, PodCache, PodWatch, summaries
-from disttrain_operator.kube import ApiError, Expired
-from disttrain_operator.metrics import OperatorMetrics
-from disttrain_operator.plan import Policy
-from disttrain_operator.settings import Settings
+from disttrain.api.names import JOB_LABEL
+from disttrain.operator.controller import Controller
+from disttrain.operator.informer import CLUSTER, PodCache, PodWatch, summaries
+from disttrain.operator.kube import ApiError, Expired
+from disttrain.operator.metrics import OperatorMetrics
+from disttrain.operator.core.plan import Policy
+from disttrain.operator.settings import Settings
 
 from .fake_clock import FakeClock, settle
 from .fake_kube import FakeKube
@@ -214,7 +214,7 @@ def test_a_job_waits_for_its_namespaces_pods_to_be_listed_and_goes_the_moment_th
 
 def test_a_watch_body_is_cut_into_events_at_newlines_whatever_the_chunks_and_however_long_a_line():
     """aiohttp's readline() refuses a line above its buffer (128 KiB); a pod can be bigger."""
-    from disttrain_operator.kube import _lines
+    from disttrain.operator.kube import _lines
 
     big = {"type": "MODIFIED", "object": {"metadata": {"name": "w-0"}, "data": "x" * 300_000}}
     body = (json.dumps({"type": "ADDED", "object": {}}) + "\n\n" + json.dumps(big) + "\n"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from disttrain_operator.api import load_job
-from disttrain_operator.api.names import INDEX_LABEL
-from disttrain_operator.pods import PodInfo, summarize_pod
-from disttrain_operator.render import render_pod
+from disttrain.api import load_job
+from disttrain.api.names import INDEX_LABEL
+from disttrain.operator.core.pods import PodInfo, summarize_pod
+from disttrain.render import render_pod
 
 from .helpers import job as job_doc
 from .plan_builders import terminated

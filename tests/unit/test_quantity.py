@@ -13,7 +13,7 @@ import pytest
 def test_quantities(value, expected):
     from decimal import Decimal
 
-    from disttrain_operator.api.quantity import parse_quantity
+    from disttrain.api.quantity import parse_quantity
 
     got = parse_quantity(value)
     assert got == (None if expected is None else Decimal(str(expected)))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from disttrain_operator.api import load_job
-from disttrain_operator.render import TEMPLATE_HASH_ANNOTATION, render_children, template_hash
+from disttrain.api import load_job
+from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_children, template_hash
 
 from .helpers import CHILD_METADATA, job
 
@@ -247,7 +247,7 @@ def test_rendered_children_are_valid_kubernetes_api_objects():
 
 
 def test_network_policy_admits_the_job_its_operator_and_prometheus_only():
-    from disttrain_operator.render.network_policy import NetworkPolicySettings, render_network_policy
+    from disttrain.render.network_policy import NetworkPolicySettings, render_network_policy
 
     doc = job(nodes=2, metrics={"port": 9500})
     doc["metadata"]["uid"] = "u-1"
@@ -277,7 +277,7 @@ def test_network_policy_admits_the_job_its_operator_and_prometheus_only():
 
 
 def test_network_policy_settings_from_the_operator_env():
-    from disttrain_operator.render.network_policy import NetworkPolicySettings, network_policy_from_env
+    from disttrain.render.network_policy import NetworkPolicySettings, network_policy_from_env
 
     assert network_policy_from_env({}) == NetworkPolicySettings()
     assert network_policy_from_env({"DISTTRAIN_NETWORK_POLICY": " False "}) is None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from disttrain_operator.plan import iso
-from disttrain_operator.report import FINISHED, TrainerReport, newest, parse_report
+from disttrain.operator.core.plan import iso
+from disttrain.api.report import FINISHED, TrainerReport, newest, parse_report
 
 from .helpers import written
 from .plan_builders import NOW, report_json

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.api import load_job
-from disttrain_operator.api.validate import is_reserved_env
-from disttrain_operator.render import render_pod
-from disttrain_operator.render.context import RenderContext
-from disttrain_operator.render.env import user_env
+from disttrain.api import load_job
+from disttrain.api.validate import is_reserved_env
+from disttrain.render import render_pod
+from disttrain.render.context import RenderContext
+from disttrain.render.env import user_env
 
 from .helpers import errors_of, job
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from disttrain_operator.api.meta import MAP_VALUE_MAX_LENGTH, Shape, spec_field
-from disttrain_operator.api.parse import parse_object
-from disttrain_operator.api.schema import _shape_schema, schema_for
+from disttrain.api.meta import MAP_VALUE_MAX_LENGTH, Shape, spec_field
+from disttrain.api.parse import parse_object
+from disttrain.api.schema import _shape_schema, schema_for
 
 KEEP_ALL = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 STRINGS = {"type": "object", "additionalProperties": {"type": "string", "maxLength": MAP_VALUE_MAX_LENGTH}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from disttrain_operator.settings import Settings
+from disttrain.operator.settings import Settings
 
 
 def test_settings_read_once_from_the_environment():
@@ -22,7 +22,7 @@ def test_bad_settings_stop_with_the_variable_named(env, says):
 
 def test_kopf_watches_follow_the_operator_back_off_and_the_api_server_retry_after():
     import kopf
-    from disttrain_operator.settings import configure_kopf
+    from disttrain.operator.settings import configure_kopf
 
     settings = kopf.OperatorSettings()
     configure_kopf(settings, Settings())
@@ -88,7 +88,7 @@ def manifests_env() -> dict[str, str]:
 def test_every_setting_is_documented_with_the_default_the_code_has():
     from dataclasses import fields
 
-    from disttrain_operator.settings import ENV_NAMES
+    from disttrain.operator.settings import ENV_NAMES
 
     documented = documented_settings()
     for f in fields(Settings):

@@ -12,11 +12,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disttrain_operator.api import InvalidSpec, load_job, validate_document
-from disttrain_operator.api import types as t
-from disttrain_operator.api.defaults import apply_defaults
-from disttrain_operator.api.meta import Shape, fields_of, json_name, meta_of
-from disttrain_operator.render import render_children
+from disttrain.api import InvalidSpec, load_job, validate_document
+from disttrain.api import types as t
+from disttrain.api.defaults import apply_defaults
+from disttrain.api.meta import Shape, fields_of, json_name, meta_of
+from disttrain.render import render_children
 
 from . import crd_cel, specs
 from .conftest import EXAMPLES, REPORT, examples

@@ -6,19 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from disttrain_operator.api import load_job
-from disttrain_operator.api.types import CheckpointStatus
-from disttrain_operator.plan import iso
-from disttrain_operator.report import TrainerReport
-from disttrain_operator.status import (
-    STALE_GRACE_SECONDS,
-    STALE_INTERVALS,
-    checkpoint_staleness,
-    global_batch,
-    read_status,
-    seconds_per_step,
-    status_sources,
-)
+from disttrain.api import load_job
+from disttrain.api.types import CheckpointStatus
+from disttrain.operator.core.plan import iso
+from disttrain.api.report import TrainerReport
+from disttrain.operator.core.status import (STALE_GRACE_SECONDS, STALE_INTERVALS, checkpoint_staleness, global_batch,
+                                            read_status, seconds_per_step, status_sources)
 
 from .helpers import job, written
 from .plan_builders import NOW, pod, ready
@@ -95,7 +88,7 @@ def test_global_batch_is_batch_times_data_parallel_times_accumulation():
 
 
 def test_checkpoint_age_counts_from_the_newest_checkpoint():
-    from disttrain_operator.status import checkpoint_age
+    from disttrain.operator.core.status import checkpoint_age
 
     made = (NOW - timedelta(seconds=42)).isoformat()
     assert checkpoint_age(CheckpointStatus(step=1, time=made), NOW) == 42
@@ -104,7 +97,7 @@ def test_checkpoint_age_counts_from_the_newest_checkpoint():
 
 
 def test_a_status_outside_the_schema_names_every_field_and_keeps_the_rest():
-    from disttrain_operator.status import read_status
+    from disttrain.operator.core.status import read_status
 
     status, errors = read_status({"phase": "Running", "bogus": 1, "restarts": "x"})
     assert status.phase == "Running" and status.restarts is None

@@ -11,8 +11,8 @@ import threading
 import optuna
 import pytest
 
-from disttrain_operator.sweep.runner import JobResult, open_study, run_sweep, space_changes
-from disttrain_operator.sweep.spec import parse_sweep
+from disttrain.sweep.runner import JobResult, open_study, run_sweep, space_changes
+from disttrain.sweep.spec import parse_sweep
 
 TEMPLATE = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "metadata": {"name": "x"},
             "spec": {"trainer": {"builtin": {"model": "mlp", "steps": 100, "evalIntervalSteps": 10}}}}

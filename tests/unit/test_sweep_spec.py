@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from disttrain_operator.api import load_job
-from disttrain_operator.sweep.results import best_trial, median_value, summary, table
-from disttrain_operator.sweep.space import best_job, patch, suggest, trial_job
-from disttrain_operator.sweep.spec import field_type, parse_sweep
+from disttrain.api import load_job
+from disttrain.sweep.results import best_trial, median_value, summary, table
+from disttrain.sweep.space import best_job, patch, suggest, trial_job
+from disttrain.sweep.spec import field_type, parse_sweep
 
 TEMPLATE = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": "gpt", "labels": {"team": "a"}},
@@ -202,7 +202,7 @@ def test_table_best_and_median():
 def test_the_example_sweeps_are_valid():
     from pathlib import Path
 
-    from disttrain_operator.sweep.command import load_sweep
+    from disttrain.sweep.command import load_sweep
 
     examples = sorted((Path(__file__).resolve().parents[2] / "manifests" / "examples" / "sweeps").glob("*.yaml"))
     assert examples

@@ -16,9 +16,9 @@ from datetime import date
 from typing import Any
 
 import pytest
-from disttrain_operator.api import bounds, validate_document
-from disttrain_operator.api import types as t
-from disttrain_operator.api.validate import check_pod_template
+from disttrain.api import bounds, validate_document
+from disttrain.api import types as t
+from disttrain.api.validate import check_pod_template
 
 from .golden import Golden
 from .helpers import errors_of, job

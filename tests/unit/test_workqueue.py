@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from disttrain_operator.backoff import exponential
-from disttrain_operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
+from disttrain.operator.core.backoff import exponential
+from disttrain.operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
 
 from .fake_clock import FakeClock, settle
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from disttrain_operator.kube import BULK, ROUTINE, URGENT, TokenBucket
+from disttrain.operator.kube import BULK, ROUTINE, URGENT, TokenBucket
 
 from .fake_clock import FakeClock, settle
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from disttrain_operator.local_run import die_with_parent
-from disttrain_operator.ports import free_port  # noqa: F401  (the reconcile tests import it from here)
+from disttrain.cli.local_run import die_with_parent
+from disttrain.cli.ports import free_port  # noqa: F401  (the reconcile tests import it from here)
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "manifests"
@@ -139,7 +139,7 @@ def running_operator(cluster, namespace: str, kubeconfig: str, allow_forbidden: 
     port = free_port()
     env = {**TEST_ENV, "KUBECONFIG": kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": str(port), **env}
     with env_vars(env):
-        with KopfRunner(["run", "--standalone", "-n", namespace, "-m", "disttrain_operator.handlers"],
+        with KopfRunner(["run", "--standalone", "-n", namespace, "-m", "disttrain.operator.handlers"],
                         timeout=60) as runner:
             handle = Operator(port)
             cluster.wait_for(lambda: _answers(handle), timeout=30, what="operator metrics endpoint")
@@ -164,11 +164,11 @@ def _forbidden_lines(output: str) -> str:
 
 def start_operator_process(namespace: str, kubeconfig: str, log: Path, *extra: str,
                            liveness: str = "", env: dict[str, str] | None = None) -> subprocess.Popen:
-    """The real entry point (`python -m disttrain_operator`) in a child process."""
+    """The real entry point (`python -m disttrain.operator`) in a child process."""
     env = {**os.environ, **TEST_ENV, "KUBECONFIG": kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": "0",
            "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")]), **(env or {})}
     handle = open(log, "ab")
-    return subprocess.Popen([sys.executable, "-m", "disttrain_operator", "-n", namespace, "--liveness", liveness,
+    return subprocess.Popen([sys.executable, "-m", "disttrain.operator", "-n", namespace, "--liveness", liveness,
                              *extra], env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
 
 

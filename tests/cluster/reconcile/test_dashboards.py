@@ -36,7 +36,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import (CHECKPOINT_CLAIM, REPO, annotate_exit, free_port, job_manifest, kill, running_operator, wait_phase)
+from .conftest import (CHECKPOINT_CLAIM, REPO, annotate_exit, free_port, job_manifest, kill, running_operator,
+                       wait_phase)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -140,9 +141,9 @@ def prometheus(tmp_path):
 
 def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.Popen, int]:
     """The job's one pod as a local torchrun agent (its own command and env; see localize)."""
-    from disttrain_operator.api.validate import validate_document
-    from disttrain_operator.local_run import localize
-    from disttrain_operator.render import render_children
+    from disttrain.api.validate import validate_document
+    from disttrain.cli.local_run import localize
+    from disttrain.render import render_children
 
     doc = job_manifest(name, nodes=1, gpusPerNode=0, precision="32",
                        trainer={"builtin": {"model": "gpt-nano", "dataset": "text", "steps": 100000,
@@ -170,7 +171,7 @@ def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.
 def kill_tree(proc: subprocess.Popen) -> None:
     """SIGKILL torchrun and its worker: the worker runs in a session of its own, so killing
     torchrun's process group left it training (100,000 steps) on a core of CI's machine."""
-    from disttrain_operator.local_run import descendants
+    from disttrain.cli.local_run import descendants
 
     for pid in descendants(proc.pid):
         with contextlib.suppress(ProcessLookupError):

@@ -13,8 +13,8 @@ import sys
 import pytest
 import yaml
 
-from disttrain_operator.__main__ import RECURSION_LIMIT
-from disttrain_operator.api import schema
+from disttrain.operator.__main__ import RECURSION_LIMIT
+from disttrain.api import schema
 
 from .conftest import (MANIFESTS, NAMESPACED_SA, OPERATOR_NS, OPERATOR_SA, REPO, condition, job_manifest, kill,
                        pods_of, running_operator, start_operator_process, wait_phase)
@@ -72,7 +72,7 @@ def keeps_deep_affinity(text: str) -> bool:
 @pytest.fixture
 def deep_json_readable():
     """This test reads the deep object back too (kubectl -o json); the operator process
-    sets its own limit (disttrain_operator/__main__.py)."""
+    sets its own limit (disttrain/operator/__main__.py)."""
     saved = sys.getrecursionlimit()
     sys.setrecursionlimit(RECURSION_LIMIT)
     yield

@@ -338,9 +338,9 @@ def start_trainer(cluster, namespace: str, name: str, spec: dict, workdir: Path,
     """The job's one pod as a local torchrun agent: its command and env (localize), the
     pod's UID as the control token (as the Downward API gives it in the pod), one CPU.
     Returns it and where it writes its final report (the pod's termination message)."""
-    from disttrain_operator.api.validate import validate_document
-    from disttrain_operator.local_run import localize
-    from disttrain_operator.render import render_children
+    from disttrain.api.validate import validate_document
+    from disttrain.cli.local_run import localize
+    from disttrain.render import render_children
 
     doc = job_manifest(name, **spec)
     doc["metadata"]["namespace"] = namespace
@@ -363,7 +363,7 @@ def start_trainer(cluster, namespace: str, name: str, spec: dict, workdir: Path,
 
 def stop_trainer(proc: subprocess.Popen) -> None:
     """SIGTERM to torchrun (as the kubelet's), then whatever is left is killed."""
-    from disttrain_operator.local_run import descendants
+    from disttrain.cli.local_run import descendants
 
     left = descendants(proc.pid) if proc.poll() is None else []  # the worker runs in a session of its own
     if proc.poll() is None:

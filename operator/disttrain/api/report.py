@@ -1,0 +1,133 @@
+"""The trainer's report, typed: what `/status` serves while a pod trains and what its
+termination message says when it ends (docs/pod-contract.md). One parser for the
+operator and `disttrain run --local`, so both read the same fields the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from disttrain.api.types import CheckpointStatus, Progress
+from disttrain.api.times import parse_time
+
+# Outcomes the built-in trainer writes in its termination message.
+FINISHED = "Finished"        # every step done: the only outcome that can make a job Succeeded
+INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class TrainerReport:
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+    samples_per_second: float | None = None
+    tokens_per_second: float | None = None
+    step_seconds: float | None = None
+    world_size: int | None = None
+    checkpoint: CheckpointStatus | None = None  # as status.checkpoint has it
+    last_update_time: str | None = None
+    outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
+    eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
+    eval_step: int | None = None
+    eval_history: tuple[tuple[int, float | None], ...] = ()  # the run's latest evaluations, oldest first
+    held_at_step: int | None = None  # the ranks hold here after a requested checkpoint (POST /checkpoint)
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome == FINISHED
+
+    def progress(self) -> Progress | None:
+        """status.progress of the DistributedTraining (None: the report says nothing of it)."""
+        percent = None
+        if self.total_steps and self.step is not None:
+            percent = f"{min(100, int(100 * self.step / self.total_steps))}%"
+        progress = Progress(step=self.step, total_steps=self.total_steps or None, percent_complete=percent,
+                            loss=_rounded(self.loss), samples_per_second=_rounded(self.samples_per_second),
+                            eval_loss=_rounded(self.eval_loss),
+                            eval_step=self.eval_step if self.eval_loss is not None else None)
+        return progress if progress != Progress() else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def parse_report(data: Any) -> TrainerReport | None:
+    """A /status document or termination message (dict or JSON text) -> TrainerReport.
+    None for anything that is not a trainer report (a user's script's last log lines)."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            return None
+    if not isinstance(data, dict) or not any(k in data for k in ("step", "outcome", "checkpoint")):
+        return None
+    outcome = data.get("outcome")
+    return TrainerReport(
+        step=_int(data.get("step")),
+        total_steps=_int(data.get("totalSteps")),
+        loss=_num(data.get("loss")),
+        samples_per_second=_num(data.get("samplesPerSecond")),
+        tokens_per_second=_num(data.get("tokensPerSecond")),
+        step_seconds=_num(data.get("stepSeconds")),
+        world_size=_int(data.get("worldSize")),
+        checkpoint=_checkpoint(data.get("checkpoint")),
+        last_update_time=_text(data.get("lastUpdateTime")),
+        outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
+        eval_loss=_num(data.get("evalLoss")),
+        eval_step=_int(data.get("evalStep")),
+        eval_history=_history(data.get("evalHistory")),
+        held_at_step=_int(data.get("heldAtStep")),
+    )
+
+
+def newest(*reports: TrainerReport | None) -> TrainerReport | None:
+    """The report furthest along (highest step; a final one wins a tie)."""
+    present = [r for r in reports if r is not None]
+    if not present:
+        return None
+    return max(present, key=lambda r: (r.step if r.step is not None else -1, r.outcome is not None))
+
+
+def _checkpoint(value: Any) -> CheckpointStatus | None:
+    if not isinstance(value, dict) or _int(value.get("step")) is None:
+        return None
+    return CheckpointStatus(step=_int(value["step"]),
+                            time=value.get("time") if parse_time(_text(value.get("time"))) else None,
+                            path=_text(value.get("path")) or None)
+
+
+def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
+    """[[step, loss], ...] -> ((step, loss), ...); malformed entries are skipped."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for item in value[:1000]:
+        if isinstance(item, list) and len(item) == 2 and _int(item[0]) is not None:
+            out.append((item[0], _num(item[1])))
+    return tuple(out)
+
+
+# A report comes from a tenant's pod: every value is bounded and typed here, so nothing
+# it says can make a status the API server refuses (a step of 2**63 is no int64 there).
+MAX_COUNT = 2**53 - 1  # also exact in JSON numbers read as doubles
+MAX_TEXT = 4096
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and len(value) <= MAX_TEXT else None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

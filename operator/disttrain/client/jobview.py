@@ -1,0 +1,453 @@
+"""A DistributedTraining as a user follows it (pure): progress, ETA, checkpoint age, and
+the lines `disttrain get|status|top|submit|wait` print.
+
+Everything here reads the object the operator writes (status.progress, status.checkpoint,
+status.workers, conditions; docs/api.md) and core/v1 Events; nothing talks to a cluster,
+so the CLI and the Python client (client.py) format alike and tests need no cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from disttrain.api.meta import meta_of
+from disttrain.api.types import BuiltinTrainer
+from disttrain.client.columns import aligned
+from disttrain.api.times import parse_time
+
+TERMINAL = ("Succeeded", "Failed")
+# What `wait --for` accepts: a phase the job can be waited into.
+WAITABLE = ("Running", "Succeeded", "Suspended")
+BAR_WIDTH = 20
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One job's state, read from its object. None where the operator has not said yet."""
+
+    name: str
+    namespace: str | None = None
+    phase: str | None = None
+    world_size: int | None = None
+    nodes: int | None = None  # workers pending or running
+    desired: int | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+    samples_per_second: float | None = None
+    global_batch: int | None = None  # samples per optimizer step, for the ETA
+    checkpoint_step: int | None = None
+    checkpoint_time: datetime | None = None
+    checkpoint_path: str | None = None  # status.checkpoint.path: a URL, or a path in the pod
+    checkpoint_claim: str | None = None  # spec.checkpoint.claimName: the volume that path is on
+    restarts: int = 0
+    suspended: bool = False
+    created: datetime | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    conditions: tuple[dict[str, Any], ...] = field(default=())
+    failures: tuple[dict[str, Any], ...] = field(default=())  # status.failures, oldest first
+    avoided_nodes: tuple[dict[str, Any], ...] = field(default=())  # status.avoidedNodes
+    goodput: dict[str, Any] | None = None  # status.goodput
+    eviction: dict[str, Any] | None = None  # status.eviction: the latest stop on purpose
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in TERMINAL
+
+    @property
+    def queued(self) -> bool:
+        """Waiting in a Kueue queue (the Queued condition is True)."""
+        return any(c.get("type") == "Queued" and c.get("status") == "True" for c in self.conditions)
+
+    @property
+    def shown_phase(self) -> str:
+        """The phase as get/top print it: a Pending job waiting in its Kueue queue is Queued."""
+        return "Queued" if self.queued and self.phase in (None, "Pending") else (self.phase or "Pending")
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the trainer's current throughput; None when it cannot be told."""
+        if (self.step is None or not self.total_steps or not self.samples_per_second
+                or not self.global_batch or self.finished):
+            return None
+        return max(0, self.total_steps - self.step) * self.global_batch / self.samples_per_second
+
+    def checkpoint_age(self, now: datetime) -> float | None:
+        return (now - self.checkpoint_time).total_seconds() if self.checkpoint_time else None
+
+
+def view_of(obj: dict[str, Any]) -> JobView:
+    """A DistributedTraining object (as the API returns it) -> JobView."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    progress = status.get("progress") or {}
+    checkpoint = status.get("checkpoint") or {}
+    workers = status.get("workers") or {}
+    resolved = status.get("resolved") or {}
+    return JobView(
+        name=meta.get("name", ""), namespace=meta.get("namespace"), phase=status.get("phase"),
+        world_size=resolved.get("worldSize"), nodes=workers.get("active"), desired=workers.get("desired"),
+        step=progress.get("step"), total_steps=progress.get("totalSteps"), loss=progress.get("loss"),
+        samples_per_second=progress.get("samplesPerSecond"), global_batch=global_batch_of(spec, resolved),
+        checkpoint_step=checkpoint.get("step"), checkpoint_time=parse_time(checkpoint.get("time")),
+        checkpoint_path=checkpoint.get("path") or None,
+        checkpoint_claim=(spec.get("checkpoint") or {}).get("claimName"),
+        restarts=status.get("restarts") or 0, suspended=bool(spec.get("suspend")),
+        created=parse_time(meta.get("creationTimestamp")), start_time=parse_time(status.get("startTime")),
+        completion_time=parse_time(status.get("completionTime")),
+        conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
+        failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)),
+        avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
+        goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None,
+        eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None)
+
+
+def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
+    """Samples per optimizer step of the built-in trainer (batchSize x data-parallel
+    degree x accumulation), as status.global_batch computes it from the typed spec.
+    None for a user's script, whose samples/s need not be in the same unit."""
+    trainer = spec.get("trainer") or {}
+    if "command" in trainer:
+        return None
+    builtin = trainer.get("builtin") or {}
+    world = resolved.get("worldSize")
+    mesh = spec.get("mesh") or {}
+    data_parallel = mesh.get("fsdp") or world
+    batch = builtin.get("batchSize") or _default_batch_size()
+    if not data_parallel or not batch:
+        return None
+    return int(batch) * int(data_parallel) * int(spec.get("accumulateGradBatches") or 1)
+
+
+def _default_batch_size() -> int:
+    """builtin.batchSize's documented default (api/types.py is its one source)."""
+    return next(meta_of(f).default for f in dataclasses.fields(BuiltinTrainer) if f.name == "batch_size")
+
+
+# ---- words ------------------------------------------------------------------------
+
+
+def duration(seconds: float | None) -> str:
+    """kubectl's short human durations: 45s, 3m20s, 12m, 5h10m, 3d."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 10:
+        return f"{m}m{s}s" if s else f"{m}m"
+    if m < 180:
+        return f"{m}m"
+    h, m = divmod(m, 60)
+    if h < 8:
+        return f"{h}h{m}m" if m else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    d, h = divmod(h, 24)
+    return f"{d}d{h}h" if d < 8 and h else f"{d}d"
+
+
+def bar(step: int | None, total: int | None, width: int = BAR_WIDTH) -> str:
+    """[#######-------------] 35%; the bar is empty until the trainer reports a step."""
+    if step is None or not total:
+        return "[" + "-" * width + "]   -"
+    fraction = min(1.0, max(0.0, step / total))
+    filled = int(fraction * width)
+    return f"[{'#' * filled}{'-' * (width - filled)}] {int(fraction * 100):3d}%"
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
+
+
+def _steps(view: JobView) -> str:
+    if view.step is None:
+        return "-"
+    return f"{view.step}/{view.total_steps}" if view.total_steps else str(view.step)
+
+
+def _checkpoint(view: JobView, now: datetime) -> str:
+    if view.checkpoint_step is None:
+        return "-"
+    age = view.checkpoint_age(now)
+    return f"step {view.checkpoint_step}" + (f" ({duration(age)} ago)" if age is not None else "")
+
+
+def checkpoint_location(view: JobView) -> str:
+    """Where the newest checkpoint is: its object-store URL, or its path on the claim (or in
+    a pod's own emptyDir, which goes with the pod)."""
+    path = view.checkpoint_path
+    if not path:
+        return ""
+    if "://" in path:
+        return f"at {path}"
+    return f"on claim {view.checkpoint_claim} at {path}" if view.checkpoint_claim else f"at {path} (the pod's emptyDir)"
+
+
+def progress_line(view: JobView, now: datetime) -> str:
+    """One line per change while following a job (submit, wait, watch)."""
+    parts = [f"{view.name}: {view.phase or 'Pending'}"]
+    if view.step is not None:
+        parts.append(f"step {_steps(view)} {bar(view.step, view.total_steps)}")
+    if view.loss is not None:
+        parts.append(f"loss {view.loss:.4g}")
+    if view.samples_per_second is not None:
+        parts.append(f"{_rate(view.samples_per_second)} samples/s")
+    if view.eta_seconds is not None:
+        parts.append(f"ETA {duration(view.eta_seconds)}")
+    if view.checkpoint_step is not None:
+        parts.append(f"checkpoint {_checkpoint(view, now)}")
+    return "  ".join(parts)
+
+
+def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max_events: int = 8) -> list[str]:
+    """`disttrain status NAME`: phase, progress, checkpoint, conditions with their messages,
+    recent Events (newest last, like `kubectl describe`)."""
+    workers = f"{view.nodes if view.nodes is not None else '-'}/{view.desired if view.desired is not None else '-'}"
+    lines = [
+        f"Name:        {view.name}",
+        f"Namespace:   {view.namespace or '-'}",
+        f"Phase:       {view.phase or 'Pending'}"
+        + (" (suspending)" if view.suspended and view.phase != "Suspended" else "")
+        + (" (queued: waiting for Kueue's admission, see Queued below)" if view.shown_phase == "Queued" else ""),
+        f"Workers:     {workers} active, world size {view.world_size if view.world_size is not None else '-'}, "
+        f"restarts {view.restarts}",
+        f"Progress:    {bar(view.step, view.total_steps)}  step {_steps(view)}",
+        f"Loss:        {view.loss:.6g}" if view.loss is not None else "Loss:        -",
+        f"Throughput:  {_rate(view.samples_per_second)} samples/s",
+        f"ETA:         {duration(view.eta_seconds)}",
+        f"Checkpoint:  {' '.join(filter(None, (_checkpoint(view, now), checkpoint_location(view))))}",
+        *([f"Goodput:     {goodput_words(view.goodput)}"] if view.goodput else []),
+        *([f"Last stop:   {stop_words(view.eviction)}"] if view.eviction else []),
+        f"Age:         {duration((now - view.created).total_seconds()) if view.created else '-'}",
+        "Conditions:",
+    ]
+    if not view.conditions:
+        lines.append("  (none yet: is the operator running?)")
+    for c in view.conditions:
+        reason = f" {c['reason']}" if c.get("reason") else ""
+        message = f": {c['message']}" if c.get("message") else ""
+        lines.append(f"  {c.get('type')}={c.get('status')}{reason}{message}")
+    if view.failures:
+        lines.append("Failures:")
+        lines.extend("  " + line for line in failure_table(view.failures))
+    if view.avoided_nodes:
+        lines.append("Avoided nodes:")
+        lines.extend(f"  {avoided_line(a)}" for a in view.avoided_nodes)
+    lines.append("Events:")
+    recent = sorted(events, key=event_time_key)[-max_events:]
+    if not recent:
+        lines.append("  <none>")
+    for e in recent:
+        lines.append("  " + event_line(e, now))
+    return lines
+
+
+HANDSHAKE_WORDS = {
+    "Requested": "checkpointing step {step} before the pods go",
+    "Checkpointed": "checkpoint-then-evict completed",
+    "TimedOut": "no checkpoint within evictGraceSeconds: stopped with SIGTERM",
+    "NotSupported": "the trainer took no checkpoint request: stopped with SIGTERM",
+    "NotRunning": "no trainer was running",
+    "Off": "evictGraceSeconds 0: stopped with SIGTERM",
+    "Cancelled": "called off before the pods went",
+}
+
+
+def stop_words(ev: dict[str, Any]) -> str:
+    """status.eviction in a line: why, how the handshake went, where it resumes, what it cost."""
+    words = HANDSHAKE_WORDS.get(str(ev.get("handshake")), str(ev.get("handshake") or "-"))
+    parts = [f"{ev.get('reason') or 'stopped'}: {words.format(step=ev.get('step'))}"]
+    if ev.get("resumeFromStep") is not None:
+        parts.append(f"resumes from step {ev['resumeFromStep']}")
+    if ev.get("stepsLost") is not None:
+        parts.append(f"{ev['stepsLost']} steps lost")
+    return ", ".join(parts)
+
+
+def event_time_key(event: dict[str, Any]) -> str:
+    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def event_line(event: dict[str, Any], now: datetime) -> str:
+    when = parse_time(event_time_key(event))
+    age = duration((now - when).total_seconds()) if when else "-"
+    count = event.get("count") or 1
+    times = f" (x{count})" if count > 1 else ""
+    message = " ".join(str(event.get("message") or "").split())
+    return f"{age:>6}  {event.get('type', '-'):<7} {event.get('reason', '-')}{times}: {message}"
+
+
+TOP_COLUMNS = ("NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S", "CHECKPOINT", "RESTARTS", "AGE")
+WIDE_COLUMNS = ("WORKERS", "LOSS", "ETA")  # `get -o wide` adds these
+
+
+def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False, *, headers: bool = True,
+              wide: bool = False) -> list[str]:
+    """`disttrain top` and `disttrain get`: one line per job, columns aligned (like
+    kubectl: --no-headers drops the first line, -o wide adds columns)."""
+    header = (("NAMESPACE",) if all_namespaces else ()) + TOP_COLUMNS + (WIDE_COLUMNS if wide else ())
+    rows = [header]
+    for v in sorted(views, key=lambda v: (v.namespace or "", v.name)):
+        row = (v.name, v.shown_phase, str(v.world_size) if v.world_size is not None else "-",
+               bar(v.step, v.total_steps, width=10), _steps(v), _rate(v.samples_per_second),
+               _checkpoint(v, now).removeprefix("step "), str(v.restarts),
+               duration((now - v.created).total_seconds()) if v.created else "-")
+        if wide:
+            workers = f"{v.nodes if v.nodes is not None else '-'}/{v.desired if v.desired is not None else '-'}"
+            row += (workers, f"{v.loss:.4g}" if v.loss is not None else "-", duration(v.eta_seconds))
+        rows.append(((v.namespace or "-",) if all_namespaces else ()) + row)
+    if len(rows) == 1:
+        return []
+    lines = aligned(rows)
+    return lines if headers else lines[1:]
+
+
+FAILURE_COLUMNS = ("TIME", "CAUSE", "WORKER", "NODE", "EXIT", "RESUMED FROM", "LOST", "MESSAGE")
+
+
+def failure_table(failures: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[str]:
+    """status.failures as `status NAME` prints it: a header, then one line each, oldest first."""
+    def cell(value: Any) -> str:
+        return "-" if value is None or value == "" else " ".join(str(value).split())
+
+    rows = [FAILURE_COLUMNS] + [tuple(cell(f.get(k)) for k in ("time", "cause", "rank", "node", "exitCode",
+                                                                "resumedFromStep", "stepsLost", "message"))
+                                for f in failures]
+    return aligned(rows)
+
+
+def goodput_words(goodput: dict[str, Any]) -> str:
+    """status.goodput in one line: the ratio, then where the worker-seconds went."""
+    ratio = goodput.get("ratio")
+    parts = ", ".join(f"{name} {duration(float(goodput.get(key) or 0))}" for name, key in (
+        ("productive", "productiveSeconds"), ("lost", "lostSeconds"), ("restarting", "restartingSeconds"),
+        ("waiting", "waitingSeconds")))
+    return f"{'-' if ratio is None else f'{100 * float(ratio):.0f}%'} of worker time ({parts})"
+
+
+def avoided_line(entry: dict[str, Any]) -> str:
+    """One entry of status.avoidedNodes, in words."""
+    line = f"{entry.get('node', '-')}: {entry.get('failures', '-')} failures, avoided since {entry.get('time', '-')}"
+    if entry.get("liftedTime"):
+        line += f"; no more since {entry['liftedTime']}: {entry.get('message') or '-'}"
+    return line
+
+
+# ---- wait -------------------------------------------------------------------------
+
+MET, WAITING, NEVER = "met", "waiting", "never"
+
+
+def wait_decision(view: JobView, target: str) -> str:
+    """Has `view` reached `target` (MET), can it still (WAITING), or never will (NEVER)?
+
+    A job that ended (Succeeded or Failed) cannot become Running or Suspended any more;
+    one that Failed cannot succeed.
+    """
+    if view.phase == target:
+        return MET
+    if view.finished:
+        return NEVER
+    return WAITING
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFor:
+    """What `wait --for` (and Client.wait_for) waits for; parse_wait_for reads kubectl's forms."""
+
+    text: str
+    phases: tuple[str, ...] = ()
+    condition: str | None = None
+    condition_status: str = "True"
+    path: Any = None  # a jsonpath.Path
+    value: str | None = None  # with path: the text it must print; None: that it exists
+    delete: bool = False
+
+
+WAIT_FORMS = ("PHASE (" + ", ".join(WAITABLE) + ")", "condition=TYPE[=STATUS]", "delete", "jsonpath={PATH}[=VALUE]")
+
+
+def parse_wait_for(text: str) -> WaitFor:
+    """`Succeeded`, `Running,Suspended`, `condition=Ready`, `condition=Suspended=False`,
+    `delete`, `jsonpath={.status.phase}=Running` or `jsonpath={.status.checkpoint}`.
+    ValueError names the forms that are allowed."""
+    from disttrain.client.jsonpath import JSONPathError, expression
+
+    forms = f"use one of: {', '.join(WAIT_FORMS)}"
+    kind, sep, rest = text.partition("=")
+    if text == "delete":
+        return WaitFor(text, delete=True)
+    if sep and kind == "condition":
+        condition, _, status = rest.partition("=")
+        if not condition:
+            raise ValueError(f"--for {text!r}: name the condition, e.g. condition=Running; {forms}")
+        return WaitFor(text, condition=condition, condition_status=status or "True")
+    if sep and kind == "jsonpath":
+        path, value = _split_jsonpath(rest)
+        try:
+            return WaitFor(text, path=expression(path), value=value)
+        except JSONPathError as exc:
+            raise ValueError(f"--for {text!r}: {exc}") from None
+    phases = tuple(p.strip() for p in text.split(","))
+    wrong = [p for p in phases if p not in WAITABLE]
+    if wrong or sep:
+        raise ValueError(f"--for {text!r}: {', '.join(map(repr, wrong)) or repr(kind)} is not a phase that can be "
+                         f"waited for or a form of --for; {forms}")
+    return WaitFor(text, phases=phases)
+
+
+def _split_jsonpath(rest: str) -> tuple[str, str | None]:
+    """`{.a.b}=x` -> ("{.a.b}", "x"); `.a.b=x` likewise; no `=`: no value."""
+    if rest.startswith("{") and "}" in rest:
+        end = rest.rindex("}") + 1
+        if rest[end:].startswith("="):
+            return rest[:end], rest[end + 1:]
+        if rest[end:]:
+            raise ValueError(f"--for jsonpath={rest!r}: after the {{PATH}} comes =VALUE or nothing")
+        return rest, None
+    path, sep, value = rest.partition("=")
+    return path, value if sep else None
+
+
+def wait_for_decision(want: WaitFor, obj: dict[str, Any]) -> str:
+    """MET, WAITING or NEVER for the job's object as the API returns it.
+
+    A phase it can no longer reach is NEVER (wait_decision); conditions and JSONPath
+    values wait until met or the timeout, as kubectl's do: the operator may still write."""
+    from disttrain.client.jsonpath import evaluate, text_of
+
+    if want.phases:
+        decisions = {wait_decision(view_of(obj), p) for p in want.phases}
+        return MET if MET in decisions else NEVER if decisions == {NEVER} else WAITING
+    if want.condition is not None:
+        for c in (obj.get("status") or {}).get("conditions") or ():
+            if str(c.get("type", "")).lower() == want.condition.lower():
+                return MET if str(c.get("status", "")).lower() == want.condition_status.lower() else WAITING
+        return WAITING
+    if want.path is not None:
+        found = evaluate(want.path, obj)
+        met = bool(found) if want.value is None else any(text_of(v) == want.value for v in found)
+        return MET if met else WAITING
+    return WAITING  # delete: decided by the object going away
+
+
+def parse_duration(text: str) -> float:
+    """kubectl-style durations: 30s, 5m, 1h30m, 90 (seconds). ValueError names the fix."""
+    text = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"invalid duration {text!r}: use a number of seconds or units h, m, s, e.g. 90s, 5m, 1h30m")
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)

@@ -1,0 +1,759 @@
+"""The shell around plan.decide: one keyed work queue, a few workers, one clock.
+
+kopf only watches (handlers.py): a job's or one of its pods' events put the job's key
+(namespace, name) on `queue`; workers take keys one at a time and run `reconcile(key)`,
+which returns when to look again (a timer: keys an event queued go first). A key is
+never reconciled by two workers at once, and events that arrive during a pass coalesce
+into one more pass that sees the newest state.
+A pass that fails is retried after the queue's per-key exponential back-off.
+
+The trainer's /status is read through a second queue, `polls`, of running jobs, so a slow
+or silent trainer never delays a reconcile; a report that moved puts the job on `queue`.
+
+Per job the shell keeps one `JobRecord` (record.py), by uid. Time comes from the
+injected `Clock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from disttrain.api import conditions as c
+from disttrain.api.names import worker_name
+from disttrain.api.policy import PodPolicy
+from disttrain.api.types import DistributedTrainingStatus as Status
+from disttrain.integrations.kueue import workload as kueue
+from disttrain.operator.core.backoff import exponential
+from disttrain.api.validate import Validation, validate_document
+from disttrain.operator.clock import Clock
+from disttrain.operator.informer import PodWatch
+from disttrain.operator.kube import ApiError, Kube, kind_of
+from disttrain.operator.metrics import OperatorMetrics
+from disttrain.operator.core.plan import (JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds,
+                                          routine_write, status_write)
+from disttrain.operator.core.failures import avoiding
+from disttrain.operator.core.nodes import NodeHealth
+from disttrain.operator.core.pods import PodInfo, controller_uid
+from disttrain.operator.record import JobRecord, Key, describe, foreign_conflicts, moved
+from disttrain.render import (TEMPLATE_HASH_ANNOTATION, render_disruption_budget, render_pod, render_pod_group,
+                              render_service, template_hash)
+from disttrain.render.network_policy import NetworkPolicySettings, render_network_policy
+from disttrain.api.report import parse_report
+from disttrain.operator.settings import Settings
+from disttrain.operator.core.status import read_status, status_sources
+from disttrain.api.times import iso, parse_time
+from disttrain.operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
+
+log = logging.getLogger("disttrain.controller")
+
+# Let a burst of pod events (8 pods turning Running together) coalesce into one pass.
+COALESCE_SECONDS = 0.05
+# A failed pass is retried after 0.5 s, 1 s, 2 s ... up to this.
+RETRY_MAX_SECONDS = 10.0
+# Answers that say the status itself is wrong (a bug of ours, never the user's doing):
+# retrying the same status cannot help.
+STATUS_REFUSED = (400, 422)
+# A trainer that does not answer /status is asked at most this rarely.
+SILENT_TRAINER_MAX_SECONDS = 120.0
+ACTIVE = ("Running", "Restarting")
+
+
+def silent_poll_seconds(period: float, silent: int) -> float:
+    """The wait before the next /status poll after `silent` unanswered ones in a row:
+    the period, doubling from the second miss, capped (the first miss may be a restart)."""
+    if silent <= 1:
+        return period
+    return exponential(period, max(period, SILENT_TRAINER_MAX_SECONDS), silent)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WatchedJob:
+    """The newest version of a job the watch delivered: only what the shell reads."""
+
+    uid: str
+    generation: int | None
+    deleting: bool
+    created: str | None
+    spec: dict[str, Any]
+    status: dict[str, Any]
+    api_version: str
+    kind: str
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> WatchedJob:
+        meta = body.get("metadata") or {}
+        return cls(uid=meta.get("uid") or "", generation=meta.get("generation"),
+                   deleting=bool(meta.get("deletionTimestamp")), created=meta.get("creationTimestamp"),
+                   spec=dict(body.get("spec") or {}), status=dict(body.get("status") or {}),
+                   api_version=body.get("apiVersion") or "", kind=body.get("kind") or "",
+                   labels=dict(meta.get("labels") or {}))
+
+    @property
+    def marker(self) -> tuple[Any, ...]:
+        """What makes a new pass worth it: not our own status writes."""
+        return (self.uid, self.generation, self.deleting, tuple(sorted(self.labels.items())))
+
+
+class Controller:
+    """The jobs this operator knows, their records, and the queues that move them."""
+
+    def __init__(self, *, settings: Settings, kube: Kube, metrics: OperatorMetrics, policy: Policy,
+                 clock: Clock | None = None, pod_policy: PodPolicy = PodPolicy(),
+                 network_policy: NetworkPolicySettings | None = None):
+        self.settings, self.kube, self.metrics, self.policy = settings, kube, metrics, policy
+        self.clock = clock or Clock()
+        self.pod_policy, self.network_policy = pod_policy, network_policy
+        self.queue: WorkQueue[Key] = WorkQueue(self.clock, RateLimiter(self.clock, cap=RETRY_MAX_SECONDS),
+                                               name="reconcile")
+        self.polls: WorkQueue[Key] = WorkQueue(self.clock, name="progress")
+        self.jobs: dict[Key, WatchedJob] = {}
+        self.records: dict[str, JobRecord] = {}  # by job uid
+        self.pods_index: Any = None  # our pods by (namespace, job): the PodWatch's cache (informer.py)
+        self.pod_watch: PodWatch | None = None  # None (unit tests): pods_index is complete from the start
+        self.nodes_index: Any = None  # kopf's index of node health by node name
+        self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
+        self._local_queues: dict[Key, tuple[str | None, float]] = {}  # -> (its ClusterQueue, read again after)
+        self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned), as last seen: to act on changes only
+        self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
+        self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
+
+    # ---- what the watch tells (handlers.py) ---------------------------------------------
+
+    def job_event(self, key: Key, body: Mapping[str, Any], event_type: str | None) -> None:
+        """Remember the newest version; queue the job when it changed in a way that matters."""
+        view = WatchedJob.of(body)
+        if self.pod_watch is not None:
+            self.pod_watch.want(key[0])
+        if event_type == "DELETED":
+            self.drop(key, view.uid)
+            return
+        before = self.jobs.get(key)
+        self.jobs[key] = view
+        if before is not None and before.uid != view.uid:
+            self.drop_record(before.uid)  # the name was reused: the old job is gone
+        if before is None or before.marker != view.marker:
+            self.queue.add(key)
+
+    def pod_event(self, key: Key) -> None:
+        view = self.jobs.get(key)
+        rec = self.records.get(view.uid) if view is not None else None
+        if rec is not None:
+            rec.pods_changed = self.clock.monotonic()
+        self.queue.add_after(key, COALESCE_SECONDS)
+
+    def pods_synced(self, namespace: str | None) -> None:
+        """The pods of a namespace (None: of every namespace) are all listed: its jobs,
+        which waited for that, go now."""
+        for key in self.jobs:
+            if namespace is None or key[0] == namespace:
+                self.queue.add(key)
+
+    def node_event(self, name: str, deleted: bool = False) -> None:
+        """A node was lost or came back, cordoned or uncordoned: queue the jobs with workers
+        on it (heartbeats that change nothing cost one comparison)."""
+        health = None if deleted else self._node(name)
+        seen = (health.lost_since(), health.cordoned) if health is not None else (None, False)
+        if self._node_seen.get(name, (None, False)) == seen:
+            return
+        if seen == (None, False):
+            self._node_seen.pop(name, None)
+        else:
+            self._node_seen[name] = seen
+        for key, pods in list((self.pods_index or {}).items()):
+            if any(p.node == name for p in pods):
+                self.queue.add(key)
+
+    def drop(self, key: Key, uid: str | None) -> None:
+        """The job is gone: forget it and everything about it; a pass already queued for it
+        finds nothing and makes no API call."""
+        view = self.jobs.get(key)
+        if view is not None and (not uid or view.uid == uid):
+            del self.jobs[key]
+        if uid:
+            self.drop_record(uid)
+        self.queue.discard(key)
+        self.polls.discard(key)
+        self.metrics.forget(*key)
+
+    def drop_record(self, uid: str) -> None:
+        self.records.pop(uid, None)
+
+    # ---- workers ---------------------------------------------------------------------
+
+    async def run(self, workers: int) -> None:
+        """Reconcile and poll until cancelled (or the queues are shut down)."""
+        tasks = [asyncio.create_task(self._work(self.queue, self.reconcile_key, self._failed), name=f"reconcile-{i}")
+                 for i in range(workers)]
+        tasks += [asyncio.create_task(self._work(self.polls, self.poll, None), name=f"progress-{i}")
+                  for i in range(max(1, workers // 4))]
+        events = asyncio.create_task(self._post_events(), name="events")
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in (*tasks, events, *self._creators):
+                task.cancel()
+            await asyncio.gather(*tasks, events, *self._creators, return_exceptions=True)
+
+    def shutdown(self) -> None:
+        self.queue.shutdown()
+        self.polls.shutdown()
+
+    async def _work(self, queue: WorkQueue[Key], process: Any, on_error: Any) -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except QueueShutDown:
+                return
+            try:
+                again = await process(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001  (a worker must outlive any failure of one key)
+                if on_error is None:
+                    log.warning("%s/%s: %s failed: %s", *key, queue.name, exc, exc_info=True)
+                else:
+                    on_error(key, exc)
+            else:
+                queue.forget(key)
+                if again is not None:  # a timer: it goes behind every job an event queued
+                    queue.add_after(key, again, TIMER)
+            finally:
+                queue.done(key)
+
+    def _failed(self, key: Key, exc: Exception) -> None:
+        delay = self.queue.add_rate_limited(key)
+        reason = f"Api{exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
+        self.metrics.reconcile_errors.labels(reason=reason).inc()
+        log.warning("reconciling %s/%s failed (%s, attempt %d); retrying in %.1fs: %s",
+                    *key, reason, self.queue.limiter.retries(key), delay, exc, exc_info=not isinstance(exc, ApiError))
+
+    # ---- one pass --------------------------------------------------------------------
+
+    async def reconcile_key(self, key: Key) -> float | None:
+        started = time.perf_counter()
+        try:
+            return await self.reconcile(key)
+        finally:
+            self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Observe, decide (pure), carry out, write status. Returns seconds until the next look."""
+        view = self.jobs.get(key)
+        if view is None or view.deleting:
+            return None  # gone, or being deleted: the garbage collector removes the children
+        if self.pod_watch is not None and not self.pod_watch.synced(key[0]):
+            return None  # its pods are not all listed yet: pods_synced queues it when they are
+        clock = self.clock
+        started = clock.monotonic()
+        rec = self.records.get(view.uid)
+        if rec is None:
+            rec = self.records[view.uid] = JobRecord(uid=view.uid, key=key)
+        elif clock.monotonic() >= rec.resync_due:
+            # Nothing happened for a whole resync period: a deletion the watch did not deliver?
+            if await self.kube.job_uid(*key) != view.uid:
+                self.drop(key, view.uid)
+                return None
+        rec.resync_due = clock.monotonic() + self.settings.resync_seconds
+        namespace, name = key
+        validation = self.validate(view, rec, key)
+        base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
+        queue = kueue.queue_of(view.labels)
+        workload = self._workload(key, view.uid) if self.settings.kueue and queue else None
+        job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
+                       validation=validation, queue=queue if self.settings.kueue else None, workload=workload,
+                       queue_ignored=queue if not self.settings.kueue else None,
+                       cluster_queue=await self._cluster_queue(namespace, queue)
+                       if workload is not None and not workload.admitted else None)
+        pods, foreign = rec.own_pods(self._observed(key), clock.monotonic())
+        await self._recheck_conflicts(namespace, rec)
+        conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
+        moment = clock.now()
+        nodes = {p.node: health for p in pods if p.node and (health := self._node(p.node)) is not None}
+        plan = decide(job, pods, moment, self.policy, report=rec.report, conflicts=conflicts, refusal=rec.refusal,
+                      nodes=nodes, checkpoint_refused=self._checkpoint_refused(base, rec))
+        if not await self.carry_out(plan, job, view, pods, rec):
+            return None  # the job is gone
+        deferred = await self._write_status(key, base, plan.status, rec, started)
+        self._observe_metrics(plan, job, view, moment)
+        if plan.status.phase in ACTIVE and validation.ok and not self.polls.pending(key) \
+                and not self.polls.processing(key):
+            self.polls.add_after(key, self.settings.progress_seconds)
+        return look_again_in(
+            resync=self.settings.resync_seconds, deferred_write=deferred,
+            wake=(plan.wake_at - clock.now()).total_seconds() if plan.wake_at is not None else None,
+            refusal_retry=rec.refused_until - clock.monotonic() if rec.refusal is not None else None,
+            squatters=bool(rec.conflicts))
+
+    @staticmethod
+    def _read_status(key: Key, view: WatchedJob) -> Status:
+        """The status the API server holds, typed, for the first pass of this operator over
+        the job (later passes start from the status they wrote themselves)."""
+        status, errors = read_status(view.status)
+        for error in errors:
+            log.warning("%s/%s: ignoring a status field this operator does not write: %s", *key, error)
+        return status
+
+    def validate(self, view: WatchedJob, rec: JobRecord, key: Key) -> Validation:
+        """The job's spec validated once per generation: the API server bumps it on every
+        spec change, and passes and progress polls between changes reuse the result."""
+        cached = rec.validation
+        if cached is not None and view.generation is not None and cached[0] == view.generation:
+            return cached[1]
+        document = {"apiVersion": view.api_version, "kind": view.kind,
+                    "metadata": {"name": key[1], "namespace": key[0]}, "spec": dict(view.spec)}
+        validation = validate_document(document, self.pod_policy)
+        rec.validation = (view.generation, validation)
+        return validation
+
+    async def carry_out(self, plan: Plan, job: JobState, view: WatchedJob, pods: list[PodInfo],
+                        rec: JobRecord) -> bool:
+        """Post, delete, create as planned. False: the job turned out to be gone (forgotten)."""
+        kube, clock = self.kube, self.clock
+        for event in plan.events:
+            if (event.reason, event.message) not in rec.posted:  # once per reason and message
+                rec.posted.add((event.reason, event.message))
+                self.outbox.put_nowait((self._ref(job, view), event.type, event.reason, c.cap(event.message),
+                                        iso(clock.now())))
+        uids = {p.name: p.uid for p in pods}
+        for pod_name, why in plan.delete:
+            # A lost node's pods are deleted at once: no kubelet is left to confirm a graceful end.
+            await kube.delete_pod(job.namespace, pod_name, uids.get(pod_name), force=why == c.NODE_LOST)
+            log.info("%s/%s: deleted pod %s (%s)", job.namespace, job.name, pod_name, why)
+            if uids.get(pod_name):
+                rec.expect_delete(uids[pod_name], clock.monotonic())
+        if not plan.create:
+            if not plan.create_workload:
+                rec.refusal, rec.refusals = None, 0  # nothing left to create: nothing refused
+        elif clock.monotonic() >= rec.refused_until and not rec.creating:
+            # Creating is the one step that must not act on a job that is gone (a deleted
+            # CRD takes every job with it, and its watch may end before their DELETED
+            # events): read the job first.
+            if await kube.job_uid(job.namespace, job.name) != view.uid:
+                self.drop((job.namespace, job.name), view.uid)
+                return False
+            self._start_creating(plan, job, view, rec)
+        if plan.delete_job:
+            await kube.delete_job(job.namespace, job.name)
+        await self._carry_out_kueue(plan, job, view, rec)
+        if plan.ask_checkpoint is not None and plan.status.eviction is not None:
+            self._ask_checkpoint(plan.status.eviction.request_time, plan.ask_checkpoint, job, pods, rec)
+        return True
+
+    async def _carry_out_kueue(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
+        """The Workload steps of the plan (integrations/kueue/workload.py)."""
+        wl, ns, kube = job.workload, job.namespace, self.kube
+        if plan.delete_workload and wl is not None:
+            await kube.delete(ns, WORKLOAD, wl.name)
+        if plan.create_workload and job.queue is not None and job.validation.ok:
+            await self._create_workload(job, view, rec)
+        if wl is None:
+            return
+        if plan.workload_active is not None:
+            await kube.patch(ns, WORKLOAD, wl.name, {"spec": {"active": plan.workload_active}})
+        now = iso(self.clock.now())
+        if plan.release_workload:
+            await self._update_workload(job, wl.name, lambda body: kueue.release(body, now))
+        if plan.workload_pods_ready is not None:
+            ready, reason = plan.workload_pods_ready
+            await self._update_workload(job, wl.name, lambda body: kueue.pods_ready(body, ready, reason, now))
+        if plan.finish_workload is not None:
+            succeeded, message = plan.finish_workload
+            await self._update_workload(job, wl.name, lambda body: kueue.finish(body, succeeded, message, now))
+
+    async def _create_workload(self, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
+        """Make the job's Workload, with its priority read from the class that sets it; a
+        class that does not exist is said on the job (PodCreationForbidden) and retried."""
+        key = (job.namespace, job.name)
+        if self.clock.monotonic() < rec.refused_until:
+            return  # refused lately: the job's pass after the back-off tries again
+        owned = dataclasses.replace(job.validation.job, uid=view.uid)
+        resolved = job.validation.resolved
+        priority = None
+        source = kueue.priority_source(owned, view.labels)
+        if source is not None:
+            kind, name = source
+            group = "scheduling.k8s.io" if kind == "PriorityClass" else kueue.GROUP
+            found = await self.kube.get("", f"{kind}.{group}", name)
+            if found is None:  # said on the job and retried after the refusals' back-off
+                where = ("spec.scheduling.priorityClassName" if kind == "PriorityClass"
+                         else f"the label {kueue.PRIORITY_LABEL}")
+                missing = ApiError(404, "NotFound", f"{kind} {name!r} (from {where}) does not exist",
+                                   f"reading {kind} {name}")
+                self._refused(rec, key, f"the Workload of {job.name}", missing, {404: f"create it, or change {where}"})
+                return
+            priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
+        body = kueue.render_workload(owned, resolved, render_pod(owned, resolved, 0), job.queue or "", priority,
+                                     template_hash(job.validation.job, resolved))
+        try:
+            result = await self.kube.create(body)
+        except ApiError as exc:
+            self._refused(rec, key, f"Workload {body['metadata']['name']}", exc, _WORKLOAD_HINTS)
+            return
+        rec.refusal, rec.refusals = None, 0
+        if result.created:
+            log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], job.queue)
+
+    async def _update_workload(self, job: JobState, name: str, change: Any) -> None:
+        """Read the Workload, change its status (kueue.release, pods_ready, finish), write it with
+        its resourceVersion; when Kueue wrote it meanwhile, the job's next pass tries again."""
+        body = await self.kube.get(job.namespace, WORKLOAD, name)
+        status = change(body) if body is not None else None
+        if status is None:
+            return
+        if await self.kube.replace({**body, "status": status}, "status") is None:  # type: ignore[dict-item]
+            self.queue.add_after((job.namespace, job.name), COALESCE_SECONDS)
+
+    async def _cluster_queue(self, namespace: str, queue: str | None) -> str | None:
+        """The ClusterQueue a LocalQueue feeds, for the words of a waiting job; read at most
+        once a minute per LocalQueue (None: it does not exist, Kueue says so itself)."""
+        if queue is None:
+            return None
+        now = self.clock.monotonic()
+        known = self._local_queues.get((namespace, queue))
+        if known is None or now >= known[1]:
+            found = await self.kube.get(namespace, LOCAL_QUEUE, queue)
+            known = ((found or {}).get("spec") or {}).get("clusterQueue"), now + 60.0
+            self._local_queues[(namespace, queue)] = known
+        return known[0]
+
+    def _workload(self, key: Key, uid: str) -> kueue.WorkloadView | None:
+        """The job's own Workload as the watch shows it (a finished one only if no other)."""
+        try:
+            found = list(self.workloads_index.get(key, [])) if self.workloads_index is not None else []
+        except (KeyError, TypeError):
+            return None
+        own = [w for w in found if w.owner_uid == uid]
+        return next((w for w in own if not w.finished), own[0] if own else None)
+
+    async def _placement(self, wl: kueue.WorkloadView | None) -> kueue.Placement:
+        """Where an admitted job's workers go: its ResourceFlavors read now (a flavor
+        changed since the admission is taken as it is)."""
+        if wl is None or not wl.admitted:
+            return kueue.Placement()
+        flavors = {}
+        for name in sorted(set(wl.flavors.values())):
+            flavors[name] = await self.kube.get("", FLAVOR, name) or {}
+        return kueue.placement_of(wl, flavors)
+
+    @staticmethod
+    def _checkpoint_refused(status: Status, rec: JobRecord) -> str | None:
+        """Why the trainer did not take the checkpoint request of the stop in progress."""
+        ev = status.eviction
+        return rec.checkpoint_refused if ev is not None and rec.asked_checkpoint == ev.request_time else None
+
+    def _ask_checkpoint(self, stop: str | None, ask: tuple[int, float], job: JobState, pods: list[PodInfo],
+                        rec: JobRecord) -> None:
+        """Ask a ready worker for a checkpoint before the job stops (eviction.py), once per
+        stop, in the background: the answer (its report, or why it refused) queues the job."""
+        if rec.asked_checkpoint == stop:
+            return
+        rec.asked_checkpoint, rec.checkpoint_refused = stop, None
+        key = (job.namespace, job.name)
+        port = job.validation.job.spec.metrics.port
+        hold, wait = ask
+        sources = [p for p in status_sources(pods) if p.uid]
+
+        async def ask_one() -> None:
+            answer, refused = None, "no ready worker to ask"
+            for pod in sources:  # the first that answers; through it the request reaches every rank
+                answer, refused, answered = await self.kube.trainer_checkpoint(pod.ip, port, pod.uid, hold, wait)
+                if answered:
+                    break
+            report = parse_report(answer) if answer is not None else None
+            if rec.asked_checkpoint != stop:
+                return  # a newer stop (or none) by now
+            if report is not None:
+                rec.report = report
+            else:
+                rec.checkpoint_refused = refused or "POST /checkpoint answered no report"
+                log.info("%s/%s: the trainer did not take the checkpoint request: %s", *key, rec.checkpoint_refused)
+            self.queue.add(key)
+
+        task = asyncio.create_task(ask_one())
+        self._creators.add(task)
+        task.add_done_callback(self._creators.discard)
+
+    def _start_creating(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
+        """Create the planned children in the background: creates are paced (one token per
+        write, for the whole operator), and a worker that waited for them would hold every
+        other job's status back behind this job's pods. The pods count as present (Pending,
+        of the template sent) from now on, so no pass creates them twice; one whose creation
+        fails stops counting and the job is queued again."""
+        owned = dataclasses.replace(job.validation.job, uid=view.uid)
+        template = template_hash(job.validation.job, job.validation.resolved)
+        for index in plan.create:
+            rec.expect_create(worker_name(job.name, index), template, self.clock.monotonic())
+        rec.creating = True
+        task = asyncio.create_task(self._create_children(owned, job.validation.resolved, list(plan.create),
+                                                         (job.namespace, job.name), rec,
+                                                         avoiding(plan.status.avoided_nodes),
+                                                         job.workload if job.queue is not None else None))
+        self._creators.add(task)
+        task.add_done_callback(self._creators.discard)
+
+    async def settled(self) -> None:
+        """Wait for the creations in flight (tests; shutdown)."""
+        while self._creators:
+            await asyncio.gather(*self._creators, return_exceptions=True)
+
+    async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
+                               rec: JobRecord, avoid_nodes: tuple[str, ...] = (),
+                               workload: kueue.WorkloadView | None = None) -> None:
+        """The Service and NetworkPolicy (restored if someone deleted them), then the pods,
+        in index order, paced as one batch; a refused pod stops the batch and is said on
+        the job, a name held by a stranger is a NameConflict. Each pod is rendered just
+        before it is sent: hundreds of jobs waiting for their turn hold no manifests."""
+        left = list(indices)
+        try:
+            placement = await self._placement(workload)
+            children = [render_service(owned)]
+            if self.network_policy is not None:
+                children.append(render_network_policy(owned, self.network_policy))
+            budget = render_disruption_budget(owned)
+            if budget is not None:
+                children.append(budget)
+            group = render_pod_group(owned, resolved)
+            # Every write of the batch paid for at once: one left out waits for its own token
+            # behind every other job's batch (at 2,000 jobs, a job's last pod came 7 minutes
+            # after the others).
+            async with self.kube.creating(len(children) + (group is not None) + len(indices)):
+                for child in children:
+                    if not await self._ensure_child(child, rec, owned.uid):
+                        self.queue.add(key)  # the conflict goes into status next pass
+                        return
+                if group is not None:  # before the pods: the gang scheduler needs it first
+                    try:
+                        if not await self._ensure_child(group, rec, owned.uid):
+                            self.queue.add(key)
+                            return
+                    except ApiError as exc:
+                        self._refused(rec, key, f"PodGroup {group['metadata']['name']}", exc, _POD_GROUP_HINTS)
+                        return
+                while left:
+                    pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,
+                                     tolerations=placement.tolerations)
+                    try:
+                        outcome = await self._create_child(pod, rec, owned.uid)
+                    except ApiError as exc:
+                        self._refused(rec, key, pod["metadata"]["name"], exc)
+                        return
+                    left.pop(0)
+                    rec.refusal, rec.refusals = None, 0
+                    if outcome == TAKEN:
+                        rec.expected_creates.pop(pod["metadata"]["name"], None)
+                        self.queue.add(key)
+                    elif outcome == CREATED:
+                        self.metrics.pods_created.inc()
+                        log.info("%s/%s: created pod %s", *key, pod["metadata"]["name"])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (a failed creation is retried like a failed pass)
+            reason = f"Api{exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
+            self.metrics.reconcile_errors.labels(reason=reason).inc()
+            delay = self.queue.add_rate_limited(key)
+            log.warning("creating the children of %s/%s failed (%s); retrying in %.1fs: %s", *key, reason, delay, exc,
+                        exc_info=not isinstance(exc, ApiError))
+        finally:
+            for index in left:  # not created: they no longer count as present
+                rec.expected_creates.pop(worker_name(owned.name, index), None)
+            rec.creating = False
+
+    def _refused(self, rec: JobRecord, key: Key, what: str, exc: ApiError, hints: Mapping[int, str] = {}) -> None:
+        """Admission, quota, validation (or a missing kind) said no to a creation: say so
+        on the job (next pass) and retry after a growing back-off (a quota may free up, a
+        label change). Errors of the API server itself are raised, as for any pass."""
+        if exc.transient or exc.status in (401,):
+            raise exc
+        rec.refusals += 1
+        message = f"{exc.message}; {hints[exc.status]}" if exc.status in hints else exc.message
+        rec.refusal = Refusal(pod=what, code=exc.status, reason=exc.reason, message=message)
+        rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
+        self.queue.add(key)
+
+    async def _create_child(self, obj: dict, rec: JobRecord, uid: str) -> str:
+        """Create: CREATED; a 409 is fine when the holder is ours (OURS: the watch has not
+        shown it yet), and a NameConflict when it is not (TAKEN)."""
+        name = obj["metadata"]["name"]
+        result = await self.kube.create(obj)
+        if result.created:
+            if obj["kind"] == "Pod":
+                annotations = obj["metadata"].get("annotations") or {}
+                rec.expect_create(name, annotations.get(TEMPLATE_HASH_ANNOTATION), self.clock.monotonic())
+            return CREATED
+        existing = result.existing or {}
+        if controller_uid(existing.get("metadata") or {}) == uid:
+            return OURS
+        if existing:
+            rec.conflicts[name] = (kind_of(obj), describe(obj["kind"], existing))
+        return TAKEN
+
+    async def _ensure_child(self, obj: dict, rec: JobRecord, uid: str) -> bool:
+        """The Service and the NetworkPolicy are not watched: on every pass that creates pods
+        (a start, a restart round) look the name up, and create it when it is missing, so
+        recreated workers always find their rendezvous host. False: a stranger holds it."""
+        kind, name = kind_of(obj), obj["metadata"]["name"]
+        existing = await self.kube.get(obj["metadata"]["namespace"], kind, name)
+        if existing is None:
+            return await self._create_child(obj, rec, uid) != TAKEN
+        if controller_uid(existing.get("metadata") or {}) == uid:
+            return True
+        rec.conflicts[name] = (kind, describe(kind, existing))
+        return False
+
+    async def _recheck_conflicts(self, namespace: str, rec: JobRecord) -> None:
+        """A squatter found through a 409 is looked at again: once it is gone the name is free."""
+        for name, (kind, _who) in list(rec.conflicts.items()):
+            if await self.kube.get(namespace, kind, name) is None:
+                del rec.conflicts[name]
+
+    async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord,
+                            started: float) -> float | None:
+        """Write the changed fields now, or say when a deferred write is due (plan.status_write).
+        A status the API server refuses as invalid (a bug of ours) is logged and counted, and
+        the decision stands all the same: the record keeps it, so the job moves on (a restart
+        scheduled in that status still happens) instead of deciding the same thing forever.
+        Any other failure (RBAC, conflicts, the API server away) fails the pass, which the
+        queue retries with back-off."""
+        patch, wait = status_write(base, new, self.clock.monotonic() - rec.last_write)
+        if wait is not None:
+            return wait
+        if patch:
+            asked = self.clock.monotonic()
+            try:
+                await self.kube.patch_status(*key, patch, routine=routine_write(patch))
+            except ApiError as exc:
+                if exc.status not in STATUS_REFUSED:
+                    raise
+                self.metrics.reconcile_errors.labels(reason=f"Api{exc.status}").inc()
+                log.error("%s/%s: the API server refused the status fields %s: %s", *key, sorted(patch), exc)
+            rec.last_write = self.clock.monotonic()
+            if new.phase != base.phase:
+                self._log_phase(key, base, new, rec, started, asked)
+        rec.last_status = new
+        return None
+
+    def _log_phase(self, key: Key, base: Status, new: Status, rec: JobRecord, started: float, asked: float) -> None:
+        """A phase change, with where the time went from the pod change that caused it to
+        the patch that says it: a job slow to show Running points at the watch, the queue
+        (all workers busy), the pass or the write (its token, the API server)."""
+        since_pods = f"{started - rec.pods_changed:.3f}s" if rec.pods_changed is not None else "-"
+        log.info("%s/%s: phase %s -> %s; the pods changed %s before the pass, which had waited %.3fs for a "
+                 "worker and took %.3fs to decide; the patch took %.3fs", *key, base.phase or "(none)", new.phase,
+                 since_pods, self.queue.waited(key), asked - started, rec.last_write - asked)
+
+    def _observe_metrics(self, plan: Plan, job: JobState, view: WatchedJob, moment: Any) -> None:
+        metrics = self.metrics
+        for warning in plan.new_warnings:
+            metrics.validation_warnings.labels(reason=warning.reason).inc()
+        if plan.restarted:
+            metrics.job_restarts.inc(plan.restarted)
+        if plan.failed_reason:
+            metrics.job_failures.labels(reason=plan.failed_reason).inc()
+        for failure in plan.new_failures:
+            metrics.worker_failures.labels(namespace=job.namespace, job=job.name, cause=failure.cause).inc()
+        for cause, seconds in plan.lost_seconds.items():
+            metrics.lost_seconds.labels(namespace=job.namespace, job=job.name, cause=cause).inc(seconds)
+        goodput = plan.status.goodput
+        if goodput is not None and goodput.ratio is not None:
+            metrics.goodput_ratio.labels(namespace=job.namespace, job=job.name).set(goodput.ratio)
+        if plan.became_running:
+            created = parse_time(view.created)
+            if created is not None:
+                metrics.time_to_running.observe(max(0.0, (moment - created).total_seconds()))
+        phase = plan.status.phase
+        metrics.observe_phase((job.namespace, job.name), phase)
+        if phase in ACTIVE and plan.checkpoint_age is not None:
+            metrics.checkpoint_age.labels(namespace=job.namespace, job=job.name).set(plan.checkpoint_age)
+        elif phase in ("Succeeded", "Failed"):
+            metrics.forget_checkpoint(job.namespace, job.name)
+
+    # ---- the trainer's /status ---------------------------------------------------------
+
+    async def poll(self, key: Key) -> float | None:
+        """Read a ready trainer's /status; queue the job when the report moved. Returns when
+        to poll again: the period, longer and longer while the trainer stays silent (a
+        script without a status server, a network policy in the way), None once the job is
+        no longer running (its next pass that runs schedules the poll again)."""
+        view = self.jobs.get(key)
+        rec = self.records.get(view.uid) if view is not None else None
+        if rec is None or rec.validation is None or not rec.validation[1].ok:
+            return None
+        phase = rec.last_status.phase if rec.last_status is not None else view.status.get("phase")  # type: ignore[union-attr]
+        if phase not in ACTIVE:
+            return None
+        port = rec.validation[1].job.spec.metrics.port
+        own = [p for p in self._observed(key) if p.owner_uid == rec.uid]
+        sources = status_sources(own)
+        if not sources:
+            # No worker is ready to be asked yet (a pod Running before its readiness
+            # probe passes): that is no silence of the trainer's, so no back-off.
+            return self.settings.progress_seconds
+        report = None
+        for pod in sources:
+            report = parse_report(await self.kube.trainer_status(pod.ip, port))
+            if report is not None:
+                break
+        rec.silent_polls = 0 if report is not None else rec.silent_polls + 1
+        if report is not None and moved(rec.report, report):
+            rec.report = report
+            self.queue.add(key)
+        return silent_poll_seconds(self.settings.progress_seconds, rec.silent_polls)
+
+    # ---- small glue ------------------------------------------------------------------
+
+    def _node(self, name: str) -> NodeHealth | None:
+        try:
+            found = list(self.nodes_index.get(name, [])) if self.nodes_index is not None else []
+        except (KeyError, TypeError):
+            return None
+        return found[-1] if found else None
+
+    def _observed(self, key: Key) -> list[PodInfo]:
+        try:
+            return list(self.pods_index.get(key, [])) if self.pods_index is not None else []
+        except (KeyError, TypeError):
+            return []
+
+    @staticmethod
+    def _ref(job: JobState, view: WatchedJob) -> dict[str, Any]:
+        """The job an Event is about, as an Event's involvedObject."""
+        return {"apiVersion": view.api_version, "kind": view.kind, "name": job.name, "namespace": job.namespace,
+                "uid": view.uid}
+
+    async def _post_events(self) -> None:
+        """Events go out in the background, in the order they were decided: a slow Event
+        write never holds up a pass. One that fails is logged and dropped (Events are a
+        courtesy; what matters is in status too)."""
+        while True:
+            involved, type_, reason, message, when = await self.outbox.get()
+            try:
+                await self.kube.post_event(involved, type_, reason, message, when)
+            except ApiError as exc:
+                log.warning("%s/%s: event %s not posted: %s", involved["namespace"], involved["name"], reason, exc)
+
+
+CREATED, OURS, TAKEN = "created", "ours", "taken"
+WORKLOAD, FLAVOR, LOCAL_QUEUE = ("Workload.kueue.x-k8s.io", "ResourceFlavor.kueue.x-k8s.io",
+                                 "LocalQueue.kueue.x-k8s.io")
+
+# What to do when the API refuses a job's Workload (Kueue).
+_WORKLOAD_HINTS = {
+    404: "the Workload kind is not served: install Kueue (v0.19 or later), or remove the label "
+         "kueue.x-k8s.io/queue-name",
+    403: "the operator may not create Workloads: install the chart with kueue.enabled=true (or apply "
+         "manifests/rbac/kueue.yaml), or remove the label kueue.x-k8s.io/queue-name",
+}
+
+# What to do when the API refuses a job's PodGroup (spec.scheduling.gang).
+_POD_GROUP_HINTS = {
+    404: "the PodGroup kind is not served: install the CRD of the scheduler that reads it (for coscheduling, "
+         "manifests/coscheduling/crd.yaml of scheduler-plugins), or remove spec.scheduling.gang",
+    403: "the operator may not create PodGroups: install the chart of this version (its RBAC grants podgroups), "
+         "or remove spec.scheduling.gang",
+}

@@ -1,0 +1,149 @@
+"""kopf handlers: glue only. kopf watches the jobs and nodes; the work happens in
+controller.py's queue.
+
+- Our worker pods are not kopf's: the operator's own list and watch (informer.py) keeps a
+  summary of each by (namespace, job), with the whole cluster in one watch under
+  --all-namespaces (`memo.cluster_wide`, set by __main__), else one watch per namespace
+  in which a job was seen; a job is reconciled once its namespace's pods are all listed,
+  so the first pass of a restarted operator already sees every pod.
+- `node_health` indexes every node's health (Ready, unreachable taints) by name, a few
+  fields each; `node_changed` queues the jobs with workers on a node that was lost or
+  came back (failures.py, plan.lost_workers).
+- `job_changed` (and a changed pod, through the pod watch) put the job's key on the work
+  queue: reactions take milliseconds, not a timer.
+- `watch_workloads` (with DISTTRAIN_KUEUE only: without it the operator needs no right on
+  Kueue's objects, nor Kueue installed) indexes the Workloads it made by (namespace, job)
+  and queues the job when Kueue changes one (integrations/kueue/workload.py).
+- `start` builds the Controller in kopf's startup phase and runs its workers in the
+  background (with leader election, only while this replica holds the Lease); `stop`
+  ends them in kopf's cleanup phase.
+
+No daemons, timers or finalizers: jobs carry no finalizer, so a job is deletable while no
+operator runs, and nothing has to happen before it goes (its children go by owner
+references).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+
+from disttrain.integrations.kueue import workload as kueue
+from disttrain.api.names import JOB_LABEL
+from disttrain.api.types import GROUP, PLURAL, VERSION
+from disttrain.operator.controller import Controller
+from disttrain.operator.informer import PodWatch
+from disttrain.operator.kube import Kube, login
+from disttrain.operator.leader import LeaderElector
+from disttrain.operator.metrics import OperatorMetrics
+from disttrain.operator.core.plan import Policy
+from disttrain.operator.core.nodes import summarize_node
+from disttrain.operator.settings import Settings, configure_kopf, lease_settings, platform_policies
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger,
+                node_health: kopf.Index, **indices: Any) -> None:
+    ours = Settings.from_env()
+    pod_policy, network_policy = platform_policies()
+    configure_kopf(settings, ours)
+    logger.info(f"pod policy for podTemplate settings that leave the sandbox: {pod_policy.describe()}")
+    metrics = OperatorMetrics()
+    kube = Kube(login(), qps=ours.api_qps, burst=ours.api_burst,
+                on_answer=lambda verb, code: metrics.api_requests.labels(verb=verb, code=str(code)).inc())
+    controller = Controller(
+        settings=ours, kube=kube, metrics=metrics,
+        policy=Policy(backoff_base_seconds=ours.restart_backoff_seconds,
+                      backoff_max_seconds=ours.restart_backoff_max_seconds),
+        pod_policy=pod_policy, network_policy=network_policy)
+    pods = PodWatch(kube, on_change=controller.pod_event, on_synced=controller.pods_synced,
+                    cluster_wide=bool(memo.get("cluster_wide")), clock=controller.clock)
+    controller.pods_index, controller.pod_watch = pods.cache, pods
+    pods.start()
+    controller.nodes_index = node_health
+    controller.workloads_index = indices.get("job_workloads")  # with Kueue only (watch_workloads)
+    memo.controller = controller
+    memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
+    if ours.metrics_port:
+        metrics.serve(ours.metrics_port)
+        logger.info(f"metrics on :{ours.metrics_port}/metrics")
+
+
+async def _work(controller: Controller, ours: Settings, memo: kopf.Memo, logger: logging.Logger) -> None:
+    """Run the workers; with leader election only once the Lease is ours, and stop the
+    operator (through the embedding's stop flag) when the Lease is lost."""
+    lease = lease_settings(ours)
+    if lease is None:
+        await controller.run(ours.workers)
+        return
+    elector = LeaderElector(controller.kube, lease, controller.clock)
+    electing = asyncio.create_task(elector.run())
+    logger.info(f"waiting to lead: Lease {lease.namespace}/{lease.name} as {elector.identity}")
+    try:
+        await asyncio.wait({electing, asyncio.create_task(elector.leading.wait())},
+                           return_when=asyncio.FIRST_COMPLETED)
+        if elector.leading.is_set():
+            working = asyncio.create_task(controller.run(ours.workers))
+            await asyncio.wait({electing, working}, return_when=asyncio.FIRST_COMPLETED)
+            working.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await working
+    finally:
+        electing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await electing
+    logger.error("leadership lost: stopping, so that this replica restarts as a standby")
+    memo.leadership_lost = True
+    stop_flag = getattr(memo, "stop_flag", None)  # set by __main__'s embedding
+    if stop_flag is not None:
+        stop_flag.set()
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    work: asyncio.Task[None] | None = getattr(memo, "work", None)
+    if work is not None:
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+    await memo.controller.pod_watch.close()
+    await memo.controller.kube.close()
+
+
+@kopf.on.login()
+def credentials(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's own minimal login (service account, else kubeconfig): the operator never
+    imports the official client."""
+    return login()
+
+
+@kopf.index("nodes")
+async def node_health(name: str, body: kopf.Body, **_: Any) -> dict:
+    return {name: summarize_node(body)}
+
+
+@kopf.on.event("nodes")
+async def node_changed(name: str, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.node_event(name, deleted=type == "DELETED")
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def job_changed(namespace: str, name: str, body: kopf.Body, type: str | None, memo: kopf.Memo,
+                      **_: Any) -> None:
+    memo.controller.job_event((namespace, name), body, type)
+
+
+def watch_workloads() -> None:
+    """Watch the Workloads this operator makes (__main__ calls this when Kueue is on)."""
+
+    @kopf.index(kueue.GROUP, kueue.VERSION, "workloads", labels={JOB_LABEL: kopf.PRESENT}, id="job_workloads")
+    async def job_workloads(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
+        return {(namespace, labels[JOB_LABEL]): kueue.view_of(body)}
+
+    @kopf.on.event(kueue.GROUP, kueue.VERSION, "workloads", labels={JOB_LABEL: kopf.PRESENT}, id="workload_changed")
+    async def workload_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+        memo.controller.pod_event((namespace, labels[JOB_LABEL]))

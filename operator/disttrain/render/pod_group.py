@@ -1,0 +1,56 @@
+"""The PodGroup of a gang-scheduled job (spec.scheduling.gang): all of its workers or none.
+
+Two schedulers read PodGroups, each its own kind under the same name:
+  - the coscheduling plugin of scheduler-plugins: scheduling.x-k8s.io/v1alpha1, pods join
+    with the label scheduling.x-k8s.io/pod-group;
+  - Volcano (schedulerName: volcano): scheduling.volcano.sh/v1beta1, pods join with the
+    annotation scheduling.k8s.io/group-name.
+minMember is minNodes: an elastic job may start with that many workers.
+"""
+
+from __future__ import annotations
+
+from disttrain.api import types as t
+from disttrain.render.context import RenderContext, child_metadata
+
+COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_SCHEDULER = "volcano"
+
+
+def _volcano(job: t.Job) -> bool:
+    return job.spec.scheduling is not None and job.spec.scheduling.scheduler_name == VOLCANO_SCHEDULER
+
+
+def gang_of(job: t.Job) -> t.Gang | None:
+    return job.spec.scheduling.gang if job.spec.scheduling is not None else None
+
+
+def render_pod_group(job: t.Job, resolved: t.Resolved) -> dict | None:
+    """The job's PodGroup, named as the job; None when it is not gang-scheduled."""
+    gang = gang_of(job)
+    if gang is None:
+        return None
+    meta = child_metadata(job, job.name)
+    if _volcano(job):
+        spec: dict = {"minMember": resolved.min_nodes}
+        priority = job.spec.scheduling.priority_class_name  # type: ignore[union-attr]
+        if priority:
+            spec["priorityClassName"] = priority
+        return {"apiVersion": VOLCANO, "kind": "PodGroup", "metadata": meta, "spec": spec}
+    return {"apiVersion": COSCHEDULING, "kind": "PodGroup", "metadata": meta,
+            "spec": {"minMember": resolved.min_nodes, "scheduleTimeoutSeconds": gang.schedule_timeout_seconds}}
+
+
+def gang_member(pod: dict, ctx: RenderContext) -> dict:
+    """Render pass: put the worker in its job's PodGroup."""
+    if gang_of(ctx.job) is None:
+        return pod
+    meta = pod["metadata"]
+    if _volcano(ctx.job):
+        meta["annotations"] = {**meta.get("annotations", {}), VOLCANO_ANNOTATION: ctx.job.name}
+    else:
+        meta["labels"] = {**meta["labels"], COSCHEDULING_LABEL: ctx.job.name}
+    return pod

@@ -1,8 +1,0 @@
-"""The DistributedTraining API model: types, schema, parse, defaults, validate."""
-
-from .errors import FieldError, GuardrailWarning, InvalidSpec
-from .types import API_VERSION, KIND, Job, Resolved
-from .validate import Validation, load_job, validate_document
-
-__all__ = ["API_VERSION", "KIND", "FieldError", "GuardrailWarning", "InvalidSpec", "Job",
-           "Resolved", "Validation", "load_job", "validate_document"]

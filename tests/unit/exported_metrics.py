@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-# DESIGN.md's metric names: the contract. The code must export (at least) these.
+# The documented metric names (docs/operations.md): the contract. The code must export (at least) these.
 DESIGN_METRICS = {
     "disttrain_operator_jobs", "disttrain_operator_reconcile_seconds", "disttrain_operator_pods_created_total",
     "disttrain_operator_job_restarts_total", "disttrain_operator_job_time_to_running_seconds",

@@ -51,3 +51,19 @@ def test_messages_are_one_capped_line():
     assert c.cap("abcdef", limit=5) == "ab..."
     (cond,) = c.set_condition([], c.FAILED, True, c.INVALID_SPEC, "z" * 5000, 1, T0)
     assert len(cond.message) == c.MESSAGE_LIMIT
+
+
+
+def test_the_crd_documents_every_condition_type_the_operator_writes():
+    """api/types.py's CONDITION_TYPES (the CRD's and docs/api.md's words) and the types
+    conditions.py names are one list: a condition type added to one only fails here."""
+    import inspect
+    import re
+
+    from disttrain.api import conditions
+    from disttrain.api.types import CONDITION_TYPES
+
+    source = inspect.getsource(conditions)
+    section = source[source.index("# Condition types"):source.index("# Reasons")]
+    named = re.findall(r'^[A-Z_]+ = "(\w+)"', section, re.M)
+    assert sorted(CONDITION_TYPES) == sorted(named)

@@ -17,7 +17,7 @@ SUSPENDED = "Suspended"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 CHECKPOINT_STALE = "CheckpointStale"
-# Trouble the operator cannot fix alone (DESIGN.md): said on the job, not only in Events.
+# Trouble the operator cannot fix alone (docs/operations.md): said on the job, not only in Events.
 NAME_CONFLICT = "NameConflict"                 # a child's name is taken by an object we do not own
 POD_CREATION_FORBIDDEN = "PodCreationForbidden"  # admission, quota or validation refused a pod
 SPEC_INVALID = "SpecInvalid"                   # a running job's spec stopped validating

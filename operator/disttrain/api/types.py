@@ -39,6 +39,10 @@ PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 RendezvousBackend = Literal["c10d"]
 CheckpointStorageMode = Literal["auto", "none"]
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+# Every condition type the operator writes (api/conditions.py names each; a test keeps the
+# two equal): the job's life, trouble it cannot fix alone, and Kueue's admission.
+CONDITION_TYPES = ("Validated", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "CheckpointStale",
+                   "NameConflict", "PodCreationForbidden", "SpecInvalid", "Queued", "Admitted", "Evicted")
 
 # A Kubernetes quantity or count: 4, "500m", "16Gi".
 IntOrString = int | str
@@ -431,9 +435,8 @@ class DistributedTrainingSpec:
 class Condition:
     """A metav1.Condition."""
 
-    type: str | None = spec_field("type: Validated, Running, Restarting, Suspended, "
-                                  "Succeeded, Failed or CheckpointStale.", max_length=316,
-                                  required=True)
+    type: str | None = spec_field(f"type: {', '.join(CONDITION_TYPES[:-1])} or {CONDITION_TYPES[-1]}.",
+                                  max_length=316, required=True)
     status: Literal["True", "False", "Unknown"] | None = spec_field("status: True, False or Unknown.",
                                                                     required=True)
     reason: str | None = spec_field("reason: a CamelCase reason, also used for Events.",
@@ -604,8 +607,8 @@ class DistributedTrainingStatus:
     phase: Phase | None = spec_field(
         "phase: Pending, Running, Restarting, Suspended, Succeeded or Failed.")
     conditions: list[Condition] | None = spec_field(
-        "conditions: Validated (with guardrail warnings), Running, Restarting, Suspended, "
-        "Succeeded, Failed, CheckpointStale.", list_map_keys=("type",), max_items=16)
+        f"conditions: {', '.join(CONDITION_TYPES)} (docs/operations.md says when each is set; "
+        "Validated's reason is ValidWithWarnings when the spec has guardrail warnings).", list_map_keys=("type",), max_items=16)
     resolved: Resolved | None = spec_field("resolved: derived topology.")
     warnings: list[str] | None = spec_field("warnings: guardrail warnings about the spec.",
                                             max_items=64)

@@ -33,6 +33,7 @@ import yaml
 
 from disttrain.api import types as t
 from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
+from disttrain.api.server import WATCH_SECONDS, retry_after_seconds
 from disttrain.api.validate import validate_document
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
 from disttrain.client.jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
@@ -42,8 +43,6 @@ RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
 OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtraining.disttrain.dev/NAME
 # The API server's 404 for a path it does not serve: here, a CRD not installed.
 NOT_SERVED = "the server could not find the requested resource"
-# The longest a single server-side watch runs before the client re-opens it.
-WATCH_SECONDS = 300
 # How long past its own timeoutSeconds a watch's server may stay silent before the client
 # gives up on it (a read timeout: Unreachable): the server ends a healthy watch first.
 WATCH_SLACK = 30
@@ -568,11 +567,9 @@ def since_seconds(since: float) -> int:
 
 
 def retry_after(headers: Any) -> float:
-    """The seconds a 429's Retry-After asks for (1 if it says none), at most 10."""
-    try:
-        return min(10.0, max(0.0, float((headers or {}).get("Retry-After", 1))))
-    except (TypeError, ValueError):
-        return 1.0
+    """The seconds a 429's Retry-After asks for (the one rule, api.server), 1 if it says
+    none, as kubectl waits."""
+    return retry_after_seconds((headers or {}).get("Retry-After"), 1.0)
 
 
 class _Expired(Exception):

@@ -34,8 +34,8 @@ from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
 from disttrain.operator.kube import ApiError, Kube, kind_of
 from disttrain.operator.metrics import OperatorMetrics
-from disttrain.operator.core.plan import (JobState, Plan, Policy, Refusal, decide, look_again_in, refusal_retry_seconds,
-                                          routine_write, status_write)
+from disttrain.operator.core.plan import (TRAINING_PHASES, JobState, Plan, Policy, Refusal, decide, look_again_in,
+                                          refusal_retry_seconds, routine_write, status_write)
 from disttrain.operator.core.failures import avoiding
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo, controller_uid
@@ -60,7 +60,6 @@ RETRY_MAX_SECONDS = 10.0
 STATUS_REFUSED = (400, 422)
 # A trainer that does not answer /status is asked at most this rarely.
 SILENT_TRAINER_MAX_SECONDS = 120.0
-ACTIVE = ("Running", "Restarting")
 
 
 def silent_poll_seconds(period: float, silent: int) -> float:
@@ -281,7 +280,7 @@ class Controller:
             return None  # the job is gone
         deferred = await self._write_status(key, base, plan.status, rec, started)
         self._observe_metrics(plan, job, view, moment)
-        if plan.status.phase in ACTIVE and validation.ok and not self.polls.pending(key) \
+        if plan.status.phase in TRAINING_PHASES and validation.ok and not self.polls.pending(key) \
                 and not self.polls.processing(key):
             self.polls.add_after(key, self.settings.progress_seconds)
         return look_again_in(
@@ -668,7 +667,7 @@ class Controller:
                 metrics.time_to_running.observe(max(0.0, (moment - created).total_seconds()))
         phase = plan.status.phase
         metrics.observe_phase((job.namespace, job.name), phase)
-        if phase in ACTIVE and plan.checkpoint_age is not None:
+        if phase in TRAINING_PHASES and plan.checkpoint_age is not None:
             metrics.checkpoint_age.labels(namespace=job.namespace, job=job.name).set(plan.checkpoint_age)
         elif phase in ("Succeeded", "Failed"):
             metrics.forget_checkpoint(job.namespace, job.name)
@@ -685,7 +684,7 @@ class Controller:
         if rec is None or rec.validation is None or not rec.validation[1].ok:
             return None
         phase = rec.last_status.phase if rec.last_status is not None else view.status.get("phase")  # type: ignore[union-attr]
-        if phase not in ACTIVE:
+        if phase not in TRAINING_PHASES:
             return None
         port = rec.validation[1].job.spec.metrics.port
         own = [p for p in self._observed(key) if p.owner_uid == rec.uid]

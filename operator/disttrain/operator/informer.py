@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from disttrain.api.names import JOB_LABEL
+from disttrain.api.server import WATCH_SECONDS  # the server ends each watch after this; resumed at once
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.clock import Clock
 from disttrain.operator.kube import ApiError, Expired, Kube
@@ -39,7 +40,6 @@ log = logging.getLogger("disttrain.informer")
 
 CLUSTER = None  # the scope of a cluster-wide watch
 LIST_PAGE = 500
-WATCH_SECONDS = 300  # the server ends each watch after this; it is resumed at once
 RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 1.0, 60.0
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import aiohttp
 import kopf
 
+from disttrain.api.server import retry_after_seconds
 from disttrain.api.types import GROUP, PLURAL, VERSION
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.clock import Clock, sleep_until_woken
@@ -212,7 +213,7 @@ class Kube:
                 return status, payload
             if status in RETRY_STATUSES or status == 0:
                 if attempt < 3:
-                    await asyncio.sleep(_retry_after(retry_after, exponential(0.5, 2.0, attempt + 1)))
+                    await asyncio.sleep(retry_after_seconds(retry_after, exponential(0.5, 2.0, attempt + 1)))
                     continue
             if status == 401 and attempt == 0 and self._relogin():
                 headers = {**self._headers(), "Content-Type": content_type}
@@ -465,13 +466,6 @@ async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
     line = b"".join(parts)
     if line.strip():
         yield json.loads(line)
-
-
-def _retry_after(header: str | None, default: float) -> float:
-    try:
-        return min(max(float(header), 0.1), 30.0) if header else default
-    except ValueError:
-        return default
 
 
 async def _json(resp: aiohttp.ClientResponse) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The operator's Prometheus metrics (names fixed by DESIGN.md), on their own registry."""
+"""The operator's Prometheus metrics (names documented in docs/operations.md, "Metrics"), on their own registry."""
 
 from __future__ import annotations
 

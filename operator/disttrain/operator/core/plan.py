@@ -39,7 +39,10 @@ from disttrain.operator.core.status import (checkpoint_age, checkpoint_staleness
                                             status_json)
 from disttrain.api.times import iso, parse_time
 
+# Subsets of api.types.Phase: a job that holds (or waits for) workers; one whose workers
+# train, so its trainer is polled and its checkpoint ages; one that has ended.
 ACTIVE_PHASES = ("Pending", "Running", "Restarting")
+TRAINING_PHASES = ("Running", "Restarting")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 

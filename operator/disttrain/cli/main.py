@@ -348,7 +348,7 @@ def _read_jobs(path: str) -> list[Document] | None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from disttrain.render.network_policy import network_policy_from_env, render_network_policy
+    from disttrain.render.network_policy import network_policy_from_env
 
     objects, failed = [], False
     environ = {**os.environ, "DISTTRAIN_OPERATOR_NAMESPACE": args.operator_namespace}
@@ -368,9 +368,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         for w in report(doc, result)["warnings"]:
             print(f"{doc.path}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}",
                   file=sys.stderr)
-        service, *rest = render_children(result.job, result.resolved)
-        policy = [render_network_policy(result.job, network_policy)] if network_policy is not None else []
-        objects.extend([service, *policy, *rest])  # in the order the operator creates them
+        objects.extend(render_children(result.job, result.resolved, network_policy))  # the operator's order
     if failed:
         return 1
     dump(objects, args.output, sys.stdout, multi=True)

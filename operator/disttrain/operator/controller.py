@@ -40,9 +40,8 @@ from disttrain.operator.core.failures import avoiding
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo, controller_uid
 from disttrain.operator.record import JobRecord, Key, describe, foreign_conflicts, moved
-from disttrain.render import (TEMPLATE_HASH_ANNOTATION, render_disruption_budget, render_pod, render_pod_group,
-                              render_service, template_hash)
-from disttrain.render.network_policy import NetworkPolicySettings, render_network_policy
+from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_owned, render_pod, template_hash
+from disttrain.render.network_policy import NetworkPolicySettings
 from disttrain.api.report import parse_report
 from disttrain.operator.settings import Settings
 from disttrain.operator.core.status import read_status, status_sources
@@ -504,35 +503,27 @@ class Controller:
     async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
                                rec: JobRecord, avoid_nodes: tuple[str, ...] = (),
                                workload: kueue.WorkloadView | None = None) -> None:
-        """The Service and NetworkPolicy (restored if someone deleted them), then the pods,
-        in index order, paced as one batch; a refused pod stops the batch and is said on
+        """What the job owns besides its pods (render_owned's order; restored if someone
+        deleted them), then the pods, in index order, paced as one batch; a refused pod stops the batch and is said on
         the job, a name held by a stranger is a NameConflict. Each pod is rendered just
         before it is sent: hundreds of jobs waiting for their turn hold no manifests."""
         left = list(indices)
         try:
             placement = await self._placement(workload)
-            children = [render_service(owned)]
-            if self.network_policy is not None:
-                children.append(render_network_policy(owned, self.network_policy))
-            budget = render_disruption_budget(owned)
-            if budget is not None:
-                children.append(budget)
-            group = render_pod_group(owned, resolved)
+            children = render_owned(owned, resolved, self.network_policy)
             # Every write of the batch paid for at once: one left out waits for its own token
             # behind every other job's batch (at 2,000 jobs, a job's last pod came 7 minutes
             # after the others).
-            async with self.kube.creating(len(children) + (group is not None) + len(indices)):
+            async with self.kube.creating(len(children) + len(indices)):
                 for child in children:
-                    if not await self._ensure_child(child, rec, owned.uid):
-                        self.queue.add(key)  # the conflict goes into status next pass
-                        return
-                if group is not None:  # before the pods: the gang scheduler needs it first
                     try:
-                        if not await self._ensure_child(group, rec, owned.uid):
-                            self.queue.add(key)
+                        if not await self._ensure_child(child, rec, owned.uid):
+                            self.queue.add(key)  # the conflict goes into status next pass
                             return
                     except ApiError as exc:
-                        self._refused(rec, key, f"PodGroup {group['metadata']['name']}", exc, _POD_GROUP_HINTS)
+                        if child["kind"] != "PodGroup":  # a missing PodGroup CRD is said on the job
+                            raise
+                        self._refused(rec, key, f"PodGroup {child['metadata']['name']}", exc, _POD_GROUP_HINTS)
                         return
                 while left:
                     pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,

@@ -263,3 +263,20 @@ def test_a_crash_after_the_trainer_reported_finished_is_still_a_success():
     st = state({"phase": "Running"}, nodes=2)
     plan = decide(st, [ended(0, 0, report_json(FINISHED)), ended(1, 1, "Traceback ...")], NOW, POLICY)
     assert written(plan)["phase"] == "Succeeded"
+
+
+def test_a_pass_keeps_every_status_field_but_those_it_works_out_anew():
+    """A status field added later lives across passes by itself: only RECOMPUTED_STATUS
+    (each a real field) starts a pass empty."""
+    from disttrain.api.types import DistributedTrainingStatus
+    from disttrain.operator.core.plan import RECOMPUTED_STATUS, _carry_over
+
+    names = {f.name for f in dataclasses.fields(DistributedTrainingStatus)}
+    assert RECOMPUTED_STATUS < names
+    old = DistributedTrainingStatus(**{name: object() for name in names - {"conditions", "restarts"}},
+                                    conditions=[], restarts=3)
+    carried = _carry_over(old)
+    for name in names - RECOMPUTED_STATUS - {"conditions"}:
+        assert getattr(carried, name) is getattr(old, name), name
+    assert all(getattr(carried, name) is None for name in RECOMPUTED_STATUS)
+    assert carried.conditions == [] and carried.conditions is not old.conditions  # steps edit their own list

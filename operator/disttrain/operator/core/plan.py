@@ -1023,14 +1023,18 @@ def workers(pods: list[PodInfo], desired: int) -> Workers:
                    failed=sum(p.failed for p in pods))
 
 
+# Status fields each pass works out anew from the spec and the pods; every other field
+# lives across passes (a new field is carried unless it is named here).
+RECOMPUTED_STATUS = frozenset({"resolved", "warnings", "workers", "observed_generation", "selector"})
+
+
 def _carry_over(old: Status) -> Status:
-    """What a pass starts from: the fields that live across passes. Nested values are
-    never changed in place (each step sets a new one), so they are shared, not copied."""
-    return Status(conditions=list(old.conditions) if old.conditions is not None else None,
-                  restarts=old.restarts or 0, start_time=old.start_time, completion_time=old.completion_time,
-                  next_restart_time=old.next_restart_time, progress=old.progress, checkpoint=old.checkpoint,
-                  phase=old.phase, failures=old.failures, avoided_nodes=old.avoided_nodes, goodput=old.goodput,
-                  eviction=old.eviction)
+    """What a pass starts from: every field but RECOMPUTED_STATUS. Nested values are never
+    changed in place (each step sets a new one), so they are shared, not copied; only the
+    list of conditions is, which steps edit."""
+    carried = {f.name: getattr(old, f.name) for f in dataclasses.fields(Status) if f.name not in RECOMPUTED_STATUS}
+    return Status(**{**carried, "conditions": list(old.conditions) if old.conditions is not None else None,
+                     "restarts": old.restarts or 0})
 
 
 # A name held by someone else's object is looked at again this often: a squatter sends no

@@ -41,6 +41,10 @@ def test_a_call_the_table_does_not_list_is_refused_naming_where_to_declare_it():
         with pytest.raises(p.UndeclaredApiUse) as refused:
             p.check(method, path)
         assert "disttrain/operator/permissions.py" in str(refused.value) and path in str(refused.value)
+    p.check("GET", "/apis/disttrain.dev/v1alpha1")  # discovery: every account may read it
+    for method, path in (("POST", "/apis/disttrain.dev/v1alpha1"), ("GET", "/apis/disttrain.dev")):
+        with pytest.raises(p.UndeclaredApiUse):
+            p.check(method, path)
 
 
 def test_every_kind_the_client_addresses_has_a_row():

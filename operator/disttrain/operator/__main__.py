@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from typing import Any
@@ -63,12 +64,41 @@ def main(argv: list[str] | None = None) -> int:
 
 async def serve(args: argparse.Namespace, kopf: Any) -> int:
     """Run kopf until SIGTERM/SIGINT (kopf's own signal handling: 0), or until the work
-    stops itself because the Lease was lost (1: the Pod restarts as a standby)."""
-    stop, ready = asyncio.Event(), asyncio.Event()
-    memo = kopf.Memo(stop_flag=stop, leadership_lost=False, cluster_wide=args.all_namespaces)
-    await kopf.operator(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces,
-                        liveness_endpoint=args.liveness or None, stop_flag=stop, ready_flag=ready, memo=memo)
-    return 1 if memo.leadership_lost else 0
+    stops itself because the Lease was lost (1: the Pod restarts as a standby). kopf is
+    started over, in this process, when a CRD it watches came back after it was gone, and
+    when kopf ended because one went (crds.py says why)."""
+    while True:
+        stop, ready, again = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        memo = kopf.Memo(stop_flag=stop, leadership_lost=False, cluster_wide=args.all_namespaces, serve_again=again)
+        try:
+            await kopf.operator(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces,
+                                liveness_endpoint=args.liveness or None, stop_flag=stop, ready_flag=ready, memo=memo)
+        except Exception as exc:  # noqa: BLE001  (kopf's own errors are private classes)
+            if not await _a_watched_crd_is_gone():
+                raise
+            logging.getLogger("disttrain.operator").warning(
+                "kopf stopped (%s: %s) because a CRD it watched is gone: starting over", type(exc).__name__, exc)
+            again.set()
+        if memo.leadership_lost:
+            return 1
+        if not again.is_set():
+            return 0
+
+
+async def _a_watched_crd_is_gone() -> bool:
+    """Whether discovery lacks one of the resources kopf watches for us."""
+    from disttrain.operator.handlers import needed_crds
+    from disttrain.operator.kube import Kube, login
+    from disttrain.operator.settings import Settings
+
+    kube = Kube(login(), qps=5.0, burst=5)
+    try:
+        for _name, group, version, plural in needed_crds(Settings.from_env().kueue):
+            if not await kube.served(group, version, plural):
+                return True
+        return False
+    finally:
+        await kube.close()
 
 if __name__ == "__main__":
     sys.exit(main())

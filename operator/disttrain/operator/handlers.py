@@ -14,6 +14,9 @@ controller.py's queue.
 - `watch_workloads` (with DISTTRAIN_KUEUE only: without it the operator needs no right on
   Kueue's objects, nor Kueue installed) indexes the Workloads it made by (namespace, job)
   and queues the job when Kueue changes one (integrations/kueue/workload.py).
+- `crd_changed` follows the CRDs of the watches above (crds.py): when one that was gone
+  is back, kopf is started over (__main__.serve) so that it serves it again; the `crds`
+  probe puts their state in the liveness answer.
 - `start` builds the Controller in kopf's startup phase and runs its workers in the
   background (with leader election, only while this replica holds the Lease); `stop`
   ends them in kopf's cleanup phase.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -36,6 +40,7 @@ from disttrain.integrations.kueue import workload as kueue
 from disttrain.api.names import JOB_LABEL
 from disttrain.api.types import GROUP, PLURAL, VERSION
 from disttrain.operator.controller import Controller
+from disttrain.operator.crds import RESUME_SECONDS, CrdState
 from disttrain.operator.informer import PodWatch
 from disttrain.operator.kube import Kube, login
 from disttrain.operator.leader import LeaderElector
@@ -67,10 +72,24 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     controller.nodes_index = node_health
     controller.workloads_index = indices.get("job_workloads")  # with Kueue only (watch_workloads)
     memo.controller = controller
+    memo.crds = CrdState(needed=frozenset(name for name, *_ in needed_crds(ours.kueue)))
+    for name, group, version, plural in needed_crds(ours.kueue):
+        if not await kube.served(group, version, plural):
+            memo.crds.missing(name, time.monotonic())
+            logger.warning(f"the CRD {name} is not installed: no {plural} are served until it is created "
+                           "(then this operator serves them at once)")
     memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
     if ours.metrics_port:
         metrics.serve(ours.metrics_port)
         logger.info(f"metrics on :{ours.metrics_port}/metrics")
+
+
+def needed_crds(with_kueue: bool) -> list[tuple[str, str, str, str]]:
+    """(name, group, version, plural) of each CRD whose objects kopf watches for us."""
+    found = [(f"{PLURAL}.{GROUP}", GROUP, VERSION, PLURAL)]
+    if with_kueue:
+        found.append((f"workloads.{kueue.GROUP}", kueue.GROUP, kueue.VERSION, "workloads"))
+    return found
 
 
 async def _work(controller: Controller, ours: Settings, memo: kopf.Memo, logger: logging.Logger) -> None:
@@ -112,6 +131,45 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
             await work
     await memo.controller.pod_watch.close()
     await memo.controller.kube.close()
+    memo.controller.metrics.close()
+
+
+@kopf.on.event("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+async def crd_changed(name: str, body: kopf.Body, type: str | None, memo: kopf.Memo, logger: logging.Logger,
+                      **_: Any) -> None:
+    crds: CrdState | None = getattr(memo, "crds", None)
+    if crds is None or name not in crds.needed:
+        return
+    if not crds.seen(name, body, deleted=type == "DELETED", now=time.monotonic()):
+        if type == "DELETED":
+            logger.error(f"the CRD {name} was deleted, and every object of its kind with it: nothing of that "
+                         "kind is served until it is created again (then this operator serves it at once)")
+        return
+    group, version, plural = next((g, v, p) for n, g, v, p in needed_crds(True) if n == name)
+    for _attempt in range(int(RESUME_SECONDS)):  # discovery lists it a moment after Established
+        if await memo.controller.kube.served(group, version, plural):
+            break
+        await asyncio.sleep(1.0)
+    stop_flag = getattr(memo, "stop_flag", None)  # set by __main__'s embedding
+    if stop_flag is None:
+        logger.error(f"the CRD {name} is back: restart the operator to serve it")
+        return
+    logger.warning(f"the CRD {name} is back: starting over to serve it")
+    memo.serve_again.set()
+    stop_flag.set()
+
+
+@kopf.on.probe(id="crds")
+def crds_probe(memo: kopf.Memo, **_: Any) -> dict[str, str]:
+    """Liveness: each CRD we watch, served or why not; fails once a CRD came back and was
+    not served again in time."""
+    crds: CrdState | None = getattr(memo, "crds", None)
+    if crds is None:
+        return {}
+    stuck = crds.stuck(time.monotonic())
+    if stuck:
+        raise kopf.PermanentError(f"CRDs back but not served: {', '.join(stuck)}")
+    return crds.describe()
 
 
 @kopf.on.login()

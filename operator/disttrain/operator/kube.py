@@ -287,6 +287,12 @@ class Kube:
                                              doing=f"reading {kind} {namespace}/{name}", ok_missing=True)
         return payload if status != 404 else None
 
+    async def served(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server's discovery lists the resource now (what kopf reads)."""
+        status, payload = await self.request("GET", f"/apis/{group}/{version}", doing=f"discovering {group}/{version}",
+                                             ok_missing=True)
+        return status != 404 and any(r.get("name") == plural for r in payload.get("resources") or ())
+
     async def job_uid(self, namespace: str, name: str) -> str | None:
         """The uid of the job of that name now (None: there is none)."""
         status, payload = await self.request("GET", f"{_job_path(namespace)}/{name}",

@@ -86,4 +86,11 @@ class OperatorMetrics:
             pass
 
     def serve(self, port: int, address: str = "0.0.0.0") -> None:
-        start_http_server(port, addr=address, registry=self.registry)
+        self._server = start_http_server(port, addr=address, registry=self.registry)[0]
+
+    def close(self) -> None:
+        """Stop serving (kopf started over in the same process serves them again)."""
+        server = getattr(self, "_server", None)
+        if server is not None:
+            server.shutdown()
+            server.server_close()

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -63,26 +64,48 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def serve(args: argparse.Namespace, kopf: Any) -> int:
-    """Run kopf until SIGTERM/SIGINT (kopf's own signal handling: 0), or until the work
-    stops itself because the Lease was lost (1: the Pod restarts as a standby). kopf is
-    started over, in this process, when a CRD it watches came back after it was gone, and
-    when kopf ended because one went (crds.py says why)."""
-    while True:
+    """Run kopf until SIGTERM/SIGINT (0), or until the work stops itself because the Lease
+    was lost (1: the Pod restarts as a standby). kopf is started over, in this process,
+    when a CRD it watches came back after it was gone, and when kopf ended because one went
+    (crds.py says why)."""
+    terminating, current = asyncio.Event(), [asyncio.Event()]  # current[0]: the stop flag of kopf's run now
+    while not terminating.is_set():
         stop, ready, again = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        current[0] = stop
         memo = kopf.Memo(stop_flag=stop, leadership_lost=False, cluster_wide=args.all_namespaces, serve_again=again)
+        guard = asyncio.create_task(_signals_end_the_process(ready, current, terminating))
         try:
             await kopf.operator(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces,
                                 liveness_endpoint=args.liveness or None, stop_flag=stop, ready_flag=ready, memo=memo)
         except Exception as exc:  # noqa: BLE001  (kopf's own errors are private classes)
-            if not await _a_watched_crd_is_gone():
+            if terminating.is_set() or not await _a_watched_crd_is_gone():
                 raise
             logging.getLogger("disttrain.operator").warning(
                 "kopf stopped (%s: %s) because a CRD it watched is gone: starting over", type(exc).__name__, exc)
             again.set()
+        finally:
+            guard.cancel()
         if memo.leadership_lost:
             return 1
         if not again.is_set():
             return 0
+    return 0
+
+
+async def _signals_end_the_process(ready: asyncio.Event, current: list[asyncio.Event],
+                                   terminating: asyncio.Event) -> None:
+    """Once kopf is up (it has put its own SIGTERM/SIGINT handlers in place), a signal stops
+    kopf's current run as before and ends the process: one that comes while kopf is starting
+    over must not be spent on the run that ends (which kopf's handler would do)."""
+    await ready.wait()
+
+    def received() -> None:
+        terminating.set()
+        current[0].set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, received)
 
 
 async def _a_watched_crd_is_gone() -> bool:

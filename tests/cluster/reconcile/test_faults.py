@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import signal
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-from .conftest import (MANIFESTS, annotate_exit, condition, events_of, get_job, job_manifest, kill, pods_of,
-                       start_operator_process, wait_phase)
+from .conftest import (MANIFESTS, annotate_exit, condition, events_of, free_port, get_job, job_manifest, kill,
+                       pods_of, start_operator_process, wait_phase)
 
 pytestmark = pytest.mark.cluster
 
@@ -210,16 +212,28 @@ def test_a_deleted_service_is_restored_before_workers_are_recreated(cluster, nam
     assert service["metadata"]["creationTimestamp"] <= worker["metadata"]["creationTimestamp"]
 
 
-def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took(cluster, namespace, operator_kubeconfig, tmp_path):
+def liveness(port: int) -> tuple[int, dict]:
+    """The operator's liveness answer: its HTTP status and its body (the probes' results)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as refused:
+        return refused.code, {}
+    except OSError:
+        return 0, {}  # not listening (yet, or while kopf starts over)
+
+
+def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took_and_its_return_is_served(
+        cluster, namespace, operator_kubeconfig, tmp_path):
     """`helm uninstall` with CRDs, or a botched upgrade: the CRD goes and every job with it.
     The operator must not create pods for jobs that no longer exist (it did, from its
-    cache: the owner kind gone, the garbage collector could not remove them). The real
-    entry point runs here, as the Deployment runs it. (kopf may stop the operator when its
-    watch request races the deletion, and may miss the CRD coming back when its discovery
-    races the CRD's establishment: docs/operations.md says to restart the operator after
-    re-creating the CRD, and this test does so.)"""
-    log = tmp_path / "operator.log"
-    proc = start_operator_process(namespace, operator_kubeconfig, log)
+    cache: the owner kind gone, the garbage collector could not remove them). Its liveness
+    answer says the CRD is missing, and once the CRD is back the same process serves new
+    jobs (before, kopf stopped when its watch reopened into a 404, or never looked again,
+    and the operator had to be restarted by hand). The real entry point runs here, as the
+    Deployment runs it."""
+    log, port = tmp_path / "operator.log", free_port()
+    proc = start_operator_process(namespace, operator_kubeconfig, log, liveness=f"http://127.0.0.1:{port}/healthz")
     crd = "distributedtrainings.disttrain.dev"
     try:
         cluster.apply([job_manifest(f"doomed-{i}", nodes=2) for i in range(3)], namespace=namespace)
@@ -227,6 +241,7 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took(cluster, namespace
             wait_phase(cluster, namespace, f"doomed-{i}", "Running")
         created = log.read_text(errors="replace").count("created pod")
         assert created == 6
+        assert liveness(port) == (200, {"crds": {crd: "served"}})
         cluster.kubectl("delete", "crd", crd, "--wait=true", "--timeout=120s")
         # The pods left behind change as pods do (ended by hand here, as their node or the
         # garbage collector would, and the collector may be first): each change reaches the operator.
@@ -236,19 +251,25 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took(cluster, namespace
                                 "--ignore-not-found")
         cluster.wait_for(lambda: all(pods_of(cluster, namespace, f"doomed-{i}") == [] for i in range(3)),
                          timeout=60, what="the orphaned pods gone")
+        missing = {"crds": {crd: "not installed: no job of this kind is served until it is created"}}
+        cluster.wait_for(lambda: liveness(port) == (200, missing), timeout=60, interval=1,
+                         what="the liveness answer saying the CRD is missing")
         # Give a wrong operator every chance to act: a few of its passes, reacting to the deletions.
         deadline = time.monotonic() + 10
         cluster.wait_for(lambda: time.monotonic() > deadline, timeout=20, interval=1, what="10 s to pass")
         assert log.read_text(errors="replace").count("created pod") == created
         assert all(pods_of(cluster, namespace, f"doomed-{i}") == [] for i in range(3))
-        # The CRD comes back, and the operator is restarted as documented (kubectl rollout
-        # restart): it picks new jobs up.
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        # The CRD comes back: the same process picks new jobs up.
         cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "crd"))
         cluster.wait_established(crd)
-        kill(proc, signal.SIGTERM)
-        proc = start_operator_process(namespace, operator_kubeconfig, log)
         cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
-        wait_phase(cluster, namespace, "after", "Running", timeout=90)
+        wait_phase(cluster, namespace, "after", "Running", timeout=120, log=log)
+        assert proc.poll() is None and f"the CRD {crd} is back: starting over to serve it" in log.read_text()
+        cluster.wait_for(lambda: liveness(port) == (200, {"crds": {crd: "served"}}), timeout=30, interval=1,
+                         what="the liveness answer saying the CRD is served")
+        kill(proc, signal.SIGTERM)  # a signal still ends the process that started kopf over
+        assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
     finally:
         cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "crd"))
         cluster.wait_established(crd)

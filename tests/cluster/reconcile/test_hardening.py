@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 import signal
 import subprocess
 import sys
@@ -18,8 +16,8 @@ import yaml
 from disttrain.operator.__main__ import RECURSION_LIMIT
 from disttrain.api import schema
 
-from .conftest import (MANIFESTS, NAMESPACED_SA, OPERATOR_NS, OPERATOR_SA, REPO, condition, free_port, job_manifest,
-                       kill, pods_of, running_operator, start_operator_process, wait_phase)
+from .conftest import (MANIFESTS, NAMESPACED_SA, OPERATOR_NS, OPERATOR_SA, REPO, condition, job_manifest, kill,
+                       pods_of, running_operator, start_operator_process, wait_phase)
 
 pytestmark = pytest.mark.cluster
 
@@ -113,52 +111,6 @@ def test_operator_survives_an_object_too_deep_to_decode_stored_under_an_older_cr
     # (once the tightened CRD is served: the update reaches the API server's cache a moment later)
     cluster.wait_for(lambda: cluster.get("dt", "deep", namespace)["spec"]["scheduling"]["affinity"] == {},
                      timeout=30, what="the deep affinity pruned under the tightened CRD")
-
-
-def liveness(port: int) -> tuple[int, dict]:
-    """The operator's liveness answer: its HTTP status and its body (the probes' results)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
-            return answer.status, json.loads(answer.read() or b"{}")
-    except urllib.error.HTTPError as refused:
-        return refused.code, {}
-    except OSError:
-        return 0, {}  # not listening (yet, or while kopf starts over)
-
-
-@pytest.mark.changes_crd
-def test_jobs_are_served_again_when_their_crd_is_deleted_and_created_again(cluster, namespace, operator_kubeconfig,
-                                                                           tmp_path):
-    """A `helm uninstall` with its CRDs and a reinstall, or a botched upgrade: the CRD goes
-    (with every job) and comes back. The running operator (the real entry point, as its
-    own account) says the CRD is missing in its liveness answer, and serves jobs again once
-    the CRD is back: kopf, which had stopped (its watch reopened into a 404) or no longer
-    looked, is started over. Before, it never served a job again while liveness said 200."""
-    crd = "distributedtrainings.disttrain.dev"
-    port, log = free_port(), tmp_path / "operator.log"
-    process = start_operator_process(namespace, operator_kubeconfig, log, liveness=f"http://127.0.0.1:{port}/healthz")
-    try:
-        cluster.apply(job_manifest("before", nodes=1), namespace=namespace)
-        wait_phase(cluster, namespace, "before", "Running", timeout=180, log=log)
-        assert liveness(port) == (200, {"crds": {crd: "served"}})
-
-        cluster.kubectl("delete", "crd", crd)
-        missing = {"crds": {crd: "not installed: no job of this kind is served until it is created"}}
-        cluster.wait_for(lambda: liveness(port) == (200, missing), timeout=60, interval=1,
-                         what=f"the operator's liveness saying the CRD is missing; log:\n{log.read_text()[-3000:]}")
-        assert process.poll() is None, log.read_text()[-3000:]
-
-        cluster.kubectl("apply", "-f", CRD_PATH)
-        cluster.wait_established()
-        cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
-        wait_phase(cluster, namespace, "after", "Running", timeout=120, log=log)
-        assert liveness(port) == (200, {"crds": {crd: "served"}})
-        assert process.poll() is None, log.read_text()[-3000:]
-        assert f"the CRD {crd} is back: starting over to serve it" in log.read_text()
-    finally:
-        kill(process, signal.SIGTERM)
-        cluster.kubectl("apply", "-f", CRD_PATH)  # whatever happened, the next test has its CRD
-        cluster.wait_established()
 
 
 def test_the_typed_crd_rejects_deep_and_mistyped_objects(cluster, namespace, operator_kubeconfig):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAN = "operator/disttrain/operator/core/plan.py"
+CORE = "operator/disttrain/operator/core"
 PODS = "operator/disttrain/operator/core/pods.py"
 VALIDATE = "operator/disttrain/api/validate.py"
 SCHEMA = "operator/disttrain/api/schema.py"
@@ -66,10 +66,10 @@ class Bug:
 
 BUGS = [
     Bug("restart-due-off-by-one", "a crashed worker is recreated one reconcile after its back-off ends",
-        PLAN, "elif plan.now >= due:", "elif plan.now > due:",
+        f"{CORE}/recovery.py", "elif plan.now >= due:", "elif plan.now > due:",
         (f"{FAILURES}::test_failed_worker_is_recreated_exactly_at_its_due_time",)),
     Bug("success-beside-a-crash", "a job is Succeeded although a worker crashed after another exited 0",
-        PLAN, "return bool(finished) and (not crashed or any(p.report is not None for p in finished))",
+        f"{CORE}/ends.py", "return bool(finished) and (not crashed or any(p.report is not None for p in finished))",
         "return bool(finished)",
         (f"{FAILURES}::test_a_worker_that_failed_after_another_exited_0_is_not_a_success",)),
     Bug("disruption-condition-ignored", "a pod with DisruptionTarget=True spends backoffLimit as a crash",

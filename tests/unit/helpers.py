@@ -72,7 +72,7 @@ def typed(status: Any = None) -> Any:
 
 def written(plan_or_status: Any) -> dict:
     """The status of a plan (or a typed status) as the operator writes it: its JSON form."""
-    from disttrain.operator.core.plan import Plan
+    from disttrain.operator.core.state import Plan
     from disttrain.operator.core.status import status_json
 
     return status_json(plan_or_status.status if isinstance(plan_or_status, Plan) else plan_or_status)

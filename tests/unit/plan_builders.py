@@ -10,7 +10,9 @@ import pytest
 from disttrain.api import conditions as c
 from disttrain.api import load_job, validate_document
 from disttrain.api.names import CONTAINER_NAME
-from disttrain.operator.core.plan import JobState, Policy, decide, iso
+from disttrain.operator.core.state import JobState, Policy
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import PodInfo, summarize_pod
 from disttrain.render import render_pod
 

@@ -12,8 +12,9 @@ from disttrain.api import load_job
 from disttrain.operator.controller import SILENT_TRAINER_MAX_SECONDS, Controller, silent_poll_seconds
 from disttrain.operator.kube import ApiError
 from disttrain.operator.metrics import OperatorMetrics
-from disttrain.operator.core.plan import (COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DELAY_SECONDS, Policy, decide,
-                                          status_write)
+from disttrain.operator.core.writes import COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DELAY_SECONDS, status_write
+from disttrain.operator.core.state import Policy
+from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.record import JobRecord
 from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_pod
@@ -101,7 +102,7 @@ def test_a_pod_just_created_is_neither_created_again_nor_replaced_as_outdated():
     """The placeholder carries the template it was rendered from: decide must not take it
     for a pod of an older spec (that deleted every fresh pod under load)."""
     from disttrain.api import validate_document
-    from disttrain.operator.core.plan import JobState
+    from disttrain.operator.core.state import JobState
 
     rec = JobRecord(uid="u1", key=KEY)
     rec.expect_create("demo-worker-1", template_hash(), now=0)

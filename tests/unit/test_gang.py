@@ -80,7 +80,7 @@ class NoPodGroups(FakeKube):
 def _first_pass(kube: FakeKube):
     from disttrain.operator.controller import Controller
     from disttrain.operator.metrics import OperatorMetrics
-    from disttrain.operator.core.plan import Policy
+    from disttrain.operator.core.state import Policy
     from disttrain.operator.settings import Settings
 
     from .fake_clock import FakeClock

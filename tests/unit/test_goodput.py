@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from disttrain.api.types import FailureRecord, Goodput
 from disttrain.operator.core.goodput import account
-from disttrain.operator.core.plan import status_write
+from disttrain.operator.core.writes import status_write
 
 from .helpers import written
 from .plan_builders import NOW, at, iso

@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 from disttrain.api import conditions as c
 from disttrain.api.types import CheckpointStatus
-from disttrain.operator.core.plan import decide, hang_seconds
+from disttrain.operator.core.plan import decide
+from disttrain.operator.core.recovery import hang_seconds
 from disttrain.api.report import TrainerReport
 
 from .plan_builders import NOW, POLICY, QUIET, at, cond, events, iso, pod, state

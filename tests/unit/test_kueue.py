@@ -11,7 +11,8 @@ from disttrain.api import conditions as c
 from disttrain.operator.core import failures
 from disttrain.integrations.kueue import workload as kueue
 from disttrain.api import load_job
-from disttrain.operator.core.plan import JobState, decide
+from disttrain.operator.core.state import JobState
+from disttrain.operator.core.plan import decide
 from disttrain.render import render_pod, template_hash
 from disttrain.api.report import TrainerReport
 from disttrain.api.types import CheckpointStatus

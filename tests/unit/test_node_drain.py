@@ -10,7 +10,8 @@ from disttrain.api import conditions as c
 from disttrain.api import load_job
 from disttrain.api.types import CheckpointStatus
 from disttrain.operator.core.nodes import summarize_node
-from disttrain.operator.core.plan import DRAIN_SETTLE_SECONDS, decide, draining_workers
+from disttrain.operator.core.stopping import DRAIN_SETTLE_SECONDS, draining_workers
+from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import summarize_pod
 from disttrain.render import render_children, render_disruption_budget, render_pod
 from disttrain.api.report import TrainerReport

@@ -9,7 +9,8 @@ import pytest
 from disttrain.api import conditions as c
 from disttrain.api import load_job
 from disttrain.operator.core.nodes import EPOCH, summarize_node
-from disttrain.operator.core.plan import decide, lost_workers
+from disttrain.operator.core.plan import decide
+from disttrain.operator.core.recovery import lost_workers
 from disttrain.operator.core.pods import summarize_pod
 from disttrain.render import render_pod
 

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from disttrain.api import conditions as c
 from disttrain.api.types import CheckpointStatus
-from disttrain.operator.core.plan import decide, iso
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
 from disttrain.api.report import TrainerReport, parse_report
 
 from .plan_builders import CKPT, NOW, POLICY, at, cond, pod, state

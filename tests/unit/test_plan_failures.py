@@ -10,7 +10,8 @@ import pytest
 from disttrain.api import conditions as c
 from disttrain.api import load_job
 from disttrain.api.names import CONTAINER_NAME
-from disttrain.operator.core.plan import decide, iso
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import summarize_pod
 from disttrain.render import render_pod
 from disttrain.api.report import INTERRUPTED

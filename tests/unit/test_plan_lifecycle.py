@@ -8,7 +8,9 @@ import dataclasses
 from datetime import timedelta
 
 from disttrain.api import conditions as c
-from disttrain.operator.core.plan import decide, iso, status_patch, status_write
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
+from disttrain.operator.core.writes import status_patch, status_write
 from disttrain.api.report import FINISHED, INTERRUPTED, TrainerReport
 
 from .helpers import written
@@ -189,7 +191,7 @@ def test_success_is_declared_only_when_no_worker_is_active():
 
 
 def test_the_next_pass_comes_at_the_soonest_reason_to_look_and_never_in_the_past():
-    from disttrain.operator.core.plan import SQUATTER_RECHECK_SECONDS, look_again_in
+    from disttrain.operator.core.writes import SQUATTER_RECHECK_SECONDS, look_again_in
 
     assert look_again_in(resync=60) == 60
     assert look_again_in(resync=60, deferred_write=12.5) == 12.5

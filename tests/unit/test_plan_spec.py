@@ -7,7 +7,9 @@ import dataclasses
 
 from disttrain.api import conditions as c
 from disttrain.api.types import CheckpointStatus
-from disttrain.operator.core.plan import JobState, decide, iso
+from disttrain.operator.core.state import JobState
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
 from disttrain.api.report import TrainerReport
 
 from .helpers import written

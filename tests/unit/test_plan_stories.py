@@ -14,7 +14,9 @@ from datetime import timedelta
 from typing import Any, Callable
 
 import pytest
-from disttrain.operator.core.plan import JobState, Plan, Refusal, decide, iso
+from disttrain.operator.core.state import JobState, Plan, Refusal
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
 from disttrain.api.report import INTERRUPTED, TrainerReport, parse_report
 
 from .golden import Golden

@@ -7,7 +7,9 @@ from datetime import timedelta
 
 from disttrain.api import conditions as c
 from disttrain.api import load_job
-from disttrain.operator.core.plan import Refusal, decide, iso
+from disttrain.operator.core.state import Refusal
+from disttrain.api.times import iso
+from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import summarize_pod
 from disttrain.render import render_pod
 

@@ -54,7 +54,7 @@ def test_the_sweep_tells_caught_from_missed_and_stale(tmp_path):
     client = "operator/disttrain/client/client.py"
     bugs = [{"name": "seen", "layer": "client", "file": client, "why": "w",
              "old": 'int((match[2] or "").ljust(9, "0"))', "new": 'int((match[2] or "").rjust(9, "0"))'},
-            {"name": "unseen", "layer": "decisions", "file": "operator/disttrain/operator/core/plan.py", "why": "w",
+            {"name": "unseen", "layer": "decisions", "file": "operator/disttrain/operator/core/ends.py", "why": "w",
              "old": "    if ttl is not None and done is not None:\n", "new": "    if ttl and done is not None:\n"},
             {"name": "gone", "layer": "client", "file": client, "why": "w", "old": "no such text", "new": "x"}]
     bug_set = tmp_path / "set.json"

@@ -18,7 +18,7 @@ from disttrain.operator.controller import Controller
 from disttrain.operator.informer import CLUSTER, PodCache, PodWatch, summaries
 from disttrain.operator.kube import ApiError, Expired
 from disttrain.operator.metrics import OperatorMetrics
-from disttrain.operator.core.plan import Policy
+from disttrain.operator.core.state import Policy
 from disttrain.operator.settings import Settings
 
 from .fake_clock import FakeClock, settle

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from disttrain.operator.core.plan import iso
+from disttrain.api.times import iso
 from disttrain.api.report import FINISHED, TrainerReport, newest, parse_report
 
 from .helpers import written

@@ -34,8 +34,9 @@ from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
 from disttrain.operator.kube import ApiError, Kube, kind_of
 from disttrain.operator.metrics import OperatorMetrics
-from disttrain.operator.core.plan import (TRAINING_PHASES, JobState, Plan, Policy, Refusal, decide, look_again_in,
-                                          refusal_retry_seconds, routine_write, status_write)
+from disttrain.operator.core.state import TRAINING_PHASES, JobState, Plan, Policy, Refusal
+from disttrain.operator.core.plan import decide, refusal_retry_seconds
+from disttrain.operator.core.writes import look_again_in, routine_write, status_write
 from disttrain.operator.core.failures import avoiding
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo, controller_uid
@@ -604,7 +605,7 @@ class Controller:
 
     async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord,
                             started: float) -> float | None:
-        """Write the changed fields now, or say when a deferred write is due (plan.status_write).
+        """Write the changed fields now, or say when a deferred write is due (writes.status_write).
         A status the API server refuses as invalid (a bug of ours) is logged and counted, and
         the decision stands all the same: the record keeps it, so the job moves on (a restart
         scheduled in that status still happens) instead of deciding the same thing forever.

@@ -45,7 +45,7 @@ from disttrain.operator.informer import PodWatch
 from disttrain.operator.kube import Kube, login
 from disttrain.operator.leader import LeaderElector
 from disttrain.operator.metrics import OperatorMetrics
-from disttrain.operator.core.plan import Policy
+from disttrain.operator.core.state import Policy
 from disttrain.operator.core.nodes import summarize_node
 from disttrain.operator.settings import Settings, configure_kopf, lease_settings, platform_policies
 

@@ -19,7 +19,7 @@ from typing import Any
 from disttrain.api.names import worker_index
 from disttrain.api.types import DistributedTrainingStatus
 from disttrain.api.validate import Validation
-from disttrain.operator.core.plan import Refusal
+from disttrain.operator.core.state import Refusal
 from disttrain.operator.core.pods import PodInfo
 from disttrain.api.report import TrainerReport
 

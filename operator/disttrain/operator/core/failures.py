@@ -126,7 +126,7 @@ def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], s
                     progress: Progress | None, checkpoint: CheckpointStatus | None, *,
                     lost: Mapping[str, NodeHealth] | None = None) -> tuple[list[FailureRecord], list[FailureRecord]]:
     """(the history with the new failures among `pods` added, bounded; the new entries).
-    `lost`: pod name -> its node, for workers whose node is lost (plan.lost_workers).
+    `lost`: pod name -> its node, for workers whose node is lost (recovery.lost_workers).
     A pod is recorded once per cause (by uid: every pass sees an ended pod until it is
     replaced); a job waiting on an image or on the scheduler is one entry until
     something else happens, however many of its pods wait."""

@@ -8,7 +8,7 @@ not-ready. Its pods stay `Running` in the API meanwhile: without this, a job wou
 for the taint manager's 300 s toleration while its other ranks hang in a collective.
 
 A node is cordoned (spec.unschedulable: `kubectl cordon`, the first step of `kubectl
-drain`) while it still works: its workers are moved checkpoint first (plan._drain).
+drain`) while it still works: its workers are moved checkpoint first (stopping.drain).
 """
 
 from __future__ import annotations

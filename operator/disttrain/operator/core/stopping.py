@@ -1,0 +1,138 @@
+"""Stopping a job without losing steps: a suspend and a drained node ask the trainer for
+a checkpoint first (checkpoint-then-evict, eviction.py) and delete the pods once it is
+written, or once the trainer cannot answer.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Mapping
+
+from disttrain.api import conditions as c
+from disttrain.api.report import TrainerReport
+from disttrain.api.times import parse_time
+from disttrain.operator.core.eviction import cancelled, in_progress, settle, stop
+from disttrain.operator.core.failures import NODE_DRAIN, add_failure, stop_record
+from disttrain.operator.core.nodes import NodeHealth
+from disttrain.operator.core.pods import PodInfo
+from disttrain.operator.core.state import Event, JobState, Plan, workers
+
+
+def suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | None,
+            report: TrainerReport | None, refused: str | None) -> Plan:
+    """Stop the job, checkpoint first (eviction.py): ask, wait, then delete the pods."""
+    st = plan.status
+    if not stop_first(job, pods, plan, "Suspended", c.JOB_SUSPENDED, stopped=old_phase == "Suspended",
+                      report=report, refused=refused):
+        message = st.eviction.message if st.eviction is not None else ""
+        plan.condition(c.SUSPENDED, False, c.CHECKPOINT_BEFORE_STOP, message or "")
+        return plan
+    if old_phase != "Suspended":
+        why = f"{st.eviction.message}; " if st.eviction is not None and st.eviction.message else ""
+        plan.events.append(Event("Normal", c.JOB_SUSPENDED, f"suspended: {why}worker pods deleted; set "
+                                 "spec.suspend: false to resume from the newest checkpoint"))
+    st.phase = "Suspended"
+    # Suspended time does not count towards activeDeadlineSeconds (as for batch/v1 Jobs).
+    st.start_time = st.next_restart_time = None
+    plan.condition(c.SUSPENDED, True, c.JOB_SUSPENDED, "spec.suspend is true")
+    plan.condition(c.RUNNING, False, c.JOB_SUSPENDED, "suspended", only_if_present=True)
+    st.workers = workers(pods, 0)
+    if job.queue is not None and job.workload is not None:
+        # Suspended by its user, the job gives its quota back: its Workload is deactivated
+        # (Kueue evicts it), and released once no worker is left.
+        plan.workload_active = False if job.workload.active else None
+        plan.release_workload = job.workload.evicted is not None and job.workload.quota_reserved and gone(pods)
+    return plan
+
+
+def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why: str, *, stopped: bool,
+               report: TrainerReport | None, refused: str | None, record: tuple[str, str] | None = None) -> bool:
+    """A stop on purpose, checkpoint first (eviction.py): ask the trainer, wait, then delete
+    the pods (`why` is the deletion's reason). False while the trainer checkpoints: the
+    job keeps its phase meanwhile, the plan asks and wakes when the grace runs out. True
+    once the pods go (or are gone); status.eviction then says what the job resumes from.
+    `record`: (cause, message) of a stop the job did not ask for, added to its history
+    when the pods go."""
+    st = plan.status
+    grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
+    running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
+    step = stop(st.eviction, reason, stopped=stopped, report=report, trainer_running=running,
+                grace=grace, refused=refused, now=plan.now)
+    if not step.delete:
+        st.eviction = step.eviction
+        plan.ask_checkpoint = (step.ask_hold or 0, step.wait_seconds)
+        plan.wake_at = step.wake_at
+        if step.began:
+            message = step.eviction.message if step.eviction is not None else ""
+            doing = {"Suspended": "suspending", "Evicted": "evicted by Kueue"}.get(reason, "a worker's node is cordoned")
+            plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
+        return False
+    before = st.eviction
+    st.eviction = settle(step.eviction, st.checkpoint, st.progress)
+    if record is not None and st.eviction is not None and st.eviction.stop_time is not None and (
+            before is None or before.stop_time != st.eviction.stop_time):
+        entry = stop_record(*record, st.eviction)
+        st.failures = add_failure(st.failures, entry)
+        plan.new_failures.append(entry)
+    already = {name for name, _ in plan.delete}
+    plan.delete += [(p.name, why) for p in pods if not p.terminating and p.name not in already]
+    return True
+
+
+def draining_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth]) -> list[PodInfo]:
+    """Workers on a node that is cordoned (a drain begins) and still works."""
+    out = []
+    for pod in pods:
+        node = nodes.get(pod.node) if pod.node else None
+        if pod.active and node is not None and node.cordoned and node.lost_since() is None:
+            out.append(pod)
+    return out
+
+
+def drain(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Mapping[str, NodeHealth],
+          report: TrainerReport | None, refused: str | None) -> tuple[bool, datetime | None]:
+    """A worker's node is cordoned: the job moves checkpoint first. Every worker goes (a
+    partial world would only rendezvous again) and is recreated on the nodes left, as a
+    disruption: backoffLimit is not spent. The job's PodDisruptionBudget holds the drain's
+    evictions back meanwhile. (draining?, when the checkpoint's grace runs out.)"""
+    st = plan.status
+    draining = draining_workers(pods, nodes)
+    if not draining or not job.validation.job.spec.checkpoint.evict_grace_seconds:
+        if in_progress(st.eviction) and st.eviction.reason == "NodeDrain":  # type: ignore[union-attr]
+            st.eviction = cancelled(st.eviction)  # type: ignore[arg-type]  (uncordoned before the pods went)
+        return False, None
+    where = ", ".join(sorted({p.node for p in draining}))
+    if not stop_first(job, pods, plan, "NodeDrain", c.NODE_DRAINED, stopped=False, report=report, refused=refused,
+                      record=(NODE_DRAIN, f"node {where} was cordoned: the workers moved, checkpoint first")):
+        return True, plan.wake_at
+    message = st.eviction.message if st.eviction is not None else ""
+    plan.events.append(Event("Normal", c.NODE_DRAINED, f"node {where} is cordoned: {message}; recreating the "
+                             "workers on other nodes (does not count against backoffLimit)"))
+    return True, None
+
+
+# Workers moved off a cordoned node are recreated this long after they were deleted.
+# `kubectl drain` (and the cluster autoscaler) retry a refused eviction every 5 s, by pod
+# name: a replacement of the same name created sooner would be the one they evict next.
+# Later, their retry finds no pod of that name and the drain completes.
+DRAIN_SETTLE_SECONDS = 12.0
+
+
+def after_a_drain(plan: Plan) -> datetime | None:
+    """Hold back the creations of a move off a cordoned node until the drain has seen the
+    workers gone; returns when they may go ahead."""
+    ev = plan.status.eviction
+    moved = parse_time(ev.stop_time) if ev is not None and ev.reason == "NodeDrain" else None
+    if not plan.create or moved is None:
+        return None
+    due = moved + timedelta(seconds=DRAIN_SETTLE_SECONDS)
+    if plan.now >= due:
+        return None
+    plan.create = []
+    plan.create_service = False
+    return due
+
+
+def gone(pods: list[PodInfo]) -> bool:
+    """No worker runs or is still ending: its resources are free."""
+    return not any(p.active or p.terminating for p in pods)

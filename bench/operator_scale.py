@@ -90,8 +90,15 @@ class NotInTheImage:
         if name == "kubernetes" or name.startswith("kubernetes."):
             raise ImportError("the operator image has no official client")
 sys.meta_path.insert(0, NotInTheImage())
-runpy.run_module("disttrain.operator", run_name="__main__")
+runpy.run_module(sys.argv.pop(1), run_name="__main__")
 """
+
+
+# The operator's module in a tree: disttrain.operator since issue 55's layout, the flat
+# disttrain_operator package before it (a --baseline from before the move).
+def operator_module(tree: Path) -> str:
+    return "disttrain.operator" if (tree / "operator" / "disttrain" / "operator").is_dir() else "disttrain_operator"
+
 
 
 def sh(*args: str, env=None, input: str | None = None, check=True) -> str:
@@ -225,8 +232,8 @@ class Bench:
                "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}", **(extra_env or {})}
         log_path = Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log"
         log = open(log_path, "wb")
-        operator = subprocess.Popen([sys.executable, "-c", AS_IN_THE_IMAGE, "-n", ns, "--liveness", ""],
-                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        command = [sys.executable, "-c", AS_IN_THE_IMAGE, operator_module(tree), "-n", ns, "--liveness", ""]
+        operator = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         apiserver = apiserver_pid(CLUSTER)
         spy = None
         if profile is not None:  # sample the operator's stacks for the whole run (py-spy, optional)

@@ -2,7 +2,7 @@
 The job's PodDisruptionBudget (maxUnavailable 0) holds the drain's evictions back while
 the operator asks the trainer for a checkpoint of the current step; then every worker is
 deleted and recreated elsewhere, as a disruption (backoffLimit not spent), and
-status.eviction says what was lost (plan._drain, render/disruption_budget.py)."""
+status.eviction says what was lost (stopping.drain, render/disruption_budget.py)."""
 
 from __future__ import annotations
 

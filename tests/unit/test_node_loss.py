@@ -1,7 +1,7 @@
 """A worker whose node is lost (Ready False or Unknown, or tainted unreachable/not-ready)
 for spec.failurePolicy.nodeLostSeconds is force-deleted and recreated elsewhere, recorded
 as NodeLost, without spending backoffLimit; before that time the job is woken exactly
-when it is up (nodes.py, plan.lost_workers, the shell's node events)."""
+when it is up (nodes.py, recovery.lost_workers, the shell's node events)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ controller.py's queue.
   so the first pass of a restarted operator already sees every pod.
 - `node_health` indexes every node's health (Ready, unreachable taints) by name, a few
   fields each; `node_changed` queues the jobs with workers on a node that was lost or
-  came back (failures.py, plan.lost_workers).
+  came back (failures.py, recovery.lost_workers).
 - `job_changed` (and a changed pod, through the pod watch) put the job's key on the work
   queue: reactions take milliseconds, not a timer.
 - `watch_workloads` (with DISTTRAIN_KUEUE only: without it the operator needs no right on

@@ -65,7 +65,7 @@ def build(cfg: Config, ctx: RunContext) -> loop.Components:
             restarts=ctx.restart_count, total_steps=cfg.train.steps, world_size=ctx.world_size,
             samples_per_step=loader.samples_per_step, tokens_per_sample=dataset.tokens_per_sample,
             flops_per_token=flops_per_token, peak_flops=peak_flops(device_name(ctx.device), ctx.resolved.precision),
-            checkpoint_request=ctx.checkpoint_request,
+            checkpoint_request=ctx.stops.request,
         ),
     )
 

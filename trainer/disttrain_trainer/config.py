@@ -36,6 +36,33 @@ def _check_choice(name: str, value: str, literal: object) -> None:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
 
 
+@dataclass(frozen=True, slots=True)
+class _Env:
+    """Reads DISTTRAIN_<name>; an empty value is the default; a bad one says which variable."""
+
+    env: Mapping[str, str]
+
+    def get(self, name: str, default: str) -> str:
+        value = self.env.get(f"DISTTRAIN_{name}", "")
+        return value if value != "" else default
+
+    def num(self, name: str, default: float, cast: type = int, what: str = "an integer") -> Any:
+        raw = self.get(name, str(default))
+        try:
+            return cast(raw)
+        except ValueError:
+            raise ValueError(f"DISTTRAIN_{name}={raw!r} is not {what}") from None
+
+    def real(self, name: str, default: float) -> float:
+        return self.num(name, default, float, "a number")
+
+    def flag(self, name: str) -> bool:
+        raw = self.get(name, "false").lower()
+        if raw not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"DISTTRAIN_{name}={raw!r} is not true/false")
+        return raw in ("true", "1", "yes")
+
+
 @dataclass(kw_only=True, slots=True)
 class ModelConfig:
     name: ModelName = "gpt-nano"
@@ -206,6 +233,20 @@ class MetricsConfig:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"metrics port={self.port} must be within 0..65535")
 
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MetricsConfig:
+        """The report's settings of the pod contract: the same for the built-in trainer and
+        for a script of the user's (session.py)."""
+        e = _Env(os.environ if env is None else env)
+        return cls(
+            port=e.num("METRICS_PORT", 0),
+            job=e.get("JOB_NAME", ""),
+            namespace=e.get("NAMESPACE", ""),
+            pod=e.get("POD_NAME", ""),
+            termination_log=e.get("TERMINATION_LOG", ""),
+            control_token=e.get("CONTROL_TOKEN", ""),
+        )
+
 
 @dataclass(kw_only=True, slots=True)
 class Config:
@@ -239,30 +280,11 @@ class Config:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         """Build the configuration from the pod contract's DISTTRAIN_* variables."""
-        env = os.environ if env is None else env
-
-        def get(name: str, default: str) -> str:
-            value = env.get(f"DISTTRAIN_{name}", "")
-            return value if value != "" else default
-
-        def num(name: str, default: float, cast: type = int, what: str = "an integer") -> Any:
-            raw = get(name, str(default))
-            try:
-                return cast(raw)
-            except ValueError:
-                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not {what}") from None
-
-        def real(name: str, default: float) -> float:
-            return num(name, default, float, "a number")
-
-        def flag(name: str) -> bool:
-            raw = get(name, "false").lower()
-            if raw not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"DISTTRAIN_{name}={raw!r} is not true/false")
-            return raw in ("true", "1", "yes")
+        e = _Env(os.environ if env is None else env)
+        get, num, real, flag = e.get, e.num, e.real, e.flag
 
         def test_hook(name: str, default: int) -> int:
-            raw = env.get(name, "") or str(default)
+            raw = e.env.get(name, "") or str(default)
             try:
                 return int(raw)
             except ValueError:
@@ -295,14 +317,7 @@ class Config:
                 keep=num("CHECKPOINT_KEEP", 3),
                 async_save=flag("CHECKPOINT_ASYNC"),
             ),
-            metrics=MetricsConfig(
-                port=num("METRICS_PORT", 0),
-                job=get("JOB_NAME", ""),
-                namespace=get("NAMESPACE", ""),
-                pod=get("POD_NAME", ""),
-                termination_log=get("TERMINATION_LOG", ""),
-                control_token=get("CONTROL_TOKEN", ""),
-            ),
+            metrics=MetricsConfig.from_env(e.env),
             eval=EvalConfig(
                 fraction=real("EVAL_FRACTION", 0.1),
                 fold=num("EVAL_FOLD", 0),

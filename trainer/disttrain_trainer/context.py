@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
@@ -23,15 +22,12 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from disttrain_trainer.config import ParallelConfig, Resolved, resolve_parallel
-from disttrain_trainer.drain import CheckpointRequest, Stop
+from disttrain_trainer.drain import StopAgreement
 
 log = logging.getLogger("disttrain_trainer")
 
 # Generous: other jobs share the CPUs in CI, and a resumed peer may be slow to load.
 PG_TIMEOUT = datetime.timedelta(minutes=10)
-# SIGTERM agreement: one tiny all-reduce about every half second, not every step.
-STOP_CHECK_SECONDS = 0.5
-STOP_CHECK_MAX_STEPS = 1000
 
 
 @dataclass(kw_only=True)
@@ -48,11 +44,12 @@ class RunContext:
     """A CPU (gloo) group for small control collectives (stop flag), off the hot path."""
     checkpoint_group: dist.ProcessGroup | None = None
     """A CPU (gloo) group owned by checkpointing, so async saves never race training."""
-    stop_signal: threading.Event = field(default_factory=threading.Event)
-    checkpoint_request: CheckpointRequest = field(default_factory=CheckpointRequest)
-    """The operator's checkpoint-then-evict request (drain.py), set by the /checkpoint handler."""
-    agreed_hold_seconds: int = 0
-    """At a Stop.CHECKPOINT: the hold the ranks agreed on (the longest any rank was asked for)."""
+    stops: StopAgreement = field(default=None)  # type: ignore[assignment]
+    """SIGTERM and the operator's checkpoint request, agreed by every rank (drain.py)."""
+
+    def __post_init__(self) -> None:
+        if self.stops is None:
+            self.stops = StopAgreement(rank=self.rank, world_size=self.world_size, group=self.control_group)
 
     @property
     def is_rank0(self) -> bool:
@@ -73,76 +70,6 @@ class RunContext:
         if self.mesh is None:
             return 0
         return self.mesh["dp"].get_local_rank() if self.mesh.ndim > 1 else self.mesh.get_local_rank()
-
-    _pending_stop: tuple[dist.Work, torch.Tensor] | None = field(default=None, init=False, repr=False)
-    _steps_to_check: int = field(default=1, init=False, repr=False)
-    _last_call: float | None = field(default=None, init=False, repr=False)
-    _step_seconds: float | None = field(default=None, init=False, repr=False)
-
-    def _local_stop(self) -> tuple[Stop, int]:
-        if self.stop_signal.is_set():
-            return Stop.SIGNAL, 0
-        hold = self.checkpoint_request.pending()
-        return (Stop.CHECKPOINT, hold) if hold else (Stop.NONE, 0)
-
-    def stop_requested(self) -> Stop:
-        """What every rank agrees, at the same step: Stop.SIGNAL once any rank received
-        SIGTERM, else Stop.CHECKPOINT once any rank was asked for a checkpoint (drain.py),
-        else Stop.NONE (falsy).
-
-        Called once per step by every rank. On check steps it starts a tiny asynchronous
-        MAX all-reduce on the CPU control group of [local stop, steps to the next check,
-        hold seconds] and reads the one started at the previous check, so no step waits on
-        it. Rank 0 spaces the checks about STOP_CHECK_SECONDS apart (every step when steps
-        are slow), and since every rank reads the same reduced value, all ranks check, and
-        stop, at the same steps. A SIGTERM or a request is acted on within about two check
-        periods."""
-        if self.world_size == 1:
-            stop, self.agreed_hold_seconds = self._local_stop()
-            return stop
-        now = time.perf_counter()
-        if self._last_call is not None:
-            dt = now - self._last_call
-            self._step_seconds = dt if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * dt
-        self._last_call = now
-        self._steps_to_check -= 1
-        if self._steps_to_check > 0:
-            return Stop.NONE
-        every = 1
-        if self.rank == 0 and self._step_seconds:
-            every = int(min(STOP_CHECK_MAX_STEPS, max(1.0, STOP_CHECK_SECONDS / self._step_seconds)))
-        local, hold = self._local_stop()
-        flag = torch.tensor([int(local), every, hold], dtype=torch.int64)
-        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group, async_op=True)
-        previous, self._pending_stop = self._pending_stop, (work, flag)
-        if previous is None:
-            self._steps_to_check = 1
-            return Stop.NONE
-        previous[0].wait()
-        stop, self._steps_to_check, self.agreed_hold_seconds = (int(v) for v in previous[1].tolist())
-        return Stop(stop)
-
-    def acted_on_stop(self) -> None:
-        """Every rank acted on an agreed Stop.CHECKPOINT (at the same step): the request is
-        taken, and the check already in flight, which may still carry it, is read and
-        dropped (a SIGTERM it carried is still set, and the next check finds it)."""
-        self.checkpoint_request.taken()
-        self._drain()
-        self._steps_to_check = 1
-
-    def hold(self, seconds: float) -> bool:
-        """Hold after a requested checkpoint: True when SIGTERM came (stop), False when
-        the hold ran out (train on). Every rank holds, so none runs ahead of the others."""
-        self.checkpoint_request.held.set()
-        try:
-            return self.stop_signal.wait(seconds)
-        finally:
-            self.checkpoint_request.held.clear()
-
-    def _drain(self) -> None:
-        if self._pending_stop is not None:
-            self._pending_stop[0].wait()
-            self._pending_stop = None
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -194,7 +121,7 @@ class RunContext:
             signal.signal(signal.SIGTERM, ctx._on_sigterm)
         try:
             yield ctx
-            ctx._drain()
+            ctx.stops.drain()
         finally:
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, previous)
@@ -203,7 +130,7 @@ class RunContext:
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         log.warning("SIGTERM received: checkpointing the current step, then exiting")
-        self.stop_signal.set()
+        self.stops.signal.set()
 
 
 def _build_mesh(resolved: Resolved, cfg: ParallelConfig, device_type: str, world: int) -> DeviceMesh | None:

@@ -3,7 +3,7 @@
 Before the operator deletes the pods of a job it stops on purpose (`suspend`, a Kueue
 eviction), it POSTs `/checkpoint` to local rank 0 of one pod, with that pod's token. Every
 rank learns of the request at the same step through the stop check's all-reduce
-(RunContext.stop_requested), saves a checkpoint of that step and holds: the pods are about
+(StopAgreement.requested), saves a checkpoint of that step and holds: the pods are about
 to go, and steps trained now would be steps the checkpoint does not have. The hold ends
 with SIGTERM (the stop the operator asked for), or after the hold time the request
 named, when training goes on (the operator changed its mind, or is gone).
@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
 
 # Longest hold a request may ask for: longer than any termination grace period we render.
 MAX_HOLD_SECONDS = 3600
+# The agreement's cost: one tiny all-reduce about every half second, not every step.
+STOP_CHECK_SECONDS = 0.5
+STOP_CHECK_MAX_STEPS = 1000
 
 
 class Stop(enum.IntEnum):
@@ -50,3 +57,89 @@ class CheckpointRequest:
         """The ranks acted on the pending request (the loop, once the checkpoint is written)."""
         with self._lock:
             self._hold_seconds = 0
+
+
+@dataclass(kw_only=True)
+class StopAgreement:
+    """What every rank agrees, at the same step, about stopping: the one stop check of the
+    built-in loop and of the reporting session (session.py)."""
+
+    rank: int
+    world_size: int
+    group: dist.ProcessGroup | None = None
+    """A CPU (gloo) group for the check, off the training's hot path (world > 1)."""
+    signal: threading.Event = field(default_factory=threading.Event)
+    """Set by the SIGTERM handler."""
+    request: CheckpointRequest = field(default_factory=CheckpointRequest)
+    """The operator's checkpoint-then-evict request, set by the /checkpoint handler."""
+    agreed_hold_seconds: int = 0
+    """At a Stop.CHECKPOINT: the hold the ranks agreed on (the longest any rank was asked for)."""
+    _pending: tuple[dist.Work, torch.Tensor] | None = field(default=None, init=False, repr=False)
+    _steps_to_check: int = field(default=1, init=False, repr=False)
+    _last_call: float | None = field(default=None, init=False, repr=False)
+    _step_seconds: float | None = field(default=None, init=False, repr=False)
+
+    def _local(self) -> tuple[Stop, int]:
+        if self.signal.is_set():
+            return Stop.SIGNAL, 0
+        hold = self.request.pending()
+        return (Stop.CHECKPOINT, hold) if hold else (Stop.NONE, 0)
+
+    def requested(self) -> Stop:
+        """Stop.SIGNAL once any rank received SIGTERM, else Stop.CHECKPOINT once any rank
+        was asked for a checkpoint, else Stop.NONE (falsy).
+
+        Called once per step by every rank. On check steps it starts a tiny asynchronous
+        MAX all-reduce on the CPU group of [local stop, steps to the next check, hold
+        seconds] and reads the one started at the previous check, so no step waits on it.
+        Rank 0 spaces the checks about STOP_CHECK_SECONDS apart (every step when steps are
+        slow), and since every rank reads the same reduced value, all ranks check, and
+        stop, at the same steps. A SIGTERM or a request is acted on within about two check
+        periods."""
+        if self.world_size == 1:
+            stop, self.agreed_hold_seconds = self._local()
+            return stop
+        now = time.perf_counter()
+        if self._last_call is not None:
+            dt = now - self._last_call
+            self._step_seconds = dt if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * dt
+        self._last_call = now
+        self._steps_to_check -= 1
+        if self._steps_to_check > 0:
+            return Stop.NONE
+        every = 1
+        if self.rank == 0 and self._step_seconds:
+            every = int(min(STOP_CHECK_MAX_STEPS, max(1.0, STOP_CHECK_SECONDS / self._step_seconds)))
+        local, hold = self._local()
+        flag = torch.tensor([int(local), every, hold], dtype=torch.int64)
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        previous, self._pending = self._pending, (work, flag)
+        if previous is None:
+            self._steps_to_check = 1
+            return Stop.NONE
+        previous[0].wait()
+        stop, self._steps_to_check, self.agreed_hold_seconds = (int(v) for v in previous[1].tolist())
+        return Stop(stop)
+
+    def acted(self) -> None:
+        """Every rank acted on an agreed Stop.CHECKPOINT (at the same step): the request is
+        taken, and the check already in flight, which may still carry it, is read and
+        dropped (a SIGTERM it carried is still set, and the next check finds it)."""
+        self.request.taken()
+        self.drain()
+        self._steps_to_check = 1
+
+    def hold(self, seconds: float) -> bool:
+        """Hold after a requested checkpoint: True when SIGTERM came (stop), False when
+        the hold ran out (train on). Every rank holds, so none runs ahead of the others."""
+        self.request.held.set()
+        try:
+            return self.signal.wait(seconds)
+        finally:
+            self.request.held.clear()
+
+    def drain(self) -> None:
+        """Wait for the check in flight (before the group goes)."""
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None

@@ -81,7 +81,7 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
     c.metrics.start()
     autocast = parallelize.autocast(ctx)
     while c.state.step < cfg.steps:
-        stop = ctx.stop_requested()
+        stop = ctx.stops.requested()
         if stop is Stop.CHECKPOINT and not _checkpoint_and_hold(c, ctx):
             continue  # the hold ran out: train on
         if stop:
@@ -92,7 +92,7 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
             result.preempted = True
             break
         logging_step = should_log(c.state.step + 1, cfg)
-        c.hang.before_step(c.state.step + 1, ctx.rank, ctx.stop_signal)
+        c.hang.before_step(c.state.step + 1, ctx.rank, ctx.stops.signal)
         loss, norm = train_step(c, ctx, cfg, autocast, want_norm=logging_step)
         c.state.step += 1
         step = c.state.step
@@ -123,17 +123,17 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
 def _checkpoint_and_hold(c: Components, ctx: RunContext) -> bool:
     """The operator asked for a checkpoint before it stops the job (drain.py): save this
     step, say so in /status, and hold. True: SIGTERM came during the hold (stop now)."""
-    hold = ctx.agreed_hold_seconds
+    hold = ctx.stops.agreed_hold_seconds
     c.checkpoint.save(c.state.step, force_sync=True)
     c.checkpoint.wait()
     c.metrics.record_checkpoint(c.checkpoint.latest)
-    ctx.acted_on_stop()
+    ctx.stops.acted()
     step = c.state.step
     log.warning("checkpoint of step %d %s on the operator's request; holding up to %ds for the stop", step,
                 "written" if c.checkpoint.enabled else "skipped (checkpointing is off)", hold)
     c.metrics.record_held(step)
     try:
-        stopped = ctx.hold(hold)
+        stopped = ctx.stops.hold(hold)
     finally:
         c.metrics.record_held(None)
     if not stopped:

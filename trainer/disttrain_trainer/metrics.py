@@ -363,12 +363,14 @@ class Metrics:
         """Peak FLOP/s of one device in the compute dtype; None = unknown (MFU n/a)."""
         self.server = server
         self.start()
-        self._rates = (0.0, 0.0)  # step seconds, samples/s of the last closed window
+        self._rates = (0.0, 0.0, 0.0)  # step seconds, samples/s, tokens/s of the last closed window
 
     def start(self) -> None:
         """Open a fresh window (after loading, before the first step)."""
         self._window_start = self.clock()
         self._window_steps = 0
+        self._window_samples = 0.0
+        self._window_tokens = 0.0
         self._paused = 0.0
 
     @contextlib.contextmanager
@@ -380,25 +382,35 @@ class Metrics:
         finally:
             self._paused += self.clock() - t0
 
-    def record_step(self, step: int, loss: float | None, grad_norm: float | None = None) -> StepMetrics:
-        """Every step; `loss` is given on log steps only, and closes the window."""
+    def record_step(self, step: int, loss: float | None, grad_norm: float | None = None, *,
+                    samples: float | None = None, tokens: float | None = None,
+                    close: bool | None = None) -> StepMetrics:
+        """Every step; `loss` is given on log steps only, and closes the window (`close`
+        says so when a log step has no loss). `samples` and `tokens` (global, this step)
+        default to samples_per_step and tokens_per_sample."""
+        samples = self.samples_per_step if samples is None else samples
         self._window_steps += 1
-        if loss is not None:
+        self._window_samples += samples
+        self._window_tokens += samples * self.tokens_per_sample if tokens is None else tokens
+        if loss is not None if close is None else close:
             now = self.clock()
             busy = max(now - self._window_start - self._paused, 1e-9)
-            self._rates = (busy / self._window_steps, self._window_steps * self.samples_per_step / busy)
+            self._rates = (busy / self._window_steps, self._window_samples / busy, self._window_tokens / busy)
             self.start()
-        step_seconds, sps = self._rates
-        tps = sps * self.tokens_per_sample
+        step_seconds, sps, tps = self._rates
         m = StepMetrics(
             step=step, total_steps=self.total_steps, step_seconds=step_seconds, samples_per_second=sps,
             tokens_per_second=tps, world_size=self.world_size, loss=loss, grad_norm=grad_norm,
             flops_per_token=self.flops_per_token,
-            mfu=mfu(tps, self.flops_per_token, self.world_size, self.peak_flops) if sps else None,
+            mfu=mfu(tps, self.flops_per_token, self.world_size, self.peak_flops) if tps else None,
         )
+        self.publish(m)
+        return m
+
+    def publish(self, m: StepMetrics) -> None:
+        """Hand a step's metrics to every sink (again, once a loss averaged late is known)."""
         for sink in self.sinks:
             sink.step(m)
-        return m
 
     def record_checkpoint(self, info: CheckpointInfo | None) -> None:
         if info is not None:

@@ -149,11 +149,12 @@ def pod_env(*, node: int, rdzv_port: int, nnodes: str = "1:2", nproc: int = 1, j
 
 
 class Agent:
-    """One torchrun agent = one "node" (pod), in its own session so it can be killed whole."""
+    """One torchrun agent = one "node" (pod), in its own session so it can be killed whole.
+    It runs the built-in trainer, or `command` (torchrun's arguments: a script and its args)."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, command: list[str] | None = None) -> None:
         self.log = log
-        self.proc = subprocess.Popen([TORCHRUN, "--module", "disttrain_trainer"], env=env,
+        self.proc = subprocess.Popen([TORCHRUN, *(command or ["--module", "disttrain_trainer"])], env=env,
                                      stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill_node(self) -> None:

@@ -1,0 +1,243 @@
+"""The reporting session: what the built-in trainer tells the operator, for a loop you
+write yourself (docs/training-api.md, "A loop of your own").
+
+    with Session(total_steps=1000, samples_per_step=global_batch) as session:
+        for step in range(first, 1001):
+            loss = train_one_step()
+            action = session.step(step, loss=loss)
+            if action.checkpoint:          # the operator asked, or SIGTERM came
+                session.checkpointed(step, save(step))   # every rank; holds when asked
+            if session.stopping:
+                break
+
+It serves the pod contract's `/status`, `/metrics` and `POST /checkpoint` from local rank 0
+of each pod (docs/pod-contract.md) through the same sinks as the built-in trainer, agrees
+on stops across ranks with the same check (drain.StopAgreement), and writes the final
+report with its outcome when the block ends. Outside a disttrain pod (a notebook, a
+laptop: no DISTTRAIN_JOB_NAME) it does nothing and every step says carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import FrameType, TracebackType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from disttrain_trainer.checkpoint import CheckpointInfo
+from disttrain_trainer.config import MetricsConfig
+from disttrain_trainer.drain import Stop, StopAgreement
+from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetrics, build_metrics
+
+log = logging.getLogger("disttrain_trainer")
+
+# A session is on in a pod the operator (or `disttrain run --local`) made.
+IN_A_POD = "DISTTRAIN_JOB_NAME"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What every rank does after this step; the same on every rank at the same step."""
+
+    checkpoint: bool = False
+    """Save a checkpoint of this step now, then call `Session.checkpointed(step, where)`."""
+    stop: bool = False
+    """SIGTERM came: the pod is going. Save (checkpoint is also set), then leave the loop."""
+
+    def __bool__(self) -> bool:
+        return self.checkpoint or self.stop
+
+
+CARRY_ON = Action()
+
+
+class Session:
+    """One training run's report to the operator; use it as a context manager, once."""
+
+    def __init__(self, *, total_steps: int, samples_per_step: float = 0, tokens_per_sample: float = 0,
+                 flops_per_token: float = 0.0, log_every: int = 10, checkpoints: bool = True,
+                 env: Mapping[str, str] | None = None) -> None:
+        """total_steps: optimizer steps of the whole run (for progress and the ETA).
+        samples_per_step: the global batch (samples over all ranks per optimizer step), used
+        when `step()` is given no `samples`. tokens_per_sample: for tokens/s. log_every:
+        steps between the loss averages over ranks (and the log line); the last step
+        always logs. checkpoints: False when your loop cannot save on request; the
+        operator then stops the job with SIGTERM (`handshake: NotSupported`)."""
+        if total_steps < 0 or log_every < 1:
+            raise ValueError(f"Session(total_steps={total_steps}, log_every={log_every}): "
+                             "total_steps must be >= 0 and log_every >= 1")
+        env = os.environ if env is None else env
+        self.enabled = bool(env.get(IN_A_POD))
+        self.total_steps = total_steps
+        self.log_every = log_every
+        self.checkpoints = checkpoints
+        self.rank = int(env.get("RANK", "0"))
+        self.world_size = int(env.get("WORLD_SIZE", "1"))
+        local_rank0 = int(env.get("LOCAL_RANK", "0")) == 0
+        self.stops = StopAgreement(rank=self.rank, world_size=self.world_size)
+        self.metrics: Metrics | None = None
+        if self.enabled:
+            self.metrics = build_metrics(
+                MetricsConfig.from_env(env), is_local_rank0=local_rank0, is_rank0=self.rank == 0,
+                restarts=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")), total_steps=total_steps,
+                world_size=self.world_size, samples_per_step=int(samples_per_step),
+                tokens_per_sample=int(tokens_per_sample), flops_per_token=flops_per_token, peak_flops=None,
+                checkpoint_request=self.stops.request if checkpoints else None)
+        self.last_step = 0
+        self._stopping = False
+        self._asked_at: int | None = None  # a requested checkpoint of this step is awaited
+        self._joined = self.world_size == 1
+        self._pending_loss: tuple[dist.Work, torch.Tensor, StepMetrics] | None = None
+        self._last: StepMetrics | None = None  # the newest step's metrics
+        self._previous_handler: Any = None
+
+    # ---- the block ---------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+        if self.metrics is not None:
+            self.metrics.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """A crash leaves no outcome (the operator sees the exit); otherwise the report
+        says Interrupted after a stop, Finished after the loop ended on its own."""
+        if not self.enabled:
+            return
+        try:
+            if self._joined:
+                self._publish_loss()
+                self.stops.drain()
+            if self.metrics is not None and kind is None:
+                self.metrics.finish(INTERRUPTED if self._stopping else FINISHED, self.last_step)
+        finally:
+            if self.metrics is not None:
+                self.metrics.close()
+            if self._previous_handler is not None:
+                signal.signal(signal.SIGTERM, self._previous_handler)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        log.warning("SIGTERM received: the next step() asks for a checkpoint, then a stop")
+        self.stops.signal.set()
+
+    # ---- what the loop tells -----------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        """SIGTERM came (agreed by every rank, or during a hold): leave the loop."""
+        return self._stopping
+
+    def step(self, step: int, *, loss: float | torch.Tensor | None = None, samples: float | None = None,
+             tokens: float | None = None, grad_norm: float | None = None) -> Action:
+        """Call on every rank after every optimizer step, with the step just completed.
+        `loss` is read (a tensor synchronised) only on log steps, where it is averaged over
+        the ranks that gave one; `samples` and `tokens` are this step's, over all ranks."""
+        if not self.enabled:
+            return CARRY_ON
+        self._join()
+        if self._asked_at is not None:  # the last Action asked for a checkpoint this rank never reported
+            log.warning("the operator asked for a checkpoint at step %d, and the loop went on without "
+                        "calling Session.checkpointed() on this rank: the request is dropped, and the job "
+                        "will be stopped with SIGTERM", self._asked_at)
+            self.stops.acted()
+            self._asked_at = None
+        self._publish_loss()
+        self.last_step = step
+        logs = step % self.log_every == 0 or step == self.total_steps
+        assert self.metrics is not None
+        if logs and self.world_size > 1:  # averaged on the way: published at the next call
+            self._last = self.metrics.record_step(step, None, grad_norm, samples=samples, tokens=tokens, close=True)
+            self._start_mean(loss, self._last)
+            if step == self.total_steps:
+                self._publish_loss()
+        else:
+            mean = None if loss is None or not logs else float(loss)
+            self._last = self.metrics.record_step(step, mean, grad_norm, samples=samples, tokens=tokens, close=logs)
+        stop = self.stops.requested()
+        if stop is Stop.SIGNAL:
+            self._stopping = True
+            log.warning("stopping on SIGTERM at step %d: checkpoint it, then leave the loop", step)
+            return Action(checkpoint=True, stop=True)
+        if stop is Stop.CHECKPOINT:
+            self._asked_at = step
+            return Action(checkpoint=True)
+        return CARRY_ON
+
+    def logged(self, step: int, loss: float, grad_norm: float | None = None) -> None:
+        """A loss your framework already averaged over the ranks and logged at `step`
+        (what the Transformers and Lightning callbacks report): published as it is."""
+        if self.metrics is not None and self._last is not None:
+            self.metrics.publish(replace(self._last, step=max(step, self._last.step), loss=float(loss),
+                                         grad_norm=self._last.grad_norm if grad_norm is None else float(grad_norm)))
+
+    def evaluated(self, step: int, loss: float | torch.Tensor) -> None:
+        """An evaluation's loss at `step` (rank 0's is reported): status.progress.evalLoss,
+        and the objective `disttrain sweep` scores."""
+        if self.metrics is not None:
+            self.metrics.record_eval(step, float(loss))
+
+    def checkpointed(self, step: int, where: str) -> None:
+        """A checkpoint of `step` is complete at `where` (your own save, or the one you
+        resumed from): status.checkpoint. Call it on every rank. After an Action that asked
+        for it, every rank then holds here until the pod's SIGTERM (`stopping` turns True)
+        or the hold the operator named runs out (training goes on)."""
+        if self.metrics is None:
+            return
+        self.metrics.record_checkpoint(CheckpointInfo(step=step, path=where, time=time.time()))
+        if self._asked_at != step:
+            return
+        self._asked_at = None
+        if self.world_size > 1:  # held means saved on every rank (rank 0 may write last)
+            dist.barrier(group=self.stops.group)
+        self.stops.acted()
+        hold = self.stops.agreed_hold_seconds
+        log.warning("checkpoint of step %d written on the operator's request; holding up to %ds for the stop",
+                    step, hold)
+        self.metrics.record_held(step)
+        try:
+            if self.stops.hold(hold):
+                self._stopping = True
+            else:
+                log.warning("no stop came within %ds of the requested checkpoint: training on from step %d",
+                            hold, step)
+        finally:
+            self.metrics.record_held(None)
+
+    # ---- across ranks ------------------------------------------------------------------
+    def _join(self) -> None:
+        """The stop check's CPU group, made at the first step, when every rank is here."""
+        if self._joined:
+            return
+        if not dist.is_initialized():
+            raise RuntimeError(
+                f"disttrain Session: WORLD_SIZE={self.world_size} but torch.distributed is not initialised at "
+                "the first step(): call torch.distributed.init_process_group() before training (Transformers "
+                "and Lightning do it for you), or open the session after it")
+        self.stops.group = dist.new_group(backend="gloo")
+        self._joined = True
+
+    def _start_mean(self, loss: float | torch.Tensor | None, m: StepMetrics) -> None:
+        """Average the loss over the ranks that gave one, without waiting for it: a
+        synchronous collective here would hold every rank to the slowest one's pace."""
+        given = loss is not None
+        pair = torch.tensor([float(loss) if given else 0.0, 1.0 if given else 0.0], dtype=torch.float64)
+        work = dist.all_reduce(pair, group=self.stops.group, async_op=True)
+        self._pending_loss = (work, pair, m)
+
+    def _publish_loss(self) -> None:
+        if self._pending_loss is None:
+            return
+        work, pair, m = self._pending_loss
+        self._pending_loss = None
+        work.wait()
+        total, count = pair.tolist()
+        if count and self.metrics is not None:  # a NaN loss stays NaN (reported as null)
+            self.metrics.publish(replace(m, loss=total / count))

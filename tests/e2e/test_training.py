@@ -177,6 +177,53 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
         timeout=240, what="every child of the deleted job to go")
 
 
+def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_cluster, chart_operator, ns,
+                                                                          tmp_path):
+    """manifests/examples/own-loop.yaml as shipped, running docs/training-api.md's script
+    (disttrain.train.Session) in the trainer image: status shows its step, loss, step time
+    and ETA; `suspend` mid-run ends with the script's own checkpoint of the current step
+    (Checkpointed, 0 steps lost); `resume` loads exactly that one and the job finishes at
+    exactly its steps."""
+    text = (REPO / "docs" / "training-api.md").read_text()
+    (script,) = re.findall(r"<!-- file: train_loop.py -->\n```python\n(.*?)^```", text, re.S | re.M)
+    (tmp_path / "train_loop.py").write_text(script)
+    node_cluster.kubectl("create", "configmap", "train-loop", "-n", ns, f"--from-file={tmp_path / 'train_loop.py'}")
+    shared_checkpoints(node_cluster, ns, claim="own-loop-checkpoints")
+    example = REPO / "manifests" / "examples" / "own-loop.yaml"
+    steps = int(yaml.safe_load(example.read_text())["spec"]["trainer"]["args"][1])
+    node_cluster.kubectl("apply", "-n", ns, "-f", str(example))
+    running = wait_job(node_cluster, ns, "own-loop", "step 100 reported with its step time",
+                       lambda o: (o.get("status", {}).get("progress") or {}).get("stepSeconds")
+                       and o["status"]["progress"].get("step", 0) >= 100)
+    progress = running["status"]["progress"]
+    assert progress["totalSteps"] == steps and progress["loss"] is not None, progress
+    env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
+    cli = [sys.executable, "-m", "disttrain.cli"]
+    shown = subprocess.run([*cli, "status", "own-loop", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
+    eta = re.search(r"^ETA: +(\S+)", shown.stdout, re.M)
+    assert eta and eta.group(1) != "-", shown.stdout
+    said = subprocess.run([*cli, "suspend", "own-loop", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
+    assert said.returncode == 0, said.stderr
+    stopped = wait_job(node_cluster, ns, "own-loop", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    ev = stopped["status"]["eviction"]
+    assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
+    assert steps > ev["resumeFromStep"] >= 100, ev
+    node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "own-loop"), timeout=300,
+                          what="the suspended job's pods to go")
+    assert node_cluster.get("dt", "own-loop", ns)["status"]["eviction"]["stepsLost"] == 0
+    resumed = subprocess.run([*cli, "resume", "own-loop", "-n", ns], capture_output=True, text=True, env=env,
+                             timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    running_workers(node_cluster, ns, "own-loop", 2)
+    log = node_cluster.wait_for(
+        lambda: "resuming at step" in (out := node_cluster.kubectl("logs", "-n", ns, "own-loop-worker-0",
+                                                                    check=False).stdout) and out,
+        timeout=300, interval=2, what="the resumed script to load its checkpoint")
+    assert int(log.split("resuming at step", 1)[1].split()[0]) == ev["resumeFromStep"]
+    done = finish_exactly(node_cluster, ns, "own-loop", steps)
+    assert done["status"]["checkpoint"]["step"] == steps, done["status"]
+
+
 def test_a_python_function_trains_on_every_worker_through_the_client(node_cluster, chart_operator, ns, tmp_path):
     """docs/cli.md's `client.train(...)` block, run as written (python, the Python client, a
     kubeconfig whose context namespace is the test's): the function travels in the job,

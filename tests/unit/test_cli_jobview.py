@@ -41,11 +41,13 @@ def test_view_reads_progress_checkpoint_and_eta_from_status():
     assert view.checkpoint_age(NOW) == 30
 
 
-def test_eta_needs_throughput_and_is_not_told_for_a_users_script_or_a_finished_job():
+def test_eta_needs_a_step_time_or_throughput_and_is_not_told_for_a_finished_job():
     assert view_of(job(progress={"step": 5, "totalSteps": 100})).eta_seconds is None
     script = job()
     script["spec"]["trainer"] = {"command": ["python", "train.py"]}
-    assert view_of(script).eta_seconds is None
+    assert view_of(script).eta_seconds is None  # samples/s alone: the unit of its samples is unknown
+    script["status"]["progress"]["stepSeconds"] = 0.5  # it reports its step time (disttrain.train)
+    assert view_of(script).eta_seconds == 30
     assert view_of(job(phase="Succeeded")).eta_seconds is None
     fsdp = job()
     fsdp["spec"]["mesh"] = {"fsdp": 2, "tp": 2}  # data-parallel degree is the fsdp axis

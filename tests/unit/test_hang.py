@@ -43,7 +43,9 @@ def go(status, now, rep=None, **spec):
     ({}, None, 300.0),                                     # no step time reported yet
     ({"failurePolicy": {"hangSeconds": 20}}, report(), 20.0),
     ({"failurePolicy": {"hangSeconds": 0}}, report(), None),  # 0: off
-    ({"trainer": {"command": ["python", "-m", "team.train"]}}, report(), None),  # a user's script: off
+    ({"trainer": {"command": ["python", "-m", "team.train"]}}, report(), 300.0),  # a script reporting steps
+    ({"trainer": {"command": ["python", "-m", "team.train"]}}, report(step_seconds=None), None),  # reports none
+    ({"trainer": {"command": ["python", "-m", "team.train"]}}, None, None),  # a script that reports nothing: off
     ({"trainer": {"command": ["python", "-m", "team.train"]}, "failurePolicy": {"hangSeconds": 600}}, report(),
      600.0),
 ])

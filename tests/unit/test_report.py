@@ -18,7 +18,7 @@ def test_report_parses_status_and_termination_message_alike():
     assert final.finished and final.step == 60 and final.step_seconds == 0.2
     assert written(final.checkpoint) == {"step": 60, "time": iso(NOW), "path": "/ck/step-00000060"}
     assert written(final.progress()) == {"step": 60, "totalSteps": 60, "percentComplete": "100%", "loss": 2.5,
-                                "samplesPerSecond": 40.0}
+                                         "samplesPerSecond": 40.0, "stepSeconds": 0.2}
     assert parse_report(json.loads(report_json())).outcome is None
 
 

@@ -46,6 +46,7 @@ class TrainerReport:
             percent = f"{min(100, int(100 * self.step / self.total_steps))}%"
         progress = Progress(step=self.step, total_steps=self.total_steps or None, percent_complete=percent,
                             loss=_rounded(self.loss), samples_per_second=_rounded(self.samples_per_second),
+                            step_seconds=_rounded(self.step_seconds),
                             eval_loss=_rounded(self.eval_loss),
                             eval_step=self.eval_step if self.eval_loss is not None else None)
         return progress if progress != Progress() else None

@@ -184,8 +184,8 @@ class FailurePolicy:
     hang_seconds: int | None = spec_field(
         "hangSeconds: restart every worker (reason Hung, counted against backoffLimit) when the "
         "running trainer has completed no step for this long, as its /status reports it. Unset: "
-        "for the built-in trainer max(10 x its step time, 300); for your own script off (it "
-        "reports no steps). 0 turns it off. Until its first step after a start, restart or "
+        "max(10 x the trainer's step time, 300) for the built-in trainer and for your own code "
+        "once it reports steps (disttrain.train); off for a script that reports none. 0 turns it off. Until its first step after a start, restart or "
         "resume the trainer gets at least 300 s (loading a checkpoint is no hang).",
         minimum=0, maximum=86400)
 
@@ -481,6 +481,9 @@ class Progress:
     total_steps: int | None = spec_field("totalSteps: steps the job will run.")
     loss: float | None = spec_field("loss: training loss at the last logged step.")
     samples_per_second: float | None = spec_field("samplesPerSecond: global throughput.")
+    step_seconds: float | None = spec_field(
+        "stepSeconds: the mean optimizer step over the trainer's last logging window, checkpoint "
+        "and evaluation time left out: what the ETA counts in.")
     eval_loss: float | None = spec_field(
         "evalLoss: loss on the held-out split (builtin.evalFraction) at evalStep.")
     eval_step: int | None = spec_field("evalStep: the step evalLoss was measured at.")

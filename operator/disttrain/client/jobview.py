@@ -40,6 +40,7 @@ class JobView:
     loss: float | None = None
     samples_per_second: float | None = None
     global_batch: int | None = None  # samples per optimizer step, for the ETA
+    step_seconds: float | None = None  # the trainer's mean step, the ETA's unit when it reports one
     checkpoint_step: int | None = None
     checkpoint_time: datetime | None = None
     checkpoint_path: str | None = None  # status.checkpoint.path: a URL, or a path in the pod
@@ -72,10 +73,14 @@ class JobView:
     @property
     def eta_seconds(self) -> float | None:
         """Seconds left at the trainer's current throughput; None when it cannot be told."""
-        if (self.step is None or not self.total_steps or not self.samples_per_second
-                or not self.global_batch or self.finished):
+        if self.step is None or not self.total_steps or self.finished:
             return None
-        return max(0, self.total_steps - self.step) * self.global_batch / self.samples_per_second
+        left = max(0, self.total_steps - self.step)
+        if self.step_seconds:
+            return left * self.step_seconds
+        if not self.samples_per_second or not self.global_batch:
+            return None
+        return left * self.global_batch / self.samples_per_second
 
     def checkpoint_age(self, now: datetime) -> float | None:
         return (now - self.checkpoint_time).total_seconds() if self.checkpoint_time else None
@@ -95,6 +100,7 @@ def view_of(obj: dict[str, Any]) -> JobView:
         world_size=resolved.get("worldSize"), nodes=workers.get("active"), desired=workers.get("desired"),
         step=progress.get("step"), total_steps=progress.get("totalSteps"), loss=progress.get("loss"),
         samples_per_second=progress.get("samplesPerSecond"), global_batch=global_batch_of(spec, resolved),
+        step_seconds=progress.get("stepSeconds"),
         checkpoint_step=checkpoint.get("step"), checkpoint_time=parse_time(checkpoint.get("time")),
         checkpoint_path=checkpoint.get("path") or None,
         checkpoint_claim=(spec.get("checkpoint") or {}).get("claimName"),

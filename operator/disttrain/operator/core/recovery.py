@@ -77,14 +77,15 @@ def recover_failures(job: JobState, pods: list[PodInfo], plan: Plan,
 
 def hang_seconds(spec: Any, report: TrainerReport | None) -> float | None:
     """How long a running trainer may complete no step (None: not watched). Set: that (0 is
-    off). Unset: the built-in trainer's max(10 x step time, 300 s); a script of the user's
-    is not watched (it reports no steps)."""
+    off). Unset: max(10 x step time, 300 s) for the built-in trainer, and for a script of
+    the user's once it reports its step time (disttrain.train.Session); a script that
+    reports none is not watched."""
     chosen = spec.failure_policy.hang_seconds
     if chosen is not None:
         return float(chosen) or None
-    if spec.trainer.builtin is None:
-        return None
     step = report.step_seconds if report is not None else None
+    if spec.trainer.builtin is None and not step:
+        return None
     return max(HANG_STEPS * step, HANG_MIN_SECONDS) if step else HANG_MIN_SECONDS
 
 

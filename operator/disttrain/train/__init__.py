@@ -6,6 +6,8 @@ need torch (the `trainer` extra, or any image with torch); the rest of `disttrai
 - `Session`: the built-in trainer's report (progress, ETA, evaluations, checkpoints) and
   its checkpoint-then-evict handshake, for a training loop you write yourself.
 - `Action`: what `Session.step()` tells every rank to do after a step.
+- `disttrain.train.hf.DisttrainCallback`: the same for a Hugging Face Transformers `Trainer`.
+- `disttrain.train.lightning.DisttrainCallback`: the same for a PyTorch Lightning `Trainer`.
 """
 
 from disttrain_trainer.session import Action, Session

@@ -1,0 +1,95 @@
+"""disttrain.train's callbacks inside the real frameworks: docs/training-api.md's
+Transformers and Lightning scripts, as shown (tiny models built from code, nothing
+downloaded), two ranks under a real torchrun agent configured only through the pod
+contract's env. Each: /status shows the framework's steps, loss and eval loss; a
+POST /checkpoint holds both ranks at one step with the framework's own checkpoint of it;
+SIGTERM ends the run Interrupted there; started again, the framework resumes from that
+checkpoint and finishes at exactly its steps."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dt_helpers import Agent, free_port, get_status, pod_env, wait_for_step
+from test_session import TOKEN, doc_blocks, post, stop
+from dt_helpers import ROOT
+
+pytestmark = [pytest.mark.dist, pytest.mark.slow]
+
+
+def script(tmp_path: Path, name: str) -> Path:
+    text = (ROOT / "docs" / "training-api.md").read_text()
+    (block,) = [b for b in doc_blocks.parse_blocks("docs/training-api.md", text) if b.file == name]
+    path = tmp_path / name
+    path.write_text(block.text)
+    return path
+
+
+def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple[Agent, int]:
+    port = free_port()
+    env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port, ckpt_dir=str(ck),
+                  max_restarts=0, rdzv_id=tag)
+    env = {k: v for k, v in env.items() if not k.startswith(("DISTTRAIN_MODEL", "DISTTRAIN_DATASET", "DISTTRAIN_STEPS",
+                                                              "DISTTRAIN_BATCH", "DISTTRAIN_SEED", "DISTTRAIN_LEARNING"))}
+    env |= {"DISTTRAIN_CONTROL_TOKEN": TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp_path / f"report-{tag}"),
+            "TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    return Agent(env, tmp_path / f"agent-{tag}.log", [str(path), "--steps", str(steps)]), port
+
+
+def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved) -> tuple[int, str]:
+    """Run `name` long, ask for a checkpoint, SIGTERM, `check_saved(path, held)`, run it
+    again to held + 30 steps: the held step and the second run's output."""
+    path, ck = script(tmp_path, name), tmp_path / "ck"
+    agent, port = one_pod(tmp_path, path, ck, 100_000, "a")
+    try:
+        status = wait_for_step(port, 20, timeout=300, agents=[agent])
+        assert status["totalSteps"] == 100_000 and status["samplesPerSecond"] > 0
+        status = wait_for_step(port, 60, timeout=300, agents=[agent])
+        assert status["loss"] is not None and status["evalLoss"] is not None and status["evalStep"] == 50, status
+        code, doc = post(port, "holdSeconds=300&waitSeconds=120")
+        assert code == 200, doc
+        held = doc["heldAtStep"]
+        assert held >= 60 and doc["checkpoint"]["step"] == held and doc["checkpoint"]["path"] == saved_at(ck, held)
+        time.sleep(1.5)  # holding: no rank trains on
+        assert get_status(port)["step"] == held
+        agent.proc.terminate()  # the pod deletion that follows
+        agent.wait(timeout=120)
+    finally:
+        stop([agent])
+    report = json.loads((tmp_path / "report-a").read_text())
+    assert (report["outcome"], report["step"], report["checkpoint"]["step"]) == ("Interrupted", held, held), report
+    check_saved(Path(saved_at(ck, held)), held)
+
+    agent, port = one_pod(tmp_path, path, ck, held + 30, "b")
+    try:
+        rc = agent.wait(timeout=300)
+    finally:
+        stop([agent])
+    out = agent.output()
+    assert rc == 0, out[-4000:]
+    report = json.loads((tmp_path / "report-b").read_text())
+    assert (report["outcome"], report["step"]) == ("Finished", held + 30), report
+    return held, out
+
+
+def test_transformers_trainer_saves_on_request_holds_and_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
+    def complete(path: Path, held: int) -> None:  # Transformers' own checkpoint folder, whole
+        assert json.loads((path / "trainer_state.json").read_text())["global_step"] == held
+        assert (path / "optimizer.pt").is_file() and (path / "model.safetensors").is_file()
+
+    held, out = hold_then_resume(tmp_path, "train_hf.py", lambda ck, step: str(ck / f"checkpoint-{step}"), complete)
+    assert f"resuming from {tmp_path / 'ck'}/checkpoint-{held}" in out
+
+
+def test_lightning_trainer_saves_on_request_holds_and_resumes_from_it(tmp_path: Path) -> None:
+    def complete(path: Path, held: int) -> None:
+        assert torch.load(path, weights_only=False, map_location="cpu")["global_step"] == held
+
+    held, out = hold_then_resume(tmp_path, "train_lightning.py", lambda ck, step: str(ck / "last-disttrain.ckpt"),
+                                 complete)
+    assert f"Restoring states from the checkpoint path at {tmp_path / 'ck'}/last-disttrain.ckpt" in out

@@ -1,0 +1,80 @@
+"""A Hugging Face Transformers `TrainerCallback` that reports through the session
+(session.py): `Trainer(..., callbacks=[DisttrainCallback()])`.
+
+Events map onto the session: every optimizer step (`on_step_end`) is a `Session.step`,
+the loss Transformers logs (already averaged over the processes) is the reported loss,
+`eval_loss` is the evaluation, and every checkpoint Transformers saves (`on_save`, the
+`checkpoint-<step>` folder under `output_dir`) is the job's checkpoint. When the operator
+asks for a checkpoint, the callback sets `control.should_save`, so Transformers saves with
+its own `_save_checkpoint` (and `trainer.train(resume_from_checkpoint=True)` resumes from
+it); every rank then holds in `on_save` until the pods go. SIGTERM saves and stops the same
+way. Outside a disttrain pod it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from disttrain_trainer.session import Session
+
+# Transformers' checkpoint folder prefix (transformers.trainer_utils.PREFIX_CHECKPOINT_DIR).
+CHECKPOINT_PREFIX = "checkpoint"
+
+
+class DisttrainCallback(TrainerCallback):
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = env
+        self.session: Session | None = None
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> None:
+        steps_log = args.logging_strategy == "steps" and args.logging_steps >= 1
+        self.session = Session(
+            total_steps=state.max_steps,
+            samples_per_step=args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps,
+            log_every=int(args.logging_steps) if steps_log else 10, env=self.env).__enter__()
+        resumed = _folder(args, state.global_step)
+        if state.global_step > 0 and os.path.isdir(resumed):  # trainer.train(resume_from_checkpoint=...)
+            self.session.checkpointed(state.global_step, resumed)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        if self.session is None:
+            return
+        action = self.session.step(state.global_step)
+        if action.checkpoint:
+            control.should_save = True  # Transformers saves right after this step, then on_save
+        if action.stop:
+            control.should_training_stop = True
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, float] | None = None, **kwargs: Any) -> None:
+        if self.session is not None and logs and "loss" in logs:
+            self.session.logged(state.global_step, logs["loss"], grad_norm=logs.get("grad_norm"))
+
+    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    metrics: dict[str, float] | None = None, **kwargs: Any) -> None:
+        if self.session is not None and metrics and "eval_loss" in metrics:
+            self.session.evaluated(state.global_step, metrics["eval_loss"])
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> None:
+        if self.session is None:
+            return
+        self.session.checkpointed(state.global_step, _folder(args, state.global_step))  # holds when asked
+        if self.session.stopping:
+            control.should_training_stop = True
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
+        if self.session is not None:
+            self.session.__exit__(None, None, None)
+            self.session = None
+
+
+def _folder(args: TrainingArguments, step: int) -> str:
+    return os.path.join(args.output_dir, f"{CHECKPOINT_PREFIX}-{step}")

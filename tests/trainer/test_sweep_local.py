@@ -149,3 +149,42 @@ def test_local_sweep_resumes_prunes_and_finds_the_best(tmp_path: Path) -> None:
     assert job.name == "tiny-best"
     assert job.spec.trainer.builtin.learning_rate == best.params["spec.trainer.builtin.learningRate"]
     assert re.search(r"^trial\s+state\s+evalLoss\s+learningRate", out2, re.M), out2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_sweep_over_your_own_script_holds_out_each_fold_and_names_the_best(tmp_path: Path) -> None:
+    """docs/sweeps.md's script and sweep file (its image and path swapped for this machine's,
+    3 trials): the learning rate reaches the script as spec.env.LEARNING_RATE, each fold's job
+    holds out the fold the sweep gives it, and the sweep ends naming the best trial, whose
+    best.yaml carries its rate."""
+    from test_session import doc_blocks
+    parsed = doc_blocks.parse_blocks("docs/sweeps.md", (ROOT / "docs" / "sweeps.md").read_text())
+    (script,) = [b for b in parsed if b.file == "train_sweep.py"]
+    (sweep_block,) = [b for b in parsed if b.lang == "yaml" and "name: own-lr" in b.text]
+    (tmp_path / "train_sweep.py").write_text(script.text)
+    sweep = yaml.safe_load(sweep_block.text)
+    sweep["template"]["spec"].pop("image")
+    sweep["template"]["spec"]["trainer"]["command"] = [str(tmp_path / "train_sweep.py")]
+    sweep["template"]["spec"]["env"] = [{"name": "OMP_NUM_THREADS", "value": "1"}]
+    sweep["trials"] = 3
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    done = subprocess.run(**command(path, tmp_path), capture_output=True, timeout=500)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    study = optuna.load_study(study_name="own-lr", storage=f"sqlite:///{tmp_path / 'own-lr' / 'study.db'}")
+    states = optuna.trial.TrialState
+    complete = [t for t in study.trials if t.state == states.COMPLETE]
+    assert len(study.trials) == 3 and len(complete) >= 2, out  # the third may be pruned after its fold 0
+    assert all(t.state in (states.COMPLETE, states.PRUNED) for t in study.trials), out
+    best = min(complete, key=lambda t: t.value)
+    assert re.search(rf"best trial {best.number}: evalLoss {best.value:.4f}", out), out
+    for trial in complete:
+        for fold in (0, 1):
+            logs = (tmp_path / "own-lr" / "trials" / f"own-lr-t{trial.number:03d}-f{fold}" / "logs").glob("*.log")
+            assert f"holding out fold {fold} of 2 (500 samples)" in "".join(p.read_text() for p in logs)
+    job, _, _ = load_job(yaml.safe_load((tmp_path / "own-lr" / "best.yaml").read_text()))
+    env = {e.name: e.value for e in job.spec.env}
+    assert float(env["LEARNING_RATE"]) == pytest.approx(best.params["spec.env.LEARNING_RATE"])
+    assert "SWEEP_FOLD" not in env  # the best job trains on the template's own split

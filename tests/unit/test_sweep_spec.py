@@ -17,6 +17,9 @@ from disttrain.sweep.spec import field_type, parse_sweep
 TEMPLATE = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": "gpt", "labels": {"team": "a"}},
             "spec": {"trainer": {"builtin": {"model": "mlp", "steps": 100, "evalIntervalSteps": 10}}}}
+SCRIPT = {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "metadata": {"name": "mine"},
+          "spec": {"trainer": {"command": ["/workspace/train.py"]},
+                   "env": [{"name": "OMP_NUM_THREADS", "value": "1"}]}}
 GOOD = {
     "name": "lr",
     "template": TEMPLATE,
@@ -128,12 +131,36 @@ def test_a_template_by_path():
      "pruner.type: needs intermediate eval losses, and the template evaluates only after its last step (got "
      "'median'); allowed: none, or median with spec.trainer.builtin.evalIntervalSteps > 0 in the template. Fix: "
      "set spec.trainer.builtin.evalIntervalSteps (e.g. a tenth of steps) or pruner: {type: none}"),
+    (sweep(template=SCRIPT, parameters={"spec.env.DISTTRAIN_LR": {"choices": [1, 2]}}),
+     "parameters[spec.env.DISTTRAIN_LR].choices: makes the template invalid: "),
+    (sweep(template=SCRIPT, kfold={"folds": 2}, parameters={"spec.env.SWEEP_FOLD": {"choices": [0, 1]}}),
+     "parameters[spec.env.SWEEP_FOLD]: is set by kfold for every fold (got 'SWEEP_FOLD'); allowed: any other "
+     "field. Fix: remove the parameter or kfold"),
     (sweep(kfold={"folds": 4}, parameters={"spec.trainer.builtin.evalFold": {"choices": [0, 1]}}),
      "parameters[spec.trainer.builtin.evalFold]: is set by kfold for every fold (got 'evalFold'); allowed: any "
      "other field. Fix: remove the parameter or kfold"),
 ])
 def test_errors_name_the_field_the_value_what_is_allowed_and_the_fix(doc, expected):
-    assert expected in errors(doc)
+    assert any(e.startswith(expected) for e in errors(doc)), errors(doc)
+
+
+def test_your_own_script_is_swept_through_its_environment_and_given_its_fold():
+    """spec.env.NAME sets (or adds) a worker variable as text; with kfold a script's job
+    gets SWEEP_FOLD and SWEEP_FOLDS, and the best job neither."""
+    doc = sweep(template=SCRIPT, kfold={"folds": 3},
+                parameters={"spec.env.LEARNING_RATE": {"type": "float", "low": 1e-4, "high": 0.1, "log": True},
+                            "spec.env.OMP_NUM_THREADS": {"choices": [1, 2]}, "spec.env.AMP": {"choices": [True]}})
+    spec, errs = parse_sweep(doc, lambda p: {})
+    assert errs == [] and field_type("spec.env.X") == {float, int, str, bool} and field_type("spec.env.") is None
+    values = {"spec.env.LEARNING_RATE": 0.003, "spec.env.OMP_NUM_THREADS": 2, "spec.env.AMP": True}
+    job = trial_job(spec, 4, values, fold=1)
+    assert job["spec"]["env"] == [{"name": "LEARNING_RATE", "value": "0.003"}, {"name": "OMP_NUM_THREADS", "value": "2"},
+                                  {"name": "AMP", "value": "true"}, {"name": "SWEEP_FOLD", "value": "1"},
+                                  {"name": "SWEEP_FOLDS", "value": "3"}]
+    assert "builtin" not in job["spec"]["trainer"]
+    load_job(job)  # a valid DistributedTraining
+    best = best_job(spec, values, 4)
+    assert {e["name"] for e in best["spec"]["env"]} == {"LEARNING_RATE", "OMP_NUM_THREADS", "AMP"}
 
 
 def test_field_types_come_from_the_api():

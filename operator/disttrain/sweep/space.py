@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 SWEEP_LABEL = f"{GROUP}/sweep"
 TRIAL_LABEL = f"{GROUP}/trial"
 FOLD_LABEL = f"{GROUP}/fold"
+# A parameter for your own script: an environment variable of the trial's workers.
+ENV_PATH = "spec.env."
+# k-fold with your own script: the fold to hold out (0..k-1) and k, in its environment.
+FOLD_ENV, FOLDS_ENV = "SWEEP_FOLD", "SWEEP_FOLDS"
 
 
 class Suggester(Protocol):
@@ -44,6 +48,9 @@ def patch(doc: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """A copy of `doc` with each dotted path set (missing mappings created)."""
     out = copy.deepcopy(doc)
     for path, value in values.items():
+        if path.startswith(ENV_PATH):
+            _set_env(out, path[len(ENV_PATH):], value)
+            continue
         node = out
         *parents, leaf = path.split(".")
         for part in parents:
@@ -53,6 +60,16 @@ def patch(doc: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
             node = child
         node[leaf] = value
     return out
+
+
+def _set_env(doc: dict[str, Any], name: str, value: Any) -> None:
+    """Set (or add) spec.env[name] to the value as a script reads it: a string."""
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        spec = doc["spec"] = {}
+    env = [e for e in spec.get("env") or [] if not (isinstance(e, dict) and e.get("name") == name)]
+    spec["env"] = [*env, {"name": name, "value": text}]
 
 
 def values_at(doc: dict[str, Any], path: str) -> Any:
@@ -72,9 +89,11 @@ def trial_job(spec: SweepSpec, number: int, values: dict[str, Any], fold: int | 
     """The DistributedTraining of one trial (one fold of it with k-fold), labelled so a
     sweep finds its own jobs: disttrain.dev/sweep, disttrain.dev/trial[, disttrain.dev/fold]."""
     values = dict(values)
-    if fold is not None:
+    if fold is not None and isinstance(values_at(spec.template, "spec.trainer.builtin"), dict):
         values |= {"spec.trainer.builtin.evalFraction": round(1 / spec.folds, 12),
                    "spec.trainer.builtin.evalFold": fold}
+    elif fold is not None:  # your own script holds out the fold it is given
+        values |= {ENV_PATH + FOLD_ENV: fold, ENV_PATH + FOLDS_ENV: spec.folds}
     doc = patch(spec.template, values)
     meta = doc.setdefault("metadata", {})
     meta["name"] = trial_name(spec.name, number, fold)

@@ -20,7 +20,7 @@ from disttrain.api.errors import FieldError, did_you_mean, unset
 from disttrain.api.meta import json_name
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
 from disttrain.api.validate import validate_document
-from disttrain.sweep.space import patch, values_at
+from disttrain.sweep.space import ENV_PATH, FOLD_ENV, FOLDS_ENV, patch, values_at
 
 Kind = Literal["float", "int", "choice"]
 OBJECTIVES = ("evalLoss",)
@@ -251,14 +251,13 @@ def _against_template(spec: SweepSpec) -> list[FieldError]:
     builtin = values_at(spec.template, "spec.trainer.builtin")
     swept = {p.path for p in spec.params}
     if spec.folds:
-        for owned in ("evalFraction", "evalFold"):
-            if f"spec.trainer.builtin.{owned}" in swept:
-                errors.append(FieldError(f"parameters[spec.trainer.builtin.{owned}]", owned,
+        owned_paths = ([f"spec.trainer.builtin.{f}" for f in ("evalFraction", "evalFold")] if isinstance(builtin, dict)
+                       else [ENV_PATH + FOLD_ENV, ENV_PATH + FOLDS_ENV])
+        for owned in owned_paths:
+            if owned in swept:
+                errors.append(FieldError(f"parameters[{owned}]", owned.rpartition(".")[2],
                                          "is set by kfold for every fold", "any other field",
                                          "remove the parameter or kfold"))
-        if not isinstance(builtin, dict):
-            errors.append(FieldError("kfold", {"folds": spec.folds}, "needs the built-in trainer's held-out split",
-                                     "a template with spec.trainer.builtin", "remove kfold"))
     if spec.pruner != "none" and isinstance(builtin, dict) and not spec.folds:
         interval = builtin.get("evalIntervalSteps") or 0
         if not interval and "spec.trainer.builtin.evalIntervalSteps" not in swept:
@@ -283,6 +282,8 @@ def field_type(path: str) -> set[type] | None:
     parts = path.split(".")
     if len(parts) < 2 or parts[0] != "spec":
         return None
+    if path.startswith(ENV_PATH):  # spec.env.NAME: any value, as the string the script reads
+        return {float, int, str, bool} if len(parts) == 3 and parts[2] else None
     cls: Any = t.DistributedTrainingSpec
     for i, part in enumerate(parts[1:]):
         if not is_dataclass(cls):

@@ -92,6 +92,22 @@ def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
     return done
 
 
+def resume_from(cluster, namespace: str, name: str, step: int) -> None:
+    """`disttrain resume NAME`: both workers run again, and worker 0's trainer says it
+    resumes at exactly `step` (the built-in trainer and docs/training-api.md's loop both
+    print "resuming at step N")."""
+    env = {**cluster.env, "PYTHONPATH": str(REPO / "operator")}
+    resumed = subprocess.run([sys.executable, "-m", "disttrain.cli", "resume", name, "-n", namespace],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    running_workers(cluster, namespace, name, 2)
+    log = cluster.wait_for(
+        lambda: "resuming at step" in (out := cluster.kubectl("logs", "-n", namespace, f"{name}-worker-0",
+                                                               check=False).stdout) and out,
+        timeout=300, interval=2, what=f"the resumed {name} to load its checkpoint")
+    assert int(log.split("resuming at step", 1)[1].split()[0]) == step
+
+
 def test_a_hung_rank_is_detected_restarted_and_the_job_finishes_exactly(node_cluster, chart_operator, ns):
     """Rank 1 stops inside step 25 (the trainer's test hook, docs/trainer.md): rank 0 blocks
     in the step's all-reduce, every pod stays Running, and /status stops moving. After
@@ -161,14 +177,7 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
     shown = subprocess.run([*cli, "status", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
     assert (f"Last stop:   Suspended: checkpoint-then-evict completed, resumes from step {ev['resumeFromStep']}, "
             "0 steps lost") in shown.stdout, shown.stdout
-    resumed = subprocess.run([*cli, "resume", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
-    assert resumed.returncode == 0, resumed.stderr
-    running_workers(node_cluster, ns, "paused", 2)
-    log = node_cluster.wait_for(
-        lambda: "resuming at step" in (out := node_cluster.kubectl("logs", "-n", ns, "paused-worker-0",
-                                                                    check=False).stdout) and out,
-        timeout=300, interval=2, what="the resumed trainer to load its checkpoint")
-    assert int(log.split("resuming at step", 1)[1].split()[0]) == ev["resumeFromStep"]
+    resume_from(node_cluster, ns, "paused", ev["resumeFromStep"])
     finish_exactly(node_cluster, ns, "paused", steps)
     node_cluster.kubectl("delete", "dt", "paused", "-n", ns, "--timeout=240s", timeout=260)
     node_cluster.wait_for(
@@ -211,15 +220,7 @@ def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_c
     node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "own-loop"), timeout=300,
                           what="the suspended job's pods to go")
     assert node_cluster.get("dt", "own-loop", ns)["status"]["eviction"]["stepsLost"] == 0
-    resumed = subprocess.run([*cli, "resume", "own-loop", "-n", ns], capture_output=True, text=True, env=env,
-                             timeout=60)
-    assert resumed.returncode == 0, resumed.stderr
-    running_workers(node_cluster, ns, "own-loop", 2)
-    log = node_cluster.wait_for(
-        lambda: "resuming at step" in (out := node_cluster.kubectl("logs", "-n", ns, "own-loop-worker-0",
-                                                                    check=False).stdout) and out,
-        timeout=300, interval=2, what="the resumed script to load its checkpoint")
-    assert int(log.split("resuming at step", 1)[1].split()[0]) == ev["resumeFromStep"]
+    resume_from(node_cluster, ns, "own-loop", ev["resumeFromStep"])
     done = finish_exactly(node_cluster, ns, "own-loop", steps)
     assert done["status"]["checkpoint"]["step"] == steps, done["status"]
 

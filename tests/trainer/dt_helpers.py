@@ -209,3 +209,50 @@ def wait_for_step(port: int, step: int, *, timeout: float, agents: list[Agent] =
             assert a.proc.poll() is None, f"agent exited early:\n{a.output()[-4000:]}"
         time.sleep(0.2)
     raise AssertionError(f"step {step} not reached within {timeout}s; last status {get_status(port)}")
+
+
+# --- the pod contract's POST /checkpoint, and the docs' scripts --------------------------
+
+CONTROL_TOKEN = "0b5e3c1e-pod-uid"  # what DISTTRAIN_CONTROL_TOKEN holds in the tests' pods
+
+
+def post_checkpoint(port: int, query: str, token: str | None = CONTROL_TOKEN,
+                    timeout: float = 150) -> tuple[int, dict[str, Any]]:
+    """POST /checkpoint?query as the operator does: (HTTP status, the JSON answer or {})."""
+    import json
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/checkpoint?{query}", method="POST", data=b"")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+def stop_agents(agents: list[Agent]) -> None:
+    for agent in agents:
+        if agent.proc.poll() is None:
+            agent.kill_node()
+
+
+def _doc_blocks() -> Any:
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
+    module = sys.modules.setdefault("doc_blocks", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+doc_blocks = _doc_blocks()
+
+
+def doc_file(doc: str, name: str, dest: Path) -> Path:
+    """The `<!-- file: name -->` block of docs/<doc>, saved in dest as a reader saves it."""
+    text = (ROOT / "docs" / doc).read_text()
+    (block,) = [b for b in doc_blocks.parse_blocks(f"docs/{doc}", text) if b.file == name]
+    path = dest / name
+    path.write_text(block.text)
+    return path

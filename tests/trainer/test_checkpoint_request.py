@@ -15,24 +15,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from dt_helpers import CONTROL_TOKEN as TOKEN
 from dt_helpers import Agent, free_port, get_status, pod_env, wait_for_step
+from dt_helpers import post_checkpoint as post
 from disttrain_trainer.checkpoint import complete_checkpoints
 from disttrain_trainer.drain import CheckpointRequest
 from disttrain_trainer.metrics import Control, StatusServer, StatusSink
-
-TOKEN = "0b5e3c1e-pod-uid"
-
-
-def post(port: int, query: str, token: str | None = TOKEN, timeout: float = 120) -> tuple[int, dict]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/checkpoint?{query}", method="POST", data=b"")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, {}
-
 
 @pytest.mark.parametrize("query,answer", [
     ("holdSeconds=1", 202), ("holdSeconds=3600", 202), ("holdSeconds=3600&waitSeconds=0", 202),

@@ -15,19 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from dt_helpers import Agent, free_port, get_status, pod_env, wait_for_step
-from test_session import TOKEN, doc_blocks, post, stop
-from dt_helpers import ROOT
+from dt_helpers import (CONTROL_TOKEN, Agent, doc_file, free_port, get_status, pod_env, post_checkpoint,
+                        stop_agents, wait_for_step)
 
 pytestmark = [pytest.mark.dist, pytest.mark.slow]
-
-
-def script(tmp_path: Path, name: str) -> Path:
-    text = (ROOT / "docs" / "training-api.md").read_text()
-    (block,) = [b for b in doc_blocks.parse_blocks("docs/training-api.md", text) if b.file == name]
-    path = tmp_path / name
-    path.write_text(block.text)
-    return path
 
 
 def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple[Agent, int]:
@@ -36,7 +27,7 @@ def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple
                   max_restarts=0, rdzv_id=tag)
     env = {k: v for k, v in env.items() if not k.startswith(("DISTTRAIN_MODEL", "DISTTRAIN_DATASET", "DISTTRAIN_STEPS",
                                                               "DISTTRAIN_BATCH", "DISTTRAIN_SEED", "DISTTRAIN_LEARNING"))}
-    env |= {"DISTTRAIN_CONTROL_TOKEN": TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp_path / f"report-{tag}"),
+    env |= {"DISTTRAIN_CONTROL_TOKEN": CONTROL_TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp_path / f"report-{tag}"),
             "TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     return Agent(env, tmp_path / f"agent-{tag}.log", [str(path), "--steps", str(steps)]), port
 
@@ -44,14 +35,14 @@ def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple
 def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved) -> tuple[int, str]:
     """Run `name` long, ask for a checkpoint, SIGTERM, `check_saved(path, held)`, run it
     again to held + 30 steps: the held step and the second run's output."""
-    path, ck = script(tmp_path, name), tmp_path / "ck"
+    path, ck = doc_file("training-api.md", name, tmp_path), tmp_path / "ck"
     agent, port = one_pod(tmp_path, path, ck, 100_000, "a")
     try:
         status = wait_for_step(port, 20, timeout=300, agents=[agent])
         assert status["totalSteps"] == 100_000 and status["samplesPerSecond"] > 0
         status = wait_for_step(port, 60, timeout=300, agents=[agent])
         assert status["loss"] is not None and status["evalLoss"] is not None and status["evalStep"] == 50, status
-        code, doc = post(port, "holdSeconds=300&waitSeconds=120")
+        code, doc = post_checkpoint(port, "holdSeconds=300&waitSeconds=120")
         assert code == 200, doc
         held = doc["heldAtStep"]
         assert held >= 60 and doc["checkpoint"]["step"] == held and doc["checkpoint"]["path"] == saved_at(ck, held)
@@ -60,7 +51,7 @@ def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved) -> tuple[
         agent.proc.terminate()  # the pod deletion that follows
         agent.wait(timeout=120)
     finally:
-        stop([agent])
+        stop_agents([agent])
     report = json.loads((tmp_path / "report-a").read_text())
     assert (report["outcome"], report["step"], report["checkpoint"]["step"]) == ("Interrupted", held, held), report
     check_saved(Path(saved_at(ck, held)), held)
@@ -69,7 +60,7 @@ def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved) -> tuple[
     try:
         rc = agent.wait(timeout=300)
     finally:
-        stop([agent])
+        stop_agents([agent])
     out = agent.output()
     assert rc == 0, out[-4000:]
     report = json.loads((tmp_path / "report-b").read_text())

@@ -5,38 +5,23 @@ through the pod contract's env."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from dt_helpers import ROOT, Agent, _descendants, free_port, get_status, pod_env, wait_for_step
+from dt_helpers import (CONTROL_TOKEN, Agent, _descendants, doc_file, free_port, get_status, pod_env,
+                        post_checkpoint, stop_agents, wait_for_step)
 from disttrain.train import Action, Session
-
-TOKEN = "5e55-pod-uid"
-_spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
-doc_blocks = sys.modules.setdefault("doc_blocks", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(doc_blocks)
-
-
-def doc_script(tmp_path: Path) -> Path:
-    """docs/training-api.md's train_loop.py, saved as a reader saves it."""
-    text = (ROOT / "docs" / "training-api.md").read_text()
-    (block,) = [b for b in doc_blocks.parse_blocks("docs/training-api.md", text) if b.file == "train_loop.py"]
-    script = tmp_path / "train_loop.py"
-    script.write_text(block.text)
-    return script
 
 
 def pod(tmp_path: Path, port: int = 0) -> dict[str, str]:
     return {"DISTTRAIN_JOB_NAME": "mine", "DISTTRAIN_METRICS_PORT": str(port),
-            "DISTTRAIN_TERMINATION_LOG": str(tmp_path / "report"), "DISTTRAIN_CONTROL_TOKEN": TOKEN}
+            "DISTTRAIN_TERMINATION_LOG": str(tmp_path / "report"), "DISTTRAIN_CONTROL_TOKEN": CONTROL_TOKEN}
 
 
 def test_outside_a_pod_the_session_does_nothing_and_every_step_carries_on(tmp_path: Path) -> None:
@@ -107,14 +92,6 @@ def test_bad_arguments_name_what_is_allowed() -> None:
         Session(total_steps=-1, env={})
 
 
-def post(port: int, query: str) -> tuple[int, dict]:
-    import urllib.request
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/checkpoint?{query}", method="POST", data=b"",
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(request, timeout=150) as answer:
-        return answer.status, json.loads(answer.read())
-
-
 def script_pods(tmp_path: Path, script: Path, ck: Path, steps: int, tag: str,
                 max_restarts: int = 0) -> tuple[list[Agent], tuple[int, int]]:
     rdzv, ports = free_port(), (free_port(), free_port())
@@ -125,15 +102,9 @@ def script_pods(tmp_path: Path, script: Path, ck: Path, steps: int, tag: str,
         env = {k: v for k, v in env.items() if not k.startswith(("DISTTRAIN_MODEL", "DISTTRAIN_DATASET",
                                                                   "DISTTRAIN_STEPS", "DISTTRAIN_BATCH", "DISTTRAIN_SEED",
                                                                   "DISTTRAIN_LEARNING"))}  # a command's pod
-        env |= {"DISTTRAIN_CONTROL_TOKEN": TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp_path / f"report{i}-{tag}")}
+        env |= {"DISTTRAIN_CONTROL_TOKEN": CONTROL_TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp_path / f"report{i}-{tag}")}
         agents.append(Agent(env, tmp_path / f"agent{i}-{tag}.log", [str(script), "--steps", str(steps)]))
     return agents, ports
-
-
-def stop(agents: list[Agent]) -> None:
-    for agent in agents:
-        if agent.proc.poll() is None:
-            agent.kill_node()
 
 
 @pytest.mark.dist
@@ -144,13 +115,13 @@ def test_the_documented_loop_holds_every_rank_at_one_checkpoint_and_resumes_from
     script's own checkpoint of that step; SIGTERM then ends them Interrupted there. Started
     again, the script resumes from that checkpoint; a rank killed with -9 is restarted by
     torchrun and resumes from the newest save; the run finishes at exactly its steps."""
-    script, ck = doc_script(tmp_path), tmp_path / "ck"
+    script, ck = doc_file("training-api.md", "train_loop.py", tmp_path), tmp_path / "ck"
     agents, ports = script_pods(tmp_path, script, ck, 100_000, "a")
     try:
         status = wait_for_step(ports[0], 60, timeout=240, agents=agents)
         assert status["totalSteps"] == 100_000 and status["loss"] is not None and status["samplesPerSecond"] > 0
         assert status["evalLoss"] is not None and status["evalStep"] % 50 == 0
-        code, doc = post(ports[1], "holdSeconds=300&waitSeconds=120")
+        code, doc = post_checkpoint(ports[1], "holdSeconds=300&waitSeconds=120")
         assert code == 200, doc
         held = doc["heldAtStep"]
         assert held >= 60 and doc["checkpoint"] == {**doc["checkpoint"], "step": held,
@@ -162,7 +133,7 @@ def test_the_documented_loop_holds_every_rank_at_one_checkpoint_and_resumes_from
         for agent in agents:
             agent.wait(timeout=120)
     finally:
-        stop(agents)
+        stop_agents(agents)
     for i in range(2):
         report = json.loads((tmp_path / f"report{i}-a").read_text())
         assert (report["outcome"], report["step"], report["checkpoint"]["step"]) == ("Interrupted", held, held)
@@ -176,7 +147,7 @@ def test_the_documented_loop_holds_every_rank_at_one_checkpoint_and_resumes_from
         os.kill(rank1[-1], signal.SIGKILL)  # torchrun restarts its worker group
         rcs = [agent.wait(timeout=300) for agent in agents]
     finally:
-        stop(agents)
+        stop_agents(agents)
     logs = [agent.output() for agent in agents]
     assert rcs == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     resumed = [int(line.split()[-1]) for line in logs[0].splitlines() if line.startswith("resuming at step")]

@@ -158,11 +158,10 @@ def test_a_sweep_over_your_own_script_holds_out_each_fold_and_names_the_best(tmp
     3 trials): the learning rate reaches the script as spec.env.LEARNING_RATE, each fold's job
     holds out the fold the sweep gives it, and the sweep ends naming the best trial, whose
     best.yaml carries its rate."""
-    from test_session import doc_blocks
+    from dt_helpers import doc_blocks, doc_file
     parsed = doc_blocks.parse_blocks("docs/sweeps.md", (ROOT / "docs" / "sweeps.md").read_text())
-    (script,) = [b for b in parsed if b.file == "train_sweep.py"]
     (sweep_block,) = [b for b in parsed if b.lang == "yaml" and "name: own-lr" in b.text]
-    (tmp_path / "train_sweep.py").write_text(script.text)
+    doc_file("sweeps.md", "train_sweep.py", tmp_path)
     sweep = yaml.safe_load(sweep_block.text)
     sweep["template"]["spec"].pop("image")
     sweep["template"]["spec"]["trainer"]["command"] = [str(tmp_path / "train_sweep.py")]

@@ -308,6 +308,27 @@ def test_no_rights_unreachable_and_a_broken_kubeconfig_are_one_line_errors(clust
     assert Client(namespace, kubeconfig=cluster.kubeconfig, request_timeout=0).list() == []
 
 
+def test_the_real_servers_404_for_a_group_it_does_not_serve_reads_as_the_missing_crd(cluster, namespace):
+    """What kube-apiserver answers for the jobs' path when no CRD of their group is installed
+    (its mux's plain-text 404, not a Status) is what the client turns into the install hint;
+    tests/unit/test_client.py's stand-in answers the same, for every method."""
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+
+    from disttrain.client import client as client_module
+
+    api = k8s_config.new_client_from_config(config_file=cluster.kubeconfig)
+    with pytest.raises(ApiException) as raised:  # a group nothing serves: as disttrain.dev without its CRD
+        api.call_api(f"/apis/unserved.disttrain.dev/v1alpha1/namespaces/{namespace}/distributedtrainings", "GET",
+                     auth_settings=["BearerToken"], response_types_map={200: "object"})
+    answer = raised.value
+    assert (answer.status, answer.body) == (404, "404 page not found\n")
+    assert str(client_module.api_error(answer.status, answer.reason, answer.body)) == (
+        'Error from server (NotFound): the server doesn\'t have a resource type "distributedtrainings.disttrain.dev": '
+        "install disttrain's CRD (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
+    api.close()
+
+
 def test_every_method_acts_in_the_namespace_given_else_the_clients(cluster, namespace, client):
     """The namespace argument wins over the client's on every call that takes one. The twins'
     name is this run's own: a watch of every namespace must see only these two, also while

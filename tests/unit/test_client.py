@@ -303,22 +303,38 @@ def test_an_answer_that_is_not_the_api_servers_reads_as_its_status_phrase_and_te
 
 
 class _NoCrd(StandInHandler):
-    """An API server without disttrain's CRD: every request for the jobs is its 404."""
+    """An API server without disttrain's CRD: every request for the jobs is its 404, as
+    kube-apiserver answers a group it serves nothing of: its HTTP mux's plain-text page."""
 
     def do_GET(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.reply(404, b"404 page not found\n", "text/plain; charset=utf-8",
+                   {"X-Content-Type-Options": "nosniff"})
+
+    do_POST = do_PATCH = do_DELETE = do_GET
+
+
+class _OtherVersion(_NoCrd):
+    """The group served at another version only (an older CRD): a Status that says the
+    resource is not there."""
+
+    def do_GET(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
                          "details": {}, "code": 404, "message": client_module.NOT_SERVED})
 
     do_POST = do_PATCH = do_DELETE = do_GET
 
 
-def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path):
-    """The API server's 404 "could not find the requested resource" for the jobs means the CRD
-    is not installed: every request for them says so and how to install it. (A stand-in
-    answers as such a server does: the shared control plane here must keep its CRD.)"""
+@pytest.mark.parametrize("server", [_NoCrd, _OtherVersion], ids=["no-crd", "other-version"])
+def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path, server):
+    """The API server's 404 for the jobs' path (plain text where no CRD of the group is
+    installed, a Status where the group is served at another version) means the CRD is not
+    installed: every request for them says so and how to install it. (A stand-in answers
+    as such a server does: the shared control plane here must keep its CRD.)"""
     from disttrain.client.client import NotFound
 
-    with stand_in(tmp_path, _NoCrd) as kubeconfig:
+    with stand_in(tmp_path, server) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)
         for call in (lambda: client.get("demo"), client.list, lambda: client.delete("demo"),
                      lambda: client.create({**JOB, "metadata": {"name": "demo"}})):

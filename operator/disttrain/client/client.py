@@ -41,8 +41,10 @@ from disttrain.client.manifest import manifest_of
 
 RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
 OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtraining.disttrain.dev/NAME
-# The API server's 404 for a path it does not serve: here, a CRD not installed.
+# The API server's 404 for a path it does not serve: here, a CRD not installed. A group it
+# serves nothing of gets its HTTP mux's plain-text page instead of a Status.
 NOT_SERVED = "the server could not find the requested resource"
+NO_SUCH_GROUP = "404 page not found"
 # How long past its own timeoutSeconds a watch's server may stay silent before the client
 # gives up on it (a read timeout: Unreachable): the server ends a healthy watch first.
 WATCH_SLACK = 30
@@ -591,6 +593,8 @@ def api_error(status: int | None, reason: str | None, body: Any, resource: str =
         why, message = why.split(": ", 1)
     if status == 404:  # the server's words: what is missing may be the namespace, or the kind itself
         said = " ".join(message.split()) or NOT_SERVED
+        if said == NO_SUCH_GROUP:  # no Status at all: nothing of the group is served
+            said = NOT_SERVED
         if said == NOT_SERVED and resource == RESOURCE:
             said = (f'the server doesn\'t have a resource type "{resource}": install disttrain\'s CRD '
                     "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import transformers
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from disttrain_trainer.session import Session
@@ -26,8 +27,9 @@ CHECKPOINT_PREFIX = "checkpoint"
 
 
 class DisttrainCallback(TrainerCallback):
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, framework: str = "") -> None:
         self.env = env
+        self.framework = framework or f"transformers {transformers.__version__}"
         self.session: Session | None = None
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
@@ -36,7 +38,8 @@ class DisttrainCallback(TrainerCallback):
         self.session = Session(
             total_steps=state.max_steps,
             samples_per_step=args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps,
-            log_every=int(args.logging_steps) if steps_log else 10, env=self.env).__enter__()
+            log_every=int(args.logging_steps) if steps_log else 10, framework=self.framework,
+            env=self.env).__enter__()
         resumed = _folder(args, state.global_step)
         if state.global_step > 0 and os.path.isdir(resumed):  # trainer.train(resume_from_checkpoint=...)
             self.session.checkpointed(state.global_step, resumed)

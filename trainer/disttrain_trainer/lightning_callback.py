@@ -23,13 +23,17 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
+    from lightning import __version__ as _version
     from lightning.pytorch import Callback, LightningModule, Trainer
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.utilities.data import extract_batch_size
+    FRAMEWORK = "lightning"
 except ImportError:  # the older package name
     from pytorch_lightning import Callback, LightningModule, Trainer  # type: ignore[no-redef]
+    from pytorch_lightning import __version__ as _version  # type: ignore[no-redef]
     from pytorch_lightning.callbacks import ModelCheckpoint  # type: ignore[no-redef]
     from pytorch_lightning.utilities.data import extract_batch_size  # type: ignore[no-redef]
+    FRAMEWORK = "pytorch-lightning"
 
 from disttrain_trainer.session import Session
 
@@ -42,8 +46,10 @@ EVAL_METRIC = "val_loss"
 
 
 class DisttrainCallback(Callback):
-    def __init__(self, eval_metric: str = EVAL_METRIC, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, eval_metric: str = EVAL_METRIC, env: Mapping[str, str] | None = None,
+                 framework: str = "") -> None:
         self.eval_metric = eval_metric
+        self.framework = framework or f"{FRAMEWORK} {_version}"
         self.env = os.environ if env is None else env
         self.session: Session | None = None
         self._seen = 0
@@ -57,7 +63,7 @@ class DisttrainCallback(Callback):
             log.warning("no ModelCheckpoint folder and no checkpoint storage (spec.checkpoint): the operator's "
                         "checkpoint requests are declined, and the job is stopped with SIGTERM alone")
         self.session = Session(total_steps=int(total), log_every=max(1, trainer.log_every_n_steps),
-                               checkpoints=bool(self._target), env=self.env).__enter__()
+                               checkpoints=bool(self._target), framework=self.framework, env=self.env).__enter__()
         self._seen = trainer.global_step
         if trainer.ckpt_path:  # resumed: fit(..., ckpt_path=...)
             self.session.checkpointed(trainer.global_step, str(trainer.ckpt_path))

@@ -427,6 +427,13 @@ class Metrics:
             if isinstance(sink, StatusSink):
                 sink.held(step)
 
+    def record_framework(self, label: str) -> None:
+        """The framework the report comes from ("transformers 5.24.0"): the report's `framework`."""
+        for sink in self.sinks:
+            if isinstance(sink, StatusSink):
+                with sink.lock:
+                    sink.doc["framework"] = label
+
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""
         for sink in self.sinks:

@@ -64,13 +64,14 @@ class Session:
 
     def __init__(self, *, total_steps: int, samples_per_step: float = 0, tokens_per_sample: float = 0,
                  flops_per_token: float = 0.0, log_every: int = 10, checkpoints: bool = True,
-                 env: Mapping[str, str] | None = None) -> None:
+                 framework: str = "", env: Mapping[str, str] | None = None) -> None:
         """total_steps: optimizer steps of the whole run (for progress and the ETA).
         samples_per_step: the global batch (samples over all ranks per optimizer step), used
         when `step()` is given no `samples`. tokens_per_sample: for tokens/s. log_every:
         steps between the loss averages over ranks (and the log line); the last step
         always logs. checkpoints: False when your loop cannot save on request; the
-        operator then stops the job with SIGTERM (`handshake: NotSupported`)."""
+        operator then stops the job with SIGTERM (`handshake: NotSupported`). framework: what
+        reports, for the report's `framework` ("transformers 5.24.0"; the callbacks set it)."""
         if total_steps < 0 or log_every < 1:
             raise ValueError(f"Session(total_steps={total_steps}, log_every={log_every}): "
                              "total_steps must be >= 0 and log_every >= 1")
@@ -91,6 +92,8 @@ class Session:
                 world_size=self.world_size, samples_per_step=int(samples_per_step),
                 tokens_per_sample=int(tokens_per_sample), flops_per_token=flops_per_token, peak_flops=None,
                 checkpoint_request=self.stops.request if checkpoints else None)
+        if self.metrics is not None and framework:
+            self.metrics.record_framework(framework)
         self.last_step = 0
         self._stopping = False
         self._asked_at: int | None = None  # a requested checkpoint of this step is awaited

@@ -88,3 +88,15 @@ WORKDIR /workspace
 ENV HOME=/tmp
 ENTRYPOINT []
 CMD ["torchrun", "--module", "disttrain_trainer"]
+
+# Not shipped: what "your own image" means in instrument: auto's real-node test
+# (tests/e2e): the trainer image plus Transformers, pinned as the tests pin it. The
+# callback's package reaches the pods through instrument: auto's init container.
+FROM trainer AS example-transformers
+USER 0:0
+COPY constraints.txt /tmp/constraints.txt
+RUN --mount=type=secret,id=pip-ca \
+    if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; \
+    pip --python /opt/disttrain/bin/python install -c /tmp/constraints.txt transformers accelerate \
+    && rm /tmp/constraints.txt
+USER 1000:1000

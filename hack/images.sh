@@ -45,7 +45,10 @@ MIRROR=$(debian_mirror "$SUITE")  # this machine's own, or DISTTRAIN_DEBIAN_MIRR
 BASE_IMAGE=localhost/disttrain/python:3.11-bookworm
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml")
 # image name -> Dockerfile target
-declare -A TARGETS=([ghcr.io/disttrain/operator:$VERSION]=operator [ghcr.io/disttrain/trainer:$VERSION]=trainer)
+# localhost/disttrain/example-transformers: a user's own image (the trainer plus Transformers)
+# for instrument: auto's real-node test; never published.
+declare -A TARGETS=([ghcr.io/disttrain/operator:$VERSION]=operator [ghcr.io/disttrain/trainer:$VERSION]=trainer
+                    [localhost/disttrain/example-transformers:$VERSION]=example-transformers)
 CA_BUNDLE=${DISTTRAIN_PIP_CA:-/etc/ssl/certs/ca-certificates.crt}
 
 log() { printf '[images] %s\n' "$*" >&2; }

@@ -92,20 +92,22 @@ def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
     return done
 
 
-def resume_from(cluster, namespace: str, name: str, step: int) -> None:
+def resume_from(cluster, namespace: str, name: str, step: int, said: str = "resuming at step {step}") -> None:
     """`disttrain resume NAME`: both workers run again, and worker 0's trainer says it
     resumes at exactly `step` (the built-in trainer and docs/training-api.md's loop both
-    print "resuming at step N")."""
+    print "resuming at step N"; the Transformers script names its checkpoint folder)."""
+    words = re.compile(re.escape(said.format(step=step)) + r"\b")
     env = {**cluster.env, "PYTHONPATH": str(REPO / "operator")}
     resumed = subprocess.run([sys.executable, "-m", "disttrain.cli", "resume", name, "-n", namespace],
                              capture_output=True, text=True, env=env, timeout=60)
     assert resumed.returncode == 0, resumed.stderr
     running_workers(cluster, namespace, name, 2)
+    first = said.split("{", 1)[0]
     log = cluster.wait_for(
-        lambda: "resuming at step" in (out := cluster.kubectl("logs", "-n", namespace, f"{name}-worker-0",
-                                                               check=False).stdout) and out,
+        lambda: first in (out := cluster.kubectl("logs", "-n", namespace, f"{name}-worker-0",
+                                                 check=False).stdout) and out,
         timeout=300, interval=2, what=f"the resumed {name} to load its checkpoint")
-    assert int(log.split("resuming at step", 1)[1].split()[0]) == step
+    assert words.search(log), log[-3000:]
 
 
 def test_a_hung_rank_is_detected_restarted_and_the_job_finishes_exactly(node_cluster, chart_operator, ns):
@@ -186,17 +188,14 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
         timeout=240, what="every child of the deleted job to go")
 
 
-def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_cluster, chart_operator, ns,
-                                                                          tmp_path):
+def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_cluster, chart_operator, ns):
     """manifests/examples/own-loop.yaml as shipped, running docs/training-api.md's script
     (disttrain.train.Session) in the trainer image: status shows its step, loss, step time
     and ETA; `suspend` mid-run ends with the script's own checkpoint of the current step
     (Checkpointed, 0 steps lost); `resume` loads exactly that one and the job finishes at
     exactly its steps."""
-    text = (REPO / "docs" / "training-api.md").read_text()
-    (script,) = re.findall(r"<!-- file: train_loop.py -->\n```python\n(.*?)^```", text, re.S | re.M)
-    (tmp_path / "train_loop.py").write_text(script)
-    node_cluster.kubectl("create", "configmap", "train-loop", "-n", ns, f"--from-file={tmp_path / 'train_loop.py'}")
+    scripts = REPO / "manifests" / "examples" / "scripts"  # docs/training-api.md's (tests/unit/test_examples.py)
+    node_cluster.kubectl("create", "configmap", "train-loop", "-n", ns, f"--from-file={scripts / 'train_loop.py'}")
     shared_checkpoints(node_cluster, ns, claim="own-loop-checkpoints")
     example = REPO / "manifests" / "examples" / "own-loop.yaml"
     steps = int(yaml.safe_load(example.read_text())["spec"]["trainer"]["args"][1])
@@ -222,6 +221,46 @@ def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_c
     assert node_cluster.get("dt", "own-loop", ns)["status"]["eviction"]["stepsLost"] == 0
     resume_from(node_cluster, ns, "own-loop", ev["resumeFromStep"])
     done = finish_exactly(node_cluster, ns, "own-loop", steps)
+    assert done["status"]["checkpoint"]["step"] == steps, done["status"]
+
+
+def test_instrument_auto_gives_an_unchanged_transformers_script_progress_and_a_checkpoint_first_suspend(
+        node_cluster, chart_operator, ns):
+    """manifests/examples/zero-code-transformers.yaml as shipped: docs/training-api.md's
+    Transformers script without its two disttrain lines, in the trainer image plus
+    Transformers. The init container copies disttrain's package in, the start-up hook
+    attaches the callback: Instrumented names Transformers, status shows progress and
+    ETA; `suspend` mid-run ends with Transformers' own checkpoint of the current step
+    (Checkpointed, 0 steps lost); `resume` loads exactly it and finishes at exactly its steps."""
+    script = REPO / "manifests" / "examples" / "scripts" / "train_hf.py"  # no disttrain in it
+    node_cluster.kubectl("create", "configmap", "train-hf", "-n", ns, f"--from-file=train.py={script}")
+    shared_checkpoints(node_cluster, ns, claim="zero-code-checkpoints")
+    example = REPO / "manifests" / "examples" / "zero-code-transformers.yaml"
+    steps = int(yaml.safe_load(example.read_text())["spec"]["trainer"]["args"][1])
+    node_cluster.kubectl("apply", "-n", ns, "-f", str(example))
+    running = wait_job(node_cluster, ns, "zero-code", "step 100 reported with its step time",
+                       lambda o: (o.get("status", {}).get("progress") or {}).get("stepSeconds")
+                       and o["status"]["progress"].get("step", 0) >= 100)
+    (instrumented,) = [c for c in running["status"]["conditions"] if c["type"] == "Instrumented"]
+    assert (instrumented["status"], instrumented["reason"]) == ("True", "CallbackAttached"), instrumented
+    assert "transformers 5." in instrumented["message"]
+    env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
+    cli = [sys.executable, "-m", "disttrain.cli"]
+    shown = subprocess.run([*cli, "status", "zero-code", "-n", ns], capture_output=True, text=True, env=env,
+                           timeout=60)
+    assert re.search(r"^ETA: +\d", shown.stdout, re.M), shown.stdout
+    said = subprocess.run([*cli, "suspend", "zero-code", "-n", ns], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert said.returncode == 0, said.stderr
+    stopped = wait_job(node_cluster, ns, "zero-code", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    ev = stopped["status"]["eviction"]
+    assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
+    assert steps > ev["resumeFromStep"] >= 100, ev
+    node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "zero-code"), timeout=300,
+                          what="the suspended job's pods to go")
+    resume_from(node_cluster, ns, "zero-code", ev["resumeFromStep"],
+                said="resuming from /checkpoints/checkpoint-{step}")
+    done = finish_exactly(node_cluster, ns, "zero-code", steps)
     assert done["status"]["checkpoint"]["step"] == steps, done["status"]
 
 

@@ -86,3 +86,23 @@ def test_the_readme_job_is_the_example_it_applies():
     assert {k: job["spec"][k] for k in shown["spec"]} == shown["spec"]
     claims = {d["metadata"]["name"] for d in docs if d["kind"] == "PersistentVolumeClaim"}
     assert shown["spec"]["checkpoint"]["claimName"] in claims
+
+
+def test_the_shipped_scripts_are_the_ones_docs_training_api_shows():
+    """manifests/examples/scripts/ holds what docs/training-api.md shows (the examples'
+    ConfigMaps are made from these files): train_loop.py as shown, train_hf.py as shown
+    less its two disttrain lines (what instrument: auto runs unchanged)."""
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location("doc_blocks", os.path.join(ROOT, "tests", "doc_blocks.py"))
+    blocks = sys.modules.setdefault("doc_blocks", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(blocks)
+    text = open(os.path.join(ROOT, "docs", "training-api.md")).read()
+    shown = {b.file: b.text for b in blocks.parse_blocks("docs/training-api.md", text) if b.file}
+    scripts = os.path.join(ROOT, "manifests", "examples", "scripts")
+    assert open(os.path.join(scripts, "train_loop.py")).read() == shown["train_loop.py"]
+    plain = shown["train_hf.py"].replace("from disttrain.train.hf import DisttrainCallback\n", "")
+    plain = plain.replace(", callbacks=[DisttrainCallback()]", "")
+    assert plain != shown["train_hf.py"] and "from disttrain" not in plain and "DisttrainCallback" not in plain
+    assert open(os.path.join(scripts, "train_hf.py")).read() == plain
+    assert sorted(os.listdir(scripts)) == ["train_hf.py", "train_loop.py"]

@@ -25,6 +25,8 @@ SPEC_INVALID = "SpecInvalid"                   # a running job's spec stopped va
 QUEUED = "Queued"
 ADMITTED = "Admitted"
 EVICTED = "Evicted"
+# trainer.instrument: auto (operator/core/instrumentation.py): was a Trainer found to report from?
+INSTRUMENTED = "Instrumented"
 
 # Reasons
 VALID = "Valid"
@@ -64,6 +66,8 @@ WORKLOAD_CREATED = "WorkloadCreated"    # Queued: the Workload is made, Kueue ha
 QUOTA_RESERVED = "QuotaReserved"        # Admitted: Kueue reserved quota in a ClusterQueue
 WORKLOAD_FINISHED = "WorkloadFinished"  # the job ended: its Workload frees the quota
 WORKER_INTERRUPTED = "WorkerInterrupted"  # ended on a signal before finishing: a disruption
+CALLBACK_ATTACHED = "CallbackAttached"  # Instrumented: the trainer reports from the framework it names
+NO_TRAINER_FOUND = "NoTrainerFound"     # Instrumented False: no report after the start-up allowance
 
 MESSAGE_LIMIT = 1024
 

@@ -34,6 +34,7 @@ class TrainerReport:
     eval_step: int | None = None
     eval_history: tuple[tuple[int, float | None], ...] = ()  # the run's latest evaluations, oldest first
     held_at_step: int | None = None  # the ranks hold here after a requested checkpoint (POST /checkpoint)
+    framework: str | None = None  # what reports: "transformers 5.24.0" (disttrain.train's callbacks)
 
     @property
     def finished(self) -> bool:
@@ -82,6 +83,7 @@ def parse_report(data: Any) -> TrainerReport | None:
         eval_step=_int(data.get("evalStep")),
         eval_history=_history(data.get("evalHistory")),
         held_at_step=_int(data.get("heldAtStep")),
+        framework=_text(data.get("framework")),
     )
 
 

@@ -47,6 +47,11 @@ TRAINER_RULES = [
     {"rule": "!has(self.args) || has(self.command)",
      "message": "trainer.args is only used with trainer.command: move the arguments or "
                 "set command"},
+    {"rule": "!has(self.instrument) || self.instrument == 'none' || has(self.command)",
+     "message": "trainer.instrument is for your own command: the built-in trainer reports on its own; "
+                "remove instrument"},
+    {"rule": "!has(self.instrumentImage) || (has(self.instrument) && self.instrument == 'auto')",
+     "message": "trainer.instrumentImage is only used with instrument: auto: set it or remove instrumentImage"},
 ]
 
 CHECKPOINT_RULES = [

@@ -42,7 +42,8 @@ Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "F
 # Every condition type the operator writes (api/conditions.py names each; a test keeps the
 # two equal): the job's life, trouble it cannot fix alone, and Kueue's admission.
 CONDITION_TYPES = ("Validated", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "CheckpointStale",
-                   "NameConflict", "PodCreationForbidden", "SpecInvalid", "Queued", "Admitted", "Evicted")
+                   "NameConflict", "PodCreationForbidden", "SpecInvalid", "Queued", "Admitted", "Evicted",
+                   "Instrumented")
 
 # A Kubernetes quantity or count: 4, "500m", "16Gi".
 IntOrString = int | str
@@ -106,6 +107,20 @@ class TrainerSpec:
     args: list[str] | None = spec_field(
         "args: arguments appended after command. Only with command.",
         max_items=256, max_length=4096)
+    instrument: Instrument | None = spec_field(
+        "instrument: auto gives your own code disttrain.train's reporting without a change to it or "
+        "to your image: an init container copies disttrain's package from instrumentImage into the "
+        "pod, and a start-up hook attaches its callback to every Transformers (4.40 or newer) or "
+        "Lightning (2.0 or newer) Trainer your code builds: progress, hang detection, "
+        "checkpoint-then-evict (docs/training-api.md). none (unset) runs your command as it is. Only "
+        "with command.")
+    instrument_image: str | None = spec_field(
+        "instrumentImage: the image instrument: auto copies disttrain's package from: any image that "
+        "holds it, such as the trainer image (the default, " + DEFAULT_IMAGE + ") or one built from it. "
+        "Only with instrument: auto.", max_length=1024)
+
+
+Instrument = Literal["none", "auto"]
 
 
 @dataclass(kw_only=True, slots=True)

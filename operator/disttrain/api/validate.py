@@ -76,6 +76,7 @@ def load_job(doc: Any, policy: PodPolicy = PodPolicy()) -> tuple[t.Job, t.Resolv
 def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     """Semantic checks the schema cannot express (or that the offline path must repeat)."""
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
+            *check_instrument_env(spec),
             *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
             *check_pod_template(spec.pod_template), *check_gang(spec.scheduling)]
 
@@ -112,6 +113,12 @@ def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
     if trainer.args is not None and trainer.command is None:
         errors.append(FieldError("spec.trainer.args", trainer.args, "is only used with command", "",
                                  "set trainer.command or remove args"))
+    if trainer.instrument == "auto" and trainer.command is None:
+        errors.append(FieldError("spec.trainer.instrument", trainer.instrument, "is for your own command",
+                                 "none with builtin (the built-in trainer reports on its own)", "remove instrument"))
+    if trainer.instrument_image is not None and trainer.instrument != "auto":
+        errors.append(FieldError("spec.trainer.instrumentImage", trainer.instrument_image,
+                                 "is only used with instrument: auto", "", "set instrument: auto or remove it"))
     if trainer.command is not None:
         if not trainer.command:
             errors.append(FieldError("spec.trainer.command", [], "is empty", "a script path or --module NAME",
@@ -130,6 +137,17 @@ def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
                                      f"is past the last block of evalFraction {builtin.eval_fraction}",
                                      f"0..{folds - 1}", "lower evalFold or evalFraction (k-fold: 1/k and 0..k-1)"))
     return errors
+
+
+def check_instrument_env(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """instrument: auto puts its start-up folder first on PYTHONPATH, before the job's own:
+    it must read that one as a value."""
+    if spec.trainer.instrument != "auto":
+        return []
+    return [FieldError(f"spec.env[{i}].valueFrom", "PYTHONPATH", "cannot be combined with instrument: auto",
+                       "PYTHONPATH given as value", "give PYTHONPATH as value: (instrument: auto puts its own "
+                       "folder in front of it)")
+            for i, var in enumerate(spec.env or []) if var.name == "PYTHONPATH" and var.value_from is not None]
 
 
 def _present(trainer: t.TrainerSpec) -> dict:

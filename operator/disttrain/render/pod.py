@@ -17,6 +17,7 @@ from disttrain.render.pod_group import gang_member
 from disttrain.render.context import (TERMINATION_GRACE_SECONDS, TERMINATION_LOG, RenderContext, common_labels,
                                       owner_references)
 from disttrain.render.env import apply_env
+from disttrain.render.instrument import instrument
 from disttrain.render.merge import merge
 
 TEMPLATE_HASH_ANNOTATION = f"{t.GROUP}/template-hash"
@@ -175,8 +176,8 @@ def admitted_flavor(pod: dict, ctx: RenderContext) -> dict:
 
 
 PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
-    apply_env, resources, volumes, ports_and_probes, scheduling, security, pod_template, gang_member, avoided_nodes,
-    admitted_flavor)
+    apply_env, resources, volumes, ports_and_probes, scheduling, security, instrument, pod_template, gang_member,
+    avoided_nodes, admitted_flavor)
 
 
 def render_pod(job: t.Job, resolved: t.Resolved, index: int, avoid_nodes: tuple[str, ...] = (), *,
@@ -234,6 +235,8 @@ def _template_hash(job: t.Job, resolved: t.Resolved) -> str:
                                                              or v != _ADDED_CHECKPOINT_DEFAULTS[k])}
     if spec.get("scheduling") and spec["scheduling"].get("gang") is None:  # added later: unset changes no hash
         spec["scheduling"] = {k: v for k, v in spec["scheduling"].items() if k != "gang"}
+    spec["trainer"] = {k: v for k, v in spec["trainer"].items()  # added later: unset changes no hash
+                       if k not in ("instrument", "instrument_image") or v is not None}
     builtin = spec["trainer"].get("builtin")
     if builtin:  # fields added later count only when used: an upgrade replaces no workers
         spec["trainer"]["builtin"] = {k: v for k, v in builtin.items()

@@ -42,6 +42,7 @@ from disttrain.operator.core.recovery import (avoid_bad_nodes, lift_avoided_node
                                               recover_failures, replace_lost, restart_hung, stuck_words)
 from disttrain.operator.core.state import (ACTIVE_PHASES, TERMINAL_PHASES, Event, JobState, Plan, Policy, Refusal,
                                            creation_refused, set_reported, workers)
+from disttrain.operator.core.instrumentation import instrumented
 from disttrain.operator.core.status import checkpoint_age, checkpoint_staleness, global_batch, seconds_per_step
 from disttrain.operator.core.stopping import after_a_drain, drain, suspend
 from disttrain.render import template_hash
@@ -166,8 +167,9 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     _name_conflicts(plan, conflicts or {})
     creation_refused(plan, refusal)
     _set_phase(job, pods, plan, old_phase, crashed, hung)
+    instrument_wake = instrumented(plan, report, job)
     plan.wake_at = min((m for m in (_next_wake(plan.status, spec, start), lost_wake, hang_wake, drain_wake,
-                                    settle_wake) if m is not None), default=None)
+                                    settle_wake, instrument_wake) if m is not None), default=None)
     return plan
 
 

@@ -85,8 +85,19 @@ def wait_checkpoint(cluster, namespace: str, name: str, at_least: int) -> dict:
                     lambda o: (o.get("status", {}).get("checkpoint") or {}).get("step", 0) >= at_least)
 
 
-def finish_exactly(cluster, namespace: str, name: str, steps: int) -> dict:
-    done = wait_job(cluster, namespace, name, "finished", lambda o: phase(o) in ("Succeeded", "Failed"), timeout=360)
+def finish_exactly(cluster, namespace: str, name: str, steps: int, stall: float = 240) -> dict:
+    """Wait for the job to end at exactly `steps`. It fails when the job stops moving (no new
+    step, phase or restart for `stall` seconds), never because a total time passed while it
+    trained: a busy machine only makes it slower."""
+    seen, moved = None, time.monotonic()
+    while phase(done := job(cluster, namespace, name)) not in ("Succeeded", "Failed"):
+        status = done.get("status", {})
+        now = (status.get("phase"), (status.get("progress") or {}).get("step"), status.get("restarts"))
+        if now != seen:
+            seen, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall:
+            pytest.fail(f"{name} made no progress for {stall:.0f}s: phase, step, restarts {now}")
+        time.sleep(2)
     assert phase(done) == "Succeeded", json.dumps(done["status"], indent=1)
     assert done["status"]["progress"]["step"] == steps, done["status"]["progress"]
     return done
@@ -188,6 +199,7 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
         timeout=240, what="every child of the deleted job to go")
 
 
+@pytest.mark.timeout(1500)
 def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_cluster, chart_operator, ns):
     """manifests/examples/own-loop.yaml as shipped, running docs/training-api.md's script
     (disttrain.train.Session) in the trainer image: status shows its step, loss, step time
@@ -224,6 +236,7 @@ def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_c
     assert done["status"]["checkpoint"]["step"] == steps, done["status"]
 
 
+@pytest.mark.timeout(1500)
 def test_instrument_auto_gives_an_unchanged_transformers_script_progress_and_a_checkpoint_first_suspend(
         node_cluster, chart_operator, ns):
     """manifests/examples/zero-code-transformers.yaml as shipped: docs/training-api.md's

@@ -199,41 +199,51 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
         timeout=240, what="every child of the deleted job to go")
 
 
-@pytest.mark.timeout(1500)
-def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_cluster, chart_operator, ns):
-    """manifests/examples/own-loop.yaml as shipped, running docs/training-api.md's script
-    (disttrain.train.Session) in the trainer image: status shows its step, loss, step time
-    and ETA; `suspend` mid-run ends with the script's own checkpoint of the current step
-    (Checkpointed, 0 steps lost); `resume` loads exactly that one and the job finishes at
-    exactly its steps."""
-    scripts = REPO / "manifests" / "examples" / "scripts"  # docs/training-api.md's (tests/unit/test_examples.py)
-    node_cluster.kubectl("create", "configmap", "train-loop", "-n", ns, f"--from-file={scripts / 'train_loop.py'}")
-    shared_checkpoints(node_cluster, ns, claim="own-loop-checkpoints")
-    example = REPO / "manifests" / "examples" / "own-loop.yaml"
+def suspended_mid_run_and_resumed_exactly(cluster, namespace: str, name: str, example: Path,
+                                          said: str = "resuming at step {step}") -> dict:
+    """Apply an example of a script of the user's as shipped; once it reports step 100 with
+    its step time, `status` shows an ETA; `suspend` ends with the script's own checkpoint of
+    the current step (Checkpointed, 0 steps lost); `resume` loads exactly that one and the
+    job finishes at exactly its steps. Returns the job as it was while it ran."""
     steps = int(yaml.safe_load(example.read_text())["spec"]["trainer"]["args"][1])
-    node_cluster.kubectl("apply", "-n", ns, "-f", str(example))
-    running = wait_job(node_cluster, ns, "own-loop", "step 100 reported with its step time",
+    cluster.kubectl("apply", "-n", namespace, "-f", str(example))
+    running = wait_job(cluster, namespace, name, "step 100 reported with its step time",
                        lambda o: (o.get("status", {}).get("progress") or {}).get("stepSeconds")
                        and o["status"]["progress"].get("step", 0) >= 100)
     progress = running["status"]["progress"]
     assert progress["totalSteps"] == steps and progress["loss"] is not None, progress
-    env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
+    env = {**cluster.env, "PYTHONPATH": str(REPO / "operator")}
     cli = [sys.executable, "-m", "disttrain.cli"]
-    shown = subprocess.run([*cli, "status", "own-loop", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
-    eta = re.search(r"^ETA: +(\S+)", shown.stdout, re.M)
-    assert eta and eta.group(1) != "-", shown.stdout
-    said = subprocess.run([*cli, "suspend", "own-loop", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
-    assert said.returncode == 0, said.stderr
-    stopped = wait_job(node_cluster, ns, "own-loop", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    shown = subprocess.run([*cli, "status", name, "-n", namespace], capture_output=True, text=True, env=env,
+                           timeout=60)
+    assert re.search(r"^ETA: +\d", shown.stdout, re.M), shown.stdout
+    stop = subprocess.run([*cli, "suspend", name, "-n", namespace], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    stopped = wait_job(cluster, namespace, name, "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
     ev = stopped["status"]["eviction"]
     assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
     assert steps > ev["resumeFromStep"] >= 100, ev
-    node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "own-loop"), timeout=300,
-                          what="the suspended job's pods to go")
-    assert node_cluster.get("dt", "own-loop", ns)["status"]["eviction"]["stepsLost"] == 0
-    resume_from(node_cluster, ns, "own-loop", ev["resumeFromStep"])
-    done = finish_exactly(node_cluster, ns, "own-loop", steps)
+    cluster.wait_for(lambda: not worker_pods(cluster, namespace, name), timeout=300,
+                     what="the suspended job's pods to go")
+    assert cluster.get("dt", name, namespace)["status"]["eviction"]["stepsLost"] == 0
+    resume_from(cluster, namespace, name, ev["resumeFromStep"], said=said)
+    done = finish_exactly(cluster, namespace, name, steps)
     assert done["status"]["checkpoint"]["step"] == steps, done["status"]
+    return running
+
+
+SCRIPTS = REPO / "manifests" / "examples" / "scripts"  # docs/training-api.md's (tests/unit/test_examples.py)
+
+
+@pytest.mark.timeout(1500)
+def test_your_own_loop_reports_progress_and_is_suspended_checkpoint_first(node_cluster, chart_operator, ns):
+    """manifests/examples/own-loop.yaml as shipped, running docs/training-api.md's script
+    (disttrain.train.Session) in the trainer image: progress and ETA while it runs, a
+    checkpoint-first suspend, an exact resume."""
+    node_cluster.kubectl("create", "configmap", "train-loop", "-n", ns, f"--from-file={SCRIPTS / 'train_loop.py'}")
+    shared_checkpoints(node_cluster, ns, claim="own-loop-checkpoints")
+    suspended_mid_run_and_resumed_exactly(node_cluster, ns, "own-loop", REPO / "manifests" / "examples" / "own-loop.yaml")
 
 
 @pytest.mark.timeout(1500)
@@ -241,40 +251,17 @@ def test_instrument_auto_gives_an_unchanged_transformers_script_progress_and_a_c
         node_cluster, chart_operator, ns):
     """manifests/examples/zero-code-transformers.yaml as shipped: docs/training-api.md's
     Transformers script without its two disttrain lines, in the trainer image plus
-    Transformers. The init container copies disttrain's package in, the start-up hook
-    attaches the callback: Instrumented names Transformers, status shows progress and
-    ETA; `suspend` mid-run ends with Transformers' own checkpoint of the current step
-    (Checkpointed, 0 steps lost); `resume` loads exactly it and finishes at exactly its steps."""
-    script = REPO / "manifests" / "examples" / "scripts" / "train_hf.py"  # no disttrain in it
-    node_cluster.kubectl("create", "configmap", "train-hf", "-n", ns, f"--from-file=train.py={script}")
+    Transformers. The init container copies disttrain's package in and the start-up hook
+    attaches the callback: Instrumented names Transformers; progress and ETA, a
+    checkpoint-first suspend through Transformers' own checkpoint, an exact resume."""
+    node_cluster.kubectl("create", "configmap", "train-hf", "-n", ns, f"--from-file=train.py={SCRIPTS / 'train_hf.py'}")
     shared_checkpoints(node_cluster, ns, claim="zero-code-checkpoints")
-    example = REPO / "manifests" / "examples" / "zero-code-transformers.yaml"
-    steps = int(yaml.safe_load(example.read_text())["spec"]["trainer"]["args"][1])
-    node_cluster.kubectl("apply", "-n", ns, "-f", str(example))
-    running = wait_job(node_cluster, ns, "zero-code", "step 100 reported with its step time",
-                       lambda o: (o.get("status", {}).get("progress") or {}).get("stepSeconds")
-                       and o["status"]["progress"].get("step", 0) >= 100)
+    running = suspended_mid_run_and_resumed_exactly(
+        node_cluster, ns, "zero-code", REPO / "manifests" / "examples" / "zero-code-transformers.yaml",
+        said="resuming from /checkpoints/checkpoint-{step}")
     (instrumented,) = [c for c in running["status"]["conditions"] if c["type"] == "Instrumented"]
     assert (instrumented["status"], instrumented["reason"]) == ("True", "CallbackAttached"), instrumented
     assert "transformers 5." in instrumented["message"]
-    env = {**node_cluster.env, "PYTHONPATH": str(REPO / "operator")}
-    cli = [sys.executable, "-m", "disttrain.cli"]
-    shown = subprocess.run([*cli, "status", "zero-code", "-n", ns], capture_output=True, text=True, env=env,
-                           timeout=60)
-    assert re.search(r"^ETA: +\d", shown.stdout, re.M), shown.stdout
-    said = subprocess.run([*cli, "suspend", "zero-code", "-n", ns], capture_output=True, text=True, env=env,
-                          timeout=60)
-    assert said.returncode == 0, said.stderr
-    stopped = wait_job(node_cluster, ns, "zero-code", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
-    ev = stopped["status"]["eviction"]
-    assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
-    assert steps > ev["resumeFromStep"] >= 100, ev
-    node_cluster.wait_for(lambda: not worker_pods(node_cluster, ns, "zero-code"), timeout=300,
-                          what="the suspended job's pods to go")
-    resume_from(node_cluster, ns, "zero-code", ev["resumeFromStep"],
-                said="resuming from /checkpoints/checkpoint-{step}")
-    done = finish_exactly(node_cluster, ns, "zero-code", steps)
-    assert done["status"]["checkpoint"]["step"] == steps, done["status"]
 
 
 def test_a_python_function_trains_on_every_worker_through_the_client(node_cluster, chart_operator, ns, tmp_path):

@@ -120,7 +120,10 @@ class TrainerSpec:
         "Only with instrument: auto.", max_length=1024)
 
 
-Instrument = Literal["none", "auto"]
+# The same values, in the same order, as CheckpointStorageMode: typing caches equal Literals
+# as one object (their order ignored), so the other order would make docs/api.md depend
+# on which annotation was read first.
+Instrument = Literal["auto", "none"]
 
 
 @dataclass(kw_only=True, slots=True)

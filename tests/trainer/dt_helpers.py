@@ -31,7 +31,7 @@ TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 
 def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PET_", "DISTTRAIN_", "TORCHELASTIC_")) and k not in
+           if not k.startswith(("PET_", "DISTTRAIN_", "TORCHELASTIC_", "MLFLOW_", "TENSORBOARD_")) and k not in
            ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
     env.update(
         OMP_NUM_THREADS="1",
@@ -256,3 +256,49 @@ def doc_file(doc: str, name: str, dest: Path) -> Path:
     path = dest / name
     path.write_text(block.text)
     return path
+
+
+# --- a script's pods (spec.trainer.command): the pod contract's env without the built-in's --
+
+BUILTIN_ONLY = ("DISTTRAIN_MODEL", "DISTTRAIN_DATASET", "DISTTRAIN_STEPS", "DISTTRAIN_BATCH", "DISTTRAIN_SEED",
+                "DISTTRAIN_LEARNING")
+
+
+def script_env(**pod: Any) -> dict[str, str]:
+    """pod_env(**pod) less what the operator sets for the built-in trainer only."""
+    return {k: v for k, v in pod_env(**pod).items() if not k.startswith(BUILTIN_ONLY)}
+
+
+def script_pods(tmp: Path, argv: list[str], ck: Path, tag: str, *, nodes: int = 2, nproc: int = 1,
+                strategy: str = "ddp", interval: int = 0, max_restarts: int = 0,
+                extra_env: dict[str, str] | None = None) -> tuple[list[Agent], list[int]]:
+    """`nodes` agents of a script's job, each with its /status port, its report file
+    tmp/report<i>-<tag> and its log tmp/agent<i>-<tag>.log."""
+    rdzv, agents, ports = free_port(), [], []
+    for i in range(nodes):
+        ports.append(free_port())
+        env = script_env(node=i, rdzv_port=rdzv, nnodes=f"{nodes}:{nodes}", nproc=nproc, metrics_port=ports[i],
+                         ckpt_dir=str(ck), interval=interval, max_restarts=max_restarts, rdzv_id=tag, strategy=strategy)
+        env |= {"DISTTRAIN_CONTROL_TOKEN": CONTROL_TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp / f"report{i}-{tag}")}
+        agents.append(Agent(env | (extra_env or {}), tmp / f"agent{i}-{tag}.log", argv))
+    return agents, ports
+
+
+def delete_held_pods(agents: list[Agent], ports: list[int], held: int, tmp: Path, tag: str) -> None:
+    """The ranks hold at `held` after a requested checkpoint: no rank trains on; then the
+    pods are deleted (SIGTERM), and every pod's report says Interrupted at that step."""
+    import json
+    import time
+    try:
+        time.sleep(1.5)
+        status = get_status(ports[0])
+        assert status is not None and (status["step"], status["heldAtStep"]) == (held, held), status
+        for agent in agents:
+            agent.proc.terminate()  # the pod deletion that follows
+        for agent in agents:
+            agent.wait(timeout=120)
+    finally:
+        stop_agents(agents)
+    for i in range(len(agents)):
+        report = json.loads((tmp / f"report{i}-{tag}").read_text())
+        assert (report["outcome"], report["step"], report["checkpoint"]["step"]) == ("Interrupted", held, held)

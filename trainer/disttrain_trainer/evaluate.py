@@ -17,8 +17,8 @@ import torch.distributed as dist
 from torch import nn
 
 from disttrain_trainer.config import EvalConfig
-from disttrain_trainer.data import Dataset
-from disttrain_trainer.models import LossFn
+from disttrain_trainer.data import Dataset, to_device
+from disttrain_trainer.models import LossFn, forward
 
 
 @dataclass(kw_only=True)
@@ -51,7 +51,7 @@ class Evaluator:
                 idx = torch.arange(lo, hi) if real else torch.zeros(1, dtype=torch.long)
                 x, y = self.dataset.get(idx)
                 with autocast:
-                    loss = self.loss_fn(model(x.to(self.device)), y.to(self.device))
+                    loss = self.loss_fn(forward(model, to_device(x, self.device)), to_device(y, self.device))
                 totals[0] += loss.double() * real
                 totals[1] += real
         finally:

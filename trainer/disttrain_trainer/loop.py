@@ -24,7 +24,7 @@ from disttrain_trainer.drain import Stop
 from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.faults import HangHook
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
-from disttrain_trainer.models import LossFn
+from disttrain_trainer.models import LossFn, forward
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -53,6 +53,17 @@ class Result:
     """Data-parallel mean loss at each log step."""
     eval_losses: dict[int, float] = field(default_factory=dict)
     """Held-out loss at each evaluation step."""
+
+    @property
+    def exit_code(self) -> int:
+        """What the process exits with: 0 when it trained to the end, EXIT_INTERRUPTED
+        when a stop came first."""
+        return EXIT_INTERRUPTED if self.preempted else 0
+
+
+# Exit status of a run stopped on a signal before its last step (EX_TEMPFAIL): never 0,
+# so neither torchrun nor the operator can take an interrupted run for a finished one.
+EXIT_INTERRUPTED = 75
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
@@ -159,7 +170,7 @@ def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: conte
     for i, (x, y) in enumerate(micro_batches):
         with _grad_sync(c.model, last=i == n - 1):
             with autocast:
-                loss = c.loss_fn(c.model(x), y) / n
+                loss = c.loss_fn(forward(c.model, x), y) / n
             if c.scaler is not None:
                 c.scaler.scale(loss).backward()
             else:

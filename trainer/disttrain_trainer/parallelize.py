@@ -1,10 +1,14 @@
-"""Apply a strategy to a model built on the meta device, then materialise it.
+"""Apply a strategy to a model, materialising it when it was built on the meta device.
 
 none | DDP | FSDP2 (`fully_shard` per block, then the root) | FSDP x TP (tensor parallel
 with `parallelize_module` inside each block on the "tp" mesh dimension, FSDP2 on "dp").
 After wrapping, `to_empty()` allocates the (possibly sharded) storage and every parameter
 is filled from a generator seeded by (seed, parameter index), computed in full on every
-rank and then cut to the local shard: every strategy starts from the same weights.
+rank and then cut to the local shard: every strategy starts from the same weights. A
+model of yours with real weights (training.py builds one under the same seed on every
+rank) keeps them: rank 0's are broadcast before FSDP shards them, and DDP does the same.
+FSDP's units are the model's `blocks` if it has them, else the members of its
+`nn.ModuleList`s (a transformer's layers), then the root.
 
 Mixed precision follows one rule per strategy (the split torchtitan makes): FSDP2 owns it
 through `MixedPrecisionPolicy` (parameters all-gathered and computed in the compute dtype,
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
@@ -28,15 +33,22 @@ from disttrain_trainer.context import RunContext
 
 
 def parallelize(model: nn.Module, ctx: RunContext, *, seed: int) -> nn.Module:
-    """`model` lives on `meta`; returns the wrapped, materialised, initialised model."""
+    """Returns the wrapped model on its device: one on `meta` is materialised and
+    initialised (init_weights), one with weights keeps rank 0's."""
     strategy = ctx.resolved.strategy
+    on_meta = any(t.is_meta for t in (*model.parameters(), *model.buffers()))
+    if not on_meta:
+        model.to(ctx.device)
+        if strategy in ("fsdp", "fsdp_tp") and ctx.world_size > 1:
+            _broadcast_from_rank0(model)
     if strategy == "fsdp_tp":
         apply_tp(model, ctx)
         apply_fsdp(model, ctx)
     elif strategy == "fsdp":
         apply_fsdp(model, ctx)
-    model.to_empty(device=ctx.device)
-    init_weights(model, seed=seed)
+    if on_meta:
+        model.to_empty(device=ctx.device)
+        init_weights(model, seed=seed)
     if strategy == "ddp":
         return apply_ddp(model, ctx)
     return model
@@ -84,15 +96,37 @@ def apply_fsdp(model: nn.Module, ctx: RunContext) -> None:
     assert ctx.mesh is not None
     dp_mesh = ctx.mesh["dp"] if ctx.mesh.ndim > 1 else ctx.mesh
     policy = fsdp_policy(ctx.resolved.precision)
-    blocks: nn.ModuleList = model.blocks  # type: ignore[assignment]
+    blocks = fsdp_units(model)
     for i, block in enumerate(blocks):
         # The last block's params are needed right away in backward: keep them gathered.
         fully_shard(block, mesh=dp_mesh, reshard_after_forward=i < len(blocks) - 1, mp_policy=policy)
     fully_shard(model, mesh=dp_mesh, mp_policy=policy)
 
 
+def fsdp_units(model: nn.Module) -> list[nn.Module]:
+    """The modules FSDP shards one by one (each all-gathered for its own forward)."""
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, nn.ModuleList):
+        return list(blocks)
+    return [block for module in model.modules() if isinstance(module, nn.ModuleList) for block in module]
+
+
+def _broadcast_from_rank0(model: nn.Module) -> None:
+    """Every rank starts from rank 0's weights, as DDP's constructor ensures for DDP."""
+    with torch.no_grad():
+        for tensor in (*model.parameters(), *model.buffers()):
+            dist.broadcast(tensor.data, src=0)
+
+
 def apply_tp(model: nn.Module, ctx: RunContext) -> None:
     assert ctx.mesh is not None
+    if not all(callable(getattr(model, name, None)) for name in ("tp_plan", "tp_check")) or \
+            not isinstance(getattr(model, "blocks", None), nn.ModuleList):
+        raise ValueError(
+            f"parallel.mesh (FSDP x tensor parallel): the model {type(model).__name__} has no tensor-parallel "
+            "plan; give it `blocks` (an nn.ModuleList), `tp_plan()` (parallelize_module's plan for one block) "
+            "and `tp_check(tp_degree)` as the built-in GPT does (docs/training-api.md), or train it with "
+            "strategy ddp or fsdp")
     tp_mesh = ctx.mesh["tp"]
     model.tp_check(tp_mesh.size())  # type: ignore[operator]
     plan = model.tp_plan()  # type: ignore[operator]

@@ -10,10 +10,12 @@ survives a world-size change). Each epoch reshuffles with `seed + epoch`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any, Protocol
 
 import torch
+from torch.utils.data import default_collate
 
 IN_FEATURES = 32
 CLASSES = 8
@@ -22,11 +24,59 @@ VOCAB_SIZE = 256  # byte-level: UTF-8 bytes of the corpus
 
 
 class Dataset(Protocol):
+    """What the loader reads: whole batches by index (the built-in datasets slice tensors;
+    `MapStyle` turns any map-style dataset into one)."""
+
     tokens_per_sample: int
 
     def __len__(self) -> int: ...
 
-    def get(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def get(self, idx: torch.Tensor) -> tuple[Any, Any]: ...
+
+
+class MapStyle:
+    """A map-style dataset of yours (`__len__` and `__getitem__`, a `torch.utils.data.Dataset`
+    or a Hugging Face `datasets.Dataset`) read a batch at a time: `collate` (torch's
+    `default_collate` unless given) turns the batch's samples into (inputs, targets)."""
+
+    def __init__(self, dataset: Any, *, collate: Callable[[list[Any]], Any] | None = None,
+                 tokens_per_sample: int = 1) -> None:
+        for need in ("__len__", "__getitem__"):
+            if not hasattr(dataset, need):
+                raise TypeError(f"data: {type(dataset).__name__} has no {need}; pass a map-style dataset "
+                                "(torch.utils.data.Dataset or datasets.Dataset), not an iterable or a DataLoader")
+        self.dataset = dataset
+        self.collate = collate or default_collate
+        self.tokens_per_sample = tokens_per_sample
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def get(self, idx: torch.Tensor) -> tuple[Any, Any]:
+        batch = self.collate([self.dataset[i] for i in idx.tolist()])
+        if isinstance(batch, Mapping) or not isinstance(batch, Sequence) or len(batch) != 2:
+            raise TypeError(f"data: a batch must be (inputs, targets), got {_shape_of(batch)}; return a pair "
+                            "from the dataset's __getitem__ or pass a collate that makes one")
+        return batch[0], batch[1]
+
+
+def _shape_of(batch: Any) -> str:
+    if isinstance(batch, Mapping):
+        return f"a mapping with keys {sorted(batch)}"
+    if isinstance(batch, Sequence):
+        return f"a {type(batch).__name__} of {len(batch)}"
+    return type(batch).__name__
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """Tensors anywhere in a batch (a tensor, a mapping, a list or tuple) moved to `device`."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, Mapping):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch
 
 
 class TextDataset:
@@ -81,7 +131,7 @@ class Subset:
     def __len__(self) -> int:
         return len(self.indices)
 
-    def get(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def get(self, idx: torch.Tensor) -> tuple[Any, Any]:
         return self.dataset.get(self.indices[idx])
 
 
@@ -151,7 +201,7 @@ class ShardedLoader:
             self._perm_epoch = self.epoch
         return self._perm
 
-    def next_step(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def next_step(self) -> list[tuple[Any, Any]]:
         """This rank's `accumulate` micro-batches of the next global batch."""
         if self.pos + self.global_batch > len(self.dataset):  # drop the ragged tail
             self.epoch += 1
@@ -163,7 +213,7 @@ class ShardedLoader:
         for m in range(self.accumulate):
             start = m * b * dp + self.dp_rank * b
             x, y = self.dataset.get(chunk[start : start + b])
-            out.append((x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)))
+            out.append((to_device(x, self.device), to_device(y, self.device)))
         return out
 
     def state_dict(self) -> dict[str, Any]:

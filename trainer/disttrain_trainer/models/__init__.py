@@ -5,8 +5,9 @@ deterministic, strategy-independent initialisation done after `to_empty()`, and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -14,7 +15,14 @@ from torch import nn
 from disttrain_trainer.models.gpt import GPT, GPTConfig
 from disttrain_trainer.models.mlp import MLP, MLPConfig
 
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+LossFn = Callable[[Any, Any], torch.Tensor]
+"""(the model's output, the batch's targets) -> the mean loss over the batch."""
+
+
+def forward(model: nn.Module, inputs: Any) -> Any:
+    """A batch's inputs through the model: a mapping as keyword arguments (a Hugging Face
+    model's input_ids, attention_mask, ...), anything else as the one argument."""
+    return model(**inputs) if isinstance(inputs, Mapping) else model(inputs)
 
 GPT_PRESETS = {
     # ~0.86M parameters: a few seconds per 100 steps on one CPU core.
@@ -62,4 +70,4 @@ def model_spec(name: str, *, dataset: str, vocab_size: int, in_features: int, cl
     raise ValueError(f"unknown model {name!r}")
 
 
-__all__ = ["GPT", "MLP", "GPTConfig", "MLPConfig", "ModelSpec", "model_spec", "LossFn"]
+__all__ = ["GPT", "MLP", "GPTConfig", "MLPConfig", "ModelSpec", "model_spec", "LossFn", "forward"]

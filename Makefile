@@ -105,6 +105,8 @@ openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the
 
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py
+	$(RUN) python bench/session_overhead.py
+	$(RUN) python bench/callback_overhead.py
 	$(RUN) python bench/checkpoint_slowdown.py
 	$(RUN) python bench/operator_scale.py
 

@@ -66,13 +66,25 @@ def test_config_from_the_rendered_pod_env_is_the_spec():
         train=TrainConfig(steps=77, learning_rate=0.02, accumulate_grad_batches=3, seed=11),
         checkpoint=CheckpointConfig(dir="/ck", interval_steps=9, keep=4, async_save=True),
         metrics=MetricsConfig(port=9500, job="gpt", namespace="team-a", pod="gpt-worker-1",
-                              termination_log="/dev/termination-log", control_token="uid-of-gpt-worker-1"),
+                              termination_log="/dev/termination-log", control_token="uid-of-gpt-worker-1",
+                              job_uid="gpt"),  # the rendezvous id: the job's uid (its name here: no uid)
         eval=EvalConfig(fraction=0.25, fold=3, interval_steps=7),
     )
     rendered = {k for k in env.values if k.startswith("DISTTRAIN_")}
-    # Besides them, only the test hooks (faults.py), which the operator never sets.
-    assert env.read - {"DT_TEST_HANG_AT_STEP", "DT_TEST_HANG_RANK"} == rendered, \
-        "the trainer reads exactly the DISTTRAIN_* names the operator sets"
+    # Besides them: the test hooks (faults.py), which the operator never sets; the trackers'
+    # own variables, which a job's spec.env sets; the rendezvous id torchrun reads too.
+    others = {"DT_TEST_HANG_AT_STEP", "DT_TEST_HANG_RANK", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME",
+              "TENSORBOARD_LOG_DIR", "PET_RDZV_ID"}
+    assert env.read - others == rendered, "the trainer reads exactly the DISTTRAIN_* names the operator sets"
+    assert env.values["PET_RDZV_ID"] == "gpt"
+
+
+def test_a_script_swept_with_kfold_holds_out_the_fold_the_sweep_gives():
+    """disttrain sweep gives a script's job SWEEP_FOLD of SWEEP_FOLDS (sweep/space.py), and
+    run_training holds out that block; the built-in's own evalFraction wins where set."""
+    assert Config.from_env({"SWEEP_FOLD": "1", "SWEEP_FOLDS": "4"}).eval == EvalConfig(fraction=0.25, fold=1)
+    assert Config.from_env({"SWEEP_FOLD": "1", "SWEEP_FOLDS": "4", "DISTTRAIN_EVAL_FRACTION": "0.2",
+                            "DISTTRAIN_EVAL_FOLD": "2"}).eval == EvalConfig(fraction=0.2, fold=2)
 
 
 def test_empty_env_gives_the_dataclass_defaults(monkeypatch):
@@ -108,6 +120,8 @@ def test_boolean_env(raw, expected):
     (lambda: EvalConfig(fraction=0.25, fold=4), r"eval fold=4 must be within 0..3 for fraction 0.25"),
     (lambda: EvalConfig(fraction=0, fold=-1), r"eval fold=-1 must be within 0..0 for fraction 0"),
     (lambda: Config.from_env({"DISTTRAIN_EVAL_FRACTION": "a tenth"}), r"DISTTRAIN_EVAL_FRACTION='a tenth' is not a number"),
+    (lambda: Config.from_env({"SWEEP_FOLDS": "x"}),
+     r"SWEEP_FOLD='' of SWEEP_FOLDS='x': both must be integers \(disttrain sweep sets them\)"),
     (lambda: MetricsConfig(port=65536), r"metrics port=65536 must be within 0..65535"),
     (lambda: MetricsConfig(port=-1), r"metrics port=-1 must be within 0..65535"),
     (lambda: Config(data=DataConfig(dataset="text"), model=Config().model.__class__(name="mlp")),

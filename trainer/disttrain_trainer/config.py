@@ -228,6 +228,14 @@ class MetricsConfig:
     control_token: str = ""
     """control_token: the bearer token of POST /checkpoint (the operator's
     checkpoint-then-evict request); empty = no /checkpoint."""
+    job_uid: str = ""
+    """job_uid: the job's uid (torchrun's rendezvous id, PET_RDZV_ID): ties a job's tracking runs together."""
+    mlflow_tracking_uri: str = ""
+    """mlflow_tracking_uri: MLflow's own MLFLOW_TRACKING_URI; rank 0 logs a run there (tracking.py)."""
+    mlflow_experiment: str = ""
+    """mlflow_experiment: MLflow's own MLFLOW_EXPERIMENT_NAME; empty = the job's namespace."""
+    tensorboard_dir: str = ""
+    """tensorboard_dir: TENSORBOARD_LOG_DIR; rank 0 writes a run's event files under it."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -245,6 +253,11 @@ class MetricsConfig:
             pod=e.get("POD_NAME", ""),
             termination_log=e.get("TERMINATION_LOG", ""),
             control_token=e.get("CONTROL_TOKEN", ""),
+            # The trackers' own variables, which a job sets in spec.env (DISTTRAIN_* is the operator's).
+            job_uid=e.env.get("PET_RDZV_ID", ""),
+            mlflow_tracking_uri=e.env.get("MLFLOW_TRACKING_URI", ""),
+            mlflow_experiment=e.env.get("MLFLOW_EXPERIMENT_NAME", ""),
+            tensorboard_dir=e.env.get("TENSORBOARD_LOG_DIR", ""),
         )
 
 
@@ -281,7 +294,7 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         """Build the configuration from the pod contract's DISTTRAIN_* variables."""
         e = _Env(os.environ if env is None else env)
-        get, num, real, flag = e.get, e.num, e.real, e.flag
+        get, num, flag = e.get, e.num, e.flag
 
         def test_hook(name: str, default: int) -> int:
             raw = e.env.get(name, "") or str(default)
@@ -318,15 +331,26 @@ class Config:
                 async_save=flag("CHECKPOINT_ASYNC"),
             ),
             metrics=MetricsConfig.from_env(e.env),
-            eval=EvalConfig(
-                fraction=real("EVAL_FRACTION", 0.1),
-                fold=num("EVAL_FOLD", 0),
-                interval_steps=num("EVAL_INTERVAL_STEPS", 0),
-            ),
+            eval=_eval_config(e),
             # Test hooks, named outside DISTTRAIN_* so that a job's spec.env can set them.
             test_hang_at_step=test_hook("DT_TEST_HANG_AT_STEP", 0),
             test_hang_rank=test_hook("DT_TEST_HANG_RANK", 1),
         )
+
+
+def _eval_config(e: _Env) -> EvalConfig:
+    """The built-in trainer's split (DISTTRAIN_EVAL_*); a `disttrain sweep` with kfold gives
+    a script's job the fold as SWEEP_FOLD of SWEEP_FOLDS instead (sweep/space.py), which
+    run_training honours the same way: block SWEEP_FOLD of size 1/SWEEP_FOLDS held out."""
+    interval = e.num("EVAL_INTERVAL_STEPS", 0)
+    if not e.get("EVAL_FRACTION", "") and e.env.get("SWEEP_FOLDS"):
+        try:
+            fold, folds = int(e.env.get("SWEEP_FOLD", "")), int(e.env["SWEEP_FOLDS"])
+        except ValueError:
+            raise ValueError(f"SWEEP_FOLD={e.env.get('SWEEP_FOLD', '')!r} of SWEEP_FOLDS={e.env['SWEEP_FOLDS']!r}: "
+                             "both must be integers (disttrain sweep sets them)") from None
+        return EvalConfig(fraction=1 / folds if folds > 0 else 0.0, fold=fold, interval_steps=interval)
+    return EvalConfig(fraction=e.real("EVAL_FRACTION", 0.1), fold=e.num("EVAL_FOLD", 0), interval_steps=interval)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -24,7 +24,7 @@ import math
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.drain import MAX_HOLD_SECONDS, CheckpointRequest
 from disttrain_trainer.flops import format_mfu, mfu
+from disttrain_trainer.tracking import tracking_sinks
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -437,8 +438,9 @@ class Metrics:
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""
         for sink in self.sinks:
-            if isinstance(sink, StatusSink):
-                sink.finish(outcome, step, self.total_steps, self.world_size)
+            finish = getattr(sink, "finish", None)  # the report and the trackers keep it
+            if finish is not None:
+                finish(outcome, step, self.total_steps, self.world_size)
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -450,11 +452,15 @@ class Metrics:
 def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, restarts: int,
                   total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int,
                   flops_per_token: float, peak_flops: float | None,
-                  checkpoint_request: CheckpointRequest | None = None) -> Metrics:
+                  checkpoint_request: CheckpointRequest | None = None,
+                  params: Mapping[str, Any] | None = None) -> Metrics:
+    """The sinks this process feeds: the log on rank 0, the report and server on local
+    rank 0 of each pod, the trackers the job names on rank 0 (with the run's `params`)."""
     sinks: list[Sink] = []
     server = None
     if is_rank0:
         sinks.append(LogSink())
+        sinks.extend(tracking_sinks(cfg, is_rank0=is_rank0, restarts=restarts, params=params or {}))
     if is_local_rank0 and (cfg.port or cfg.termination_log):
         status = StatusSink(termination_log=cfg.termination_log)
         sinks.append(status)

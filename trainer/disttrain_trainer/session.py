@@ -91,7 +91,9 @@ class Session:
                 restarts=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")), total_steps=total_steps,
                 world_size=self.world_size, samples_per_step=int(samples_per_step),
                 tokens_per_sample=int(tokens_per_sample), flops_per_token=flops_per_token, peak_flops=None,
-                checkpoint_request=self.stops.request if checkpoints else None)
+                checkpoint_request=self.stops.request if checkpoints else None,
+                params={"total_steps": total_steps, "samples_per_step": samples_per_step, "world_size": self.world_size,
+                        "framework": framework or "disttrain.train.Session"})
         if self.metrics is not None and framework:
             self.metrics.record_framework(framework)
         self.last_step = 0

@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down kind-up kind-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
+.PHONY: help venv wheel tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down kind-up kind-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -102,6 +102,9 @@ openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the
 	python3 hack/vendor_openapi.py $(CURDIR)/.openapi-core-v1.json "$$version" > operator/disttrain/api/k8s_openapi.py; \
 	rm -f $(CURDIR)/.openapi-core-v1.json
 	$(MAKE) crd
+
+wheel: venv  ## build the Python package into dist/ (pip install 'dist/disttrain-0.1.0-py3-none-any.whl[cli]' anywhere)
+	@bash hack/wheel.sh dist
 
 bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/trainer_overhead.py

@@ -103,7 +103,7 @@ openapi: venv tools  ## re-vendor the Kubernetes schemas the CRD embeds from the
 	rm -f $(CURDIR)/.openapi-core-v1.json
 	$(MAKE) crd
 
-wheel: venv  ## build the Python package into dist/ (pip install 'dist/disttrain-0.1.0-py3-none-any.whl[cli]' anywhere)
+wheel:  ## build the Python package into dist/ (pip install 'dist/disttrain-0.1.0-py3-none-any.whl[cli]' anywhere)
 	@bash hack/wheel.sh dist
 
 bench: venv tools  ## benchmarks: print ratios measured side by side

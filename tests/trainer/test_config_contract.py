@@ -121,7 +121,11 @@ def test_boolean_env(raw, expected):
     (lambda: EvalConfig(fraction=0, fold=-1), r"eval fold=-1 must be within 0..0 for fraction 0"),
     (lambda: Config.from_env({"DISTTRAIN_EVAL_FRACTION": "a tenth"}), r"DISTTRAIN_EVAL_FRACTION='a tenth' is not a number"),
     (lambda: Config.from_env({"SWEEP_FOLDS": "x"}),
-     r"SWEEP_FOLD='' of SWEEP_FOLDS='x': both must be integers \(disttrain sweep sets them\)"),
+     r"SWEEP_FOLD='' of SWEEP_FOLDS='x': want integers with SWEEP_FOLDS >= 2 and 0 <= SWEEP_FOLD < SWEEP_FOLDS "
+     r"\(disttrain sweep sets them; do not set them yourself\)"),
+    (lambda: Config.from_env({"SWEEP_FOLD": "3", "SWEEP_FOLDS": "3"}),
+     r"SWEEP_FOLD='3' of SWEEP_FOLDS='3': want integers with SWEEP_FOLDS >= 2 and 0 <= SWEEP_FOLD < SWEEP_FOLDS "
+     r"\(disttrain sweep sets them; do not set them yourself\)"),
     (lambda: MetricsConfig(port=65536), r"metrics port=65536 must be within 0..65535"),
     (lambda: MetricsConfig(port=-1), r"metrics port=-1 must be within 0..65535"),
     (lambda: Config(data=DataConfig(dataset="text"), model=Config().model.__class__(name="mlp")),

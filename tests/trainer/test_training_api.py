@@ -220,7 +220,7 @@ def _tiny() -> Config:
     (lambda: nn.Linear(4, 1), Data(train=_Stream()), "data.train: _Stream is an IterableDataset"),
     (lambda: nn.Linear(4, 1), Data(train=DataLoader(_Stream(), batch_size=2)),
      "data.train: the DataLoader reads an IterableDataset"),
-    (lambda: nn.Linear(4, 1), Data(train=[1, 2, 3]), "data: a batch must be (inputs, targets), got Tensor"),
+    (lambda: nn.Linear(4, 1), Data(train=[1, 2, 3]), "data.train: a batch must be (inputs, targets), got Tensor"),
 ])
 def test_a_model_or_data_it_cannot_train_is_refused_naming_the_field_and_the_fix(model, data, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises((TypeError, ValueError)) as caught:
@@ -246,3 +246,35 @@ def test_a_dataloader_gives_its_dataset_batch_size_and_collate_and_the_run_is_re
 
     assert once() == once()
     assert [n for n in used if n != 1] == [6] * 6  # 1: the first sample, read to check its shape
+
+
+def test_a_scheduler_whose_state_a_checkpoint_cannot_restore_is_refused_with_the_fix() -> None:
+    def chained(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+        warm = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=2)
+        cool = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=2)
+        return torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, cool], milestones=[2])
+
+    with pytest.raises(TypeError, match=r"^scheduler: SequentialLR keeps state a checkpoint does not restore .*"
+                                        r"pass one scheduler whose place is its step count"):
+        run_training(lambda: nn.Linear(4, 1), Data(train=_Pairs()), _tiny(), loss_fn=_mse, scheduler=chained)
+
+
+def test_fsdp_shards_the_outermost_module_lists_members_one_by_one() -> None:
+    """A transformer's layers are the units; a ModuleList inside a layer (heads, experts)
+    goes with its layer, never sharded on its own as well."""
+    from disttrain_trainer.parallelize import fsdp_units
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.experts = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Linear(2, 2)
+            self.layers = nn.ModuleList([Layer(), Layer(), Layer()])
+            self.heads = nn.ModuleList([nn.Linear(2, 1)])
+
+    net = Net()
+    assert fsdp_units(net) == [*net.layers, *net.heads]

@@ -344,12 +344,15 @@ def _eval_config(e: _Env) -> EvalConfig:
     run_training honours the same way: block SWEEP_FOLD of size 1/SWEEP_FOLDS held out."""
     interval = e.num("EVAL_INTERVAL_STEPS", 0)
     if not e.get("EVAL_FRACTION", "") and e.env.get("SWEEP_FOLDS"):
+        raw = (e.env.get("SWEEP_FOLD", ""), e.env["SWEEP_FOLDS"])
         try:
-            fold, folds = int(e.env.get("SWEEP_FOLD", "")), int(e.env["SWEEP_FOLDS"])
+            fold, folds = int(raw[0]), int(raw[1])
         except ValueError:
-            raise ValueError(f"SWEEP_FOLD={e.env.get('SWEEP_FOLD', '')!r} of SWEEP_FOLDS={e.env['SWEEP_FOLDS']!r}: "
-                             "both must be integers (disttrain sweep sets them)") from None
-        return EvalConfig(fraction=1 / folds if folds > 0 else 0.0, fold=fold, interval_steps=interval)
+            fold = folds = -1
+        if not (folds >= 2 and 0 <= fold < folds):
+            raise ValueError(f"SWEEP_FOLD={raw[0]!r} of SWEEP_FOLDS={raw[1]!r}: want integers with SWEEP_FOLDS >= 2 "
+                             "and 0 <= SWEEP_FOLD < SWEEP_FOLDS (disttrain sweep sets them; do not set them yourself)")
+        return EvalConfig(fraction=1 / folds, fold=fold, interval_steps=interval)
     return EvalConfig(fraction=e.real("EVAL_FRACTION", 0.1), fold=e.num("EVAL_FOLD", 0), interval_steps=interval)
 
 

@@ -8,7 +8,7 @@ rank and then cut to the local shard: every strategy starts from the same weight
 model of yours with real weights (training.py builds one under the same seed on every
 rank) keeps them: rank 0's are broadcast before FSDP shards them, and DDP does the same.
 FSDP's units are the model's `blocks` if it has them, else the members of its
-`nn.ModuleList`s (a transformer's layers), then the root.
+outermost `nn.ModuleList`s (a transformer's layers), then the root.
 
 Mixed precision follows one rule per strategy (the split torchtitan makes): FSDP2 owns it
 through `MixedPrecisionPolicy` (parameters all-gathered and computed in the compute dtype,
@@ -108,7 +108,13 @@ def fsdp_units(model: nn.Module) -> list[nn.Module]:
     blocks = getattr(model, "blocks", None)
     if isinstance(blocks, nn.ModuleList):
         return list(blocks)
-    return [block for module in model.modules() if isinstance(module, nn.ModuleList) for block in module]
+    units: list[nn.Module] = []
+    lists: list[str] = []  # the outermost ModuleLists: one inside a unit is sharded with it
+    for name, module in model.named_modules():  # parents before their children
+        if isinstance(module, nn.ModuleList) and not any(name.startswith(f"{outer}.") for outer in lists):
+            lists.append(name)
+            units.extend(module)
+    return units
 
 
 def _broadcast_from_rank0(model: nn.Module) -> None:

@@ -12,6 +12,7 @@ an unreachable server or a failed write is a warning in the log, never the end o
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
@@ -82,11 +83,19 @@ class MlflowSink(_Guarded):
     def __init__(self, mlflow: Any, run: RunInfo, experiment: str, params: Mapping[str, Any]) -> None:
         self.mlflow = mlflow
         self._last: tuple[int, float] | None = None
-        mlflow.set_experiment(experiment)
-        self.run = mlflow.start_run(run_name=run.name, tags=run.tags)
-        mlflow.log_params({k: str(v) for k, v in params.items()})
-        log.info("MLflow: run %s (%s) in experiment %r at %s", run.name, self.run.info.run_id, experiment,
-                 mlflow.get_tracking_uri())
+        self._saved: tuple[int, str] | None = None
+        self._closed = False
+        active = mlflow.active_run()
+        self.owned = active is None  # a run the script started itself is logged into, and left to it
+        if self.owned:
+            mlflow.set_experiment(experiment)
+            self.run = mlflow.start_run(run_name=run.name, tags=run.tags)
+            atexit.register(self._at_exit)  # after mlflow's own: runs first, so a crash ends the run FAILED
+        else:
+            self.run = active
+            self._try("tagging the run", mlflow.set_tags, run.tags, synchronous=False)
+        self._try("logging the params", mlflow.log_params, {k: str(v) for k, v in params.items()}, synchronous=False)
+        log.info("MLflow: run %s (%s) at %s", self.run.info.run_name, self.run.info.run_id, mlflow.get_tracking_uri())
 
     def step(self, m: Any) -> None:
         if m.loss is None or self._last == (m.step, m.loss):  # log steps only; a republished one once
@@ -99,19 +108,30 @@ class MlflowSink(_Guarded):
             self._try("logging the eval loss", self.mlflow.log_metric, "eval_loss", loss, step=step, synchronous=False)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
+        if self._saved == (info.step, info.path):  # the loop repeats the newest one every step
+            return
+        self._saved = (info.step, info.path)
         self._try("logging the checkpoint", self.mlflow.set_tags,
-                  {"disttrain.checkpoint": info.path, "disttrain.checkpoint_step": str(info.step)})
+                  {"disttrain.checkpoint": info.path, "disttrain.checkpoint_step": str(info.step)}, synchronous=False)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         self._status = MLFLOW_STATUS.get(outcome, "FINISHED")
-        self._try("logging the outcome", self.mlflow.set_tag, "disttrain.outcome", outcome)
+        self._try("logging the outcome", self.mlflow.set_tag, "disttrain.outcome", outcome, synchronous=False)
 
     def close(self) -> None:
-        status = getattr(self, "_status", "FAILED")  # closed without an outcome: the loop raised
+        if self._closed:
+            return
+        self._closed = True
+        status = getattr(self, "_status", "FAILED")  # closed without an outcome: training raised
         self.broken = False  # end the run even after a failed write
         self._try("flushing", self.mlflow.flush_async_logging)
-        self.broken = False
-        self._try("ending the run", self.mlflow.end_run, status=status)
+        if self.owned:
+            self.broken = False
+            self._try("ending the run", self.mlflow.end_run, status=status)
+
+    def _at_exit(self) -> None:
+        """The process ends without close(): a framework's Trainer raised past its callbacks."""
+        self.close()
 
 
 class TensorBoardSink(_Guarded):
@@ -121,8 +141,11 @@ class TensorBoardSink(_Guarded):
         self.path = os.path.join(log_dir, run.name)
         self.writer = writer_class(self.path)
         self._last: tuple[int, float] | None = None
+        self._saved: tuple[int, str] | None = None
         rows = "\n".join(f"| {k} | {v} |" for k, v in {**run.tags, **params}.items())
-        self.writer.add_text("disttrain/params", "| name | value |\n| --- | --- |\n" + rows, 0)
+        self._try("writing the params", self.writer.add_text, "disttrain/params",
+                  "| name | value |\n| --- | --- |\n" + rows, 0)
+        atexit.register(self.close)  # a crash past the callbacks still flushes what was written
         log.info("TensorBoard: writing run %s", self.path)
 
     def step(self, m: Any) -> None:
@@ -137,6 +160,9 @@ class TensorBoardSink(_Guarded):
             self._try("writing the eval loss", self.writer.add_scalar, "eval/loss", loss, step)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
+        if self._saved == (info.step, info.path):  # the loop repeats the newest one every step
+            return
+        self._saved = (info.step, info.path)
         self._try("writing the checkpoint", self.writer.add_text, "disttrain/checkpoint", info.path, info.step)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:

@@ -50,6 +50,10 @@ log = logging.getLogger("disttrain_trainer")
 # Evaluation keeps no activations for a backward pass: 4 training micro-batches fit.
 EVAL_BATCH_FACTOR = 4
 
+# A checkpoint keeps a scheduler's step count (checkpoint.SchedulerState); these keep more.
+UNRESUMABLE_SCHEDULERS = (torch.optim.lr_scheduler.SequentialLR, torch.optim.lr_scheduler.ChainedScheduler,
+                          torch.optim.lr_scheduler.ReduceLROnPlateau)
+
 # The datasets the loader reads a batch at a time as they are (the rest go through MapStyle).
 _BATCHED = (TextDataset, SyntheticDataset, MapStyle)
 
@@ -126,6 +130,11 @@ def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, lo
     optim = optimizer(module.parameters()) if optimizer is not None else torch.optim.AdamW(
         module.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay, foreach=True)
     sched = scheduler(optim) if scheduler is not None else loop.build_scheduler(optim, cfg.train)
+    if isinstance(sched, UNRESUMABLE_SCHEDULERS):
+        raise TypeError(
+            f"scheduler: {type(sched).__name__} keeps state a checkpoint does not restore (its inner schedulers, "
+            "or a metric), so a resumed run would use another learning rate; pass one scheduler whose place is "
+            "its step count (LambdaLR, CosineAnnealingLR, OneCycleLR, ...), e.g. a LambdaLR that composes yours")
     state = TrainState()
     states: dict[str, Any] = {"model_optim": ModelOptimState(module, optim), "scheduler": SchedulerState(sched),
                               "dataloader": loader, "train_state": state}
@@ -203,7 +212,7 @@ def as_dataset(source: Any, data: Data, which: str) -> tuple[Any, int | None]:
     if isinstance(source, IterableDataset):
         raise TypeError(f"data.{which}: {type(source).__name__} is an IterableDataset, which cannot resume at a "
                         "sample or be split over ranks by index; pass a map-style dataset")
-    dataset = MapStyle(source, collate=collate, tokens_per_sample=data.tokens_per_sample)
+    dataset = MapStyle(source, collate=collate, tokens_per_sample=data.tokens_per_sample, name=f"data.{which}")
     if len(dataset) == 0:
         raise ValueError(f"data.{which}: the dataset is empty")
     dataset.get(torch.zeros(1, dtype=torch.long))  # its shape is checked before anything starts

@@ -40,10 +40,11 @@ class MapStyle:
     `default_collate` unless given) turns the batch's samples into (inputs, targets)."""
 
     def __init__(self, dataset: Any, *, collate: Callable[[list[Any]], Any] | None = None,
-                 tokens_per_sample: int = 1) -> None:
+                 tokens_per_sample: int = 1, name: str = "data") -> None:
+        self.name = name  # what the errors call it (data.train, data.eval)
         for need in ("__len__", "__getitem__"):
             if not hasattr(dataset, need):
-                raise TypeError(f"data: {type(dataset).__name__} has no {need}; pass a map-style dataset "
+                raise TypeError(f"{name}: {type(dataset).__name__} has no {need}; pass a map-style dataset "
                                 "(torch.utils.data.Dataset or datasets.Dataset), not an iterable or a DataLoader")
         self.dataset = dataset
         self.collate = collate or default_collate
@@ -55,7 +56,7 @@ class MapStyle:
     def get(self, idx: torch.Tensor) -> tuple[Any, Any]:
         batch = self.collate([self.dataset[i] for i in idx.tolist()])
         if isinstance(batch, Mapping) or not isinstance(batch, Sequence) or len(batch) != 2:
-            raise TypeError(f"data: a batch must be (inputs, targets), got {_shape_of(batch)}; return a pair "
+            raise TypeError(f"{self.name}: a batch must be (inputs, targets), got {_shape_of(batch)}; return a pair "
                             "from the dataset's __getitem__ or pass a collate that makes one")
         return batch[0], batch[1]
 
@@ -74,6 +75,8 @@ def to_device(batch: Any, device: torch.device) -> Any:
         return batch.to(device, non_blocking=True)
     if isinstance(batch, Mapping):
         return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple, as default_collate keeps it
+        return type(batch)(*(to_device(v, device) for v in batch))
     if isinstance(batch, (list, tuple)):
         return type(batch)(to_device(v, device) for v in batch)
     return batch

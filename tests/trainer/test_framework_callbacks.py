@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dt_helpers import (CONTROL_TOKEN, Agent, doc_file, free_port, get_status, pod_env, post_checkpoint,
+from dt_helpers import (CONTROL_TOKEN, Agent, doc_file, free_port, get_status, post_checkpoint, script_env,
                         stop_agents, wait_for_step)
 
 pytestmark = [pytest.mark.dist, pytest.mark.slow]
@@ -23,10 +23,8 @@ pytestmark = [pytest.mark.dist, pytest.mark.slow]
 
 def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple[Agent, int]:
     port = free_port()
-    env = pod_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port, ckpt_dir=str(ck),
-                  max_restarts=0, rdzv_id=tag)
-    env = {k: v for k, v in env.items() if not k.startswith(("DISTTRAIN_MODEL", "DISTTRAIN_DATASET", "DISTTRAIN_STEPS",
-                                                              "DISTTRAIN_BATCH", "DISTTRAIN_SEED", "DISTTRAIN_LEARNING"))}
+    env = script_env(node=0, rdzv_port=free_port(), nnodes="1:1", nproc=2, metrics_port=port, ckpt_dir=str(ck),
+                     max_restarts=0, rdzv_id=tag)
     env |= {"DISTTRAIN_CONTROL_TOKEN": CONTROL_TOKEN, "DISTTRAIN_TERMINATION_LOG": str(tmp_path / f"report-{tag}"),
             "TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     return Agent(env, tmp_path / f"agent-{tag}.log", [str(path), "--steps", str(steps)]), port

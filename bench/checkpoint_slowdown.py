@@ -37,7 +37,7 @@ class Recorder:
         if info.save_seconds:
             self.saves[info.step] = info.blocked_seconds
 
-    def eval(self, step, loss) -> None:
+    def eval(self, step, loss, metrics) -> None:
         pass
 
     def close(self) -> None:

@@ -2,11 +2,13 @@
 
 No operator runs here: this test plays it. It watches the namespace, and for every trial
 job the sweep creates it writes status through the status subresource the way the
-operator does from the trainer's report (Running with an intermediate evalLoss, then
-Succeeded with the final one, a known function of the job's learning rate). So the CRD's
-status schema must keep progress.evalLoss/evalStep. It checks that the sweep never has
-more than `parallelism` jobs at once, labels them with the sweep and trial, takes each
-trial's objective from the job's status, deletes every job, and picks the best rate.
+operator does from the trainer's report of a script of the user's (Running with an
+intermediate evaluation, then Succeeded with the final one: an evalLoss and an accuracy,
+known functions of the job's learning rate). So the CRD's status schema must keep
+progress.evalLoss/evalMetrics/evalStep. It checks that the sweep never has more than
+`parallelism` jobs at once, labels them with the sweep and trial, takes each trial's
+objective (the accuracy, maximized) from the job's status, deletes every job, and picks the
+best rate.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ def eval_loss(lr: float) -> float:
     return 1.0 + (math.log10(lr) + 2.5) ** 2
 
 
+def accuracy(lr: float) -> float:
+    """Its final accuracy: also best at lr = 10^-2.5, and to be maximized."""
+    return 1.0 - (math.log10(lr) + 2.5) ** 2 / 10
+
+
 def sweep_file(tmp: Path, namespace: str) -> Path:
     doc = {
         "name": "cl",
@@ -42,11 +49,11 @@ def sweep_file(tmp: Path, namespace: str) -> Path:
         "mode": "cluster",
         "template": {
             "apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining", "metadata": {"name": "cl"},
-            "spec": {"nodes": 1, "gpusPerNode": 0,
-                     "trainer": {"builtin": {"model": "mlp", "steps": STEPS, "evalIntervalSteps": 10}}},
+            "spec": {"nodes": 1, "gpusPerNode": 0, "image": "registry.example.com/team/train:1",
+                     "trainer": {"command": ["/workspace/train.py"]}},
         },
-        "parameters": {"spec.trainer.builtin.learningRate": {"type": "float", "low": 1e-4, "high": 1e-1,
-                                                             "log": True}},
+        "parameters": {"spec.env.LEARNING_RATE": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+        "objective": {"metric": "accuracy", "direction": "maximize"},
         "sampler": {"type": "random", "seed": 3},
         "pruner": {"type": "none"},
         "trials": TRIALS,
@@ -85,14 +92,16 @@ class FakeOperator(threading.Thread):
                 self.seen.setdefault(meta["name"], meta.get("labels") or {})
                 if meta.get("deletionTimestamp"):
                     continue
-                lr = job["spec"]["trainer"]["builtin"]["learningRate"]
+                lr = float({e["name"]: e["value"] for e in job["spec"]["env"]}["LEARNING_RATE"])
                 phase = (job.get("status") or {}).get("phase")
                 if phase is None:
                     status = {"phase": "Running", "progress": {"step": 10, "totalSteps": STEPS, "evalStep": 10,
-                                                               "evalLoss": eval_loss(lr) + 1}}
+                                                               "evalLoss": eval_loss(lr) + 1,
+                                                               "evalMetrics": {"accuracy": accuracy(lr) - 0.5}}}
                 elif phase == "Running" and time.monotonic() - self.running_since[meta["name"]] > 3:
                     status = {"phase": "Succeeded", "progress": {"step": STEPS, "totalSteps": STEPS,
-                                                                 "evalStep": STEPS, "evalLoss": eval_loss(lr)}}
+                                                                 "evalStep": STEPS, "evalLoss": eval_loss(lr),
+                                                                 "evalMetrics": {"accuracy": accuracy(lr)}}}
                 else:
                     continue
                 self.api.patch_namespaced_custom_object_status(GROUP, VERSION, self.namespace, PLURAL,
@@ -129,17 +138,19 @@ def test_cluster_sweep_bounds_labels_reads_status_and_cleans_up(cluster, namespa
     for name, labels in fake.seen.items():
         assert labels["disttrain.dev/sweep"] == "cl" and labels["disttrain.dev/trial"] == str(int(name[-3:]))
 
-    # each objective is the evalLoss the job reported in its status; every job deleted
+    # each objective is the accuracy the job reported in its status; every job deleted
     assert not (tmp_path / "cl" / "study.db").exists()
     study = optuna.load_study(study_name="cl", storage=f"sqlite:///{tmp_path / 'team-studies.db'}")
     assert len(study.trials) == TRIALS
     for t in study.trials:
-        lr = t.params["spec.trainer.builtin.learningRate"]
-        assert t.state == optuna.trial.TrialState.COMPLETE and t.value == pytest.approx(eval_loss(lr), rel=1e-5)
-        assert t.intermediate_values.get(10) == pytest.approx(eval_loss(lr) + 1, rel=1e-5)
+        lr = t.params["spec.env.LEARNING_RATE"]
+        assert t.state == optuna.trial.TrialState.COMPLETE and t.value == pytest.approx(accuracy(lr), rel=1e-5)
+        assert t.intermediate_values.get(10) == pytest.approx(accuracy(lr) - 0.5, rel=1e-5)
+    best = max(study.trials, key=lambda t: t.value)
+    assert f"best trial {best.number}: accuracy {best.value:.4f}" in out
     assert api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"] == []
 
-    best = min(study.trials, key=lambda t: t.value)
     doc = yaml.safe_load((tmp_path / "cl" / "best.yaml").read_text())
-    assert doc["spec"]["trainer"]["builtin"]["learningRate"] == best.params["spec.trainer.builtin.learningRate"]
+    env = {e["name"]: e["value"] for e in doc["spec"]["env"]}
+    assert float(env["LEARNING_RATE"]) == pytest.approx(best.params["spec.env.LEARNING_RATE"])
     assert doc["metadata"]["name"] == "cl-best" and "labels" not in doc["metadata"]

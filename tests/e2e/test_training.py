@@ -252,8 +252,8 @@ def test_instrument_auto_gives_an_unchanged_transformers_script_progress_and_a_c
     """manifests/examples/zero-code-transformers.yaml as shipped: docs/training-api.md's
     Transformers script without its two disttrain lines, in the trainer image plus
     Transformers. The init container copies disttrain's package in and the start-up hook
-    attaches the callback: Instrumented names Transformers; progress and ETA, a
-    checkpoint-first suspend through Transformers' own checkpoint, an exact resume."""
+    attaches the callback: Instrumented names Transformers; progress, ETA and the
+    script's own accuracy in status, a checkpoint-first suspend through Transformers' own checkpoint, an exact resume."""
     node_cluster.kubectl("create", "configmap", "train-hf", "-n", ns, f"--from-file=train.py={SCRIPTS / 'train_hf.py'}")
     shared_checkpoints(node_cluster, ns, claim="zero-code-checkpoints")
     running = suspended_mid_run_and_resumed_exactly(
@@ -262,6 +262,8 @@ def test_instrument_auto_gives_an_unchanged_transformers_script_progress_and_a_c
     (instrumented,) = [c for c in running["status"]["conditions"] if c["type"] == "Instrumented"]
     assert (instrumented["status"], instrumented["reason"]) == ("True", "CallbackAttached"), instrumented
     assert "transformers 5." in instrumented["message"]
+    # compute_metrics' accuracy, through the report and the operator into the status
+    assert 0 <= running["status"]["progress"]["evalMetrics"]["accuracy"] <= 1, running["status"]["progress"]
 
 
 def test_a_python_function_trains_on_every_worker_through_the_client(node_cluster, chart_operator, ns, tmp_path):

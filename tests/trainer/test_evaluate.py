@@ -74,4 +74,4 @@ def test_eval_loss_reaches_status_and_the_termination_message(tmp_path: Path) ->
     report = parse_report(doc)
     assert report is not None and report.progress().eval_loss == doc["evalLoss"]
     assert report.progress().eval_step == 4
-    assert [step for step, _ in report.eval_history] == [2, 4]  # every evaluation, for a sweep's pruner
+    assert [e.step for e in report.eval_history] == [2, 4]  # every evaluation, for a sweep's pruner

@@ -30,9 +30,10 @@ def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple
     return Agent(env, tmp_path / f"agent-{tag}.log", [str(path), "--steps", str(steps)]), port
 
 
-def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved) -> tuple[int, str]:
+def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved, metric: str) -> tuple[int, str]:
     """Run `name` long, ask for a checkpoint, SIGTERM, `check_saved(path, held)`, run it
-    again to held + 30 steps: the held step and the second run's output."""
+    again to held + 30 steps: the held step and the second run's output. The evaluation
+    carries the script's own `metric`, an accuracy."""
     path, ck = doc_file("training-api.md", name, tmp_path), tmp_path / "ck"
     agent, port = one_pod(tmp_path, path, ck, 100_000, "a")
     try:
@@ -40,6 +41,7 @@ def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved) -> tuple[
         assert status["totalSteps"] == 100_000 and status["samplesPerSecond"] > 0
         status = wait_for_step(port, 60, timeout=300, agents=[agent])
         assert status["loss"] is not None and status["evalLoss"] is not None and status["evalStep"] == 50, status
+        assert 0 <= status["evalMetrics"][metric] <= 1 and status["evalHistory"][0][2] == status["evalMetrics"], status
         code, doc = post_checkpoint(port, "holdSeconds=300&waitSeconds=120")
         assert code == 200, doc
         held = doc["heldAtStep"]
@@ -71,7 +73,8 @@ def test_transformers_trainer_saves_on_request_holds_and_resumes_from_its_own_ch
         assert json.loads((path / "trainer_state.json").read_text())["global_step"] == held
         assert (path / "optimizer.pt").is_file() and (path / "model.safetensors").is_file()
 
-    held, out = hold_then_resume(tmp_path, "train_hf.py", lambda ck, step: str(ck / f"checkpoint-{step}"), complete)
+    held, out = hold_then_resume(tmp_path, "train_hf.py", lambda ck, step: str(ck / f"checkpoint-{step}"), complete,
+                                 "accuracy")  # compute_metrics' own name, not Transformers' eval_accuracy
     assert f"resuming from {tmp_path / 'ck'}/checkpoint-{held}" in out
 
 
@@ -80,5 +83,5 @@ def test_lightning_trainer_saves_on_request_holds_and_resumes_from_it(tmp_path: 
         assert torch.load(path, weights_only=False, map_location="cpu")["global_step"] == held
 
     held, out = hold_then_resume(tmp_path, "train_lightning.py", lambda ck, step: str(ck / "last-disttrain.ckpt"),
-                                 complete)
+                                 complete, "val_acc")
     assert f"Restoring states from the checkpoint path at {tmp_path / 'ck'}/last-disttrain.ckpt" in out

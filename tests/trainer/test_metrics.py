@@ -193,7 +193,7 @@ def test_status_and_prometheus_report_each_window_by_its_definition() -> None:
                 ticks.now += 3.0
         metrics.record_step(step, loss=loss, grad_norm=0.5 if loss else None)
         if loss is not None:
-            metrics.record_eval(step, loss + 0.5)
+            metrics.record_eval(step, loss + 0.5, {"accuracy": 0.5} if step == 4 else None)
     metrics.record_checkpoint(saved)
 
     series = {s.name: s.value for family in text_string_to_metric_families(generate_latest(registry).decode())
@@ -205,6 +205,9 @@ def test_status_and_prometheus_report_each_window_by_its_definition() -> None:
     assert series["disttrain_train_tokens_per_second"] == 32.0 * 16
     assert series["disttrain_train_world_size"] == 2 and series["disttrain_train_restarts"] == 1
     assert series["disttrain_train_eval_loss"] == 2.0
+    named = [s for family in text_string_to_metric_families(generate_latest(registry).decode())
+             for s in family.samples if s.name == "disttrain_train_eval_metric"]
+    assert [(s.labels["metric"], s.value) for s in named] == [("accuracy", 0.5)]
     assert series["disttrain_checkpoint_last_step"] == 4
     assert series["disttrain_checkpoint_last_timestamp_seconds"] == saved.time
     assert (series["disttrain_checkpoint_save_seconds"], series["disttrain_checkpoint_blocked_seconds"]) == (3.0, 0.5)
@@ -212,7 +215,8 @@ def test_status_and_prometheus_report_each_window_by_its_definition() -> None:
     doc = status.doc
     assert (doc["step"], doc["totalSteps"], doc["loss"], doc["worldSize"]) == (4, 4, 1.5, 2)
     assert (doc["stepSeconds"], doc["samplesPerSecond"], doc["tokensPerSecond"]) == (0.25, 32.0, 512.0)
-    assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (2.0, 4, [[2, 2.5], [4, 2.0]])
+    assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (2.0, 4, [[2, 2.5], [4, 2.0, {"accuracy": 0.5}]])
+    assert doc["evalMetrics"] == {"accuracy": 0.5}
     assert doc["checkpoint"] == {"step": 4, "time": "2026-09-21T14:13:20Z", "path": "/ck/step-00000004"}
     assert (doc["checkpointSaveSeconds"], doc["checkpointBlockedSeconds"]) == (3.0, 0.5)
 
@@ -287,20 +291,24 @@ def test_the_report_rounds_rates_to_3_decimals_and_every_other_number_to_6() -> 
                             tokens_per_second=20.0 / 3, world_size=2, loss=1.0 / 3, grad_norm=2.0 / 3,
                             flops_per_token=6e6, mfu=0.1234567891))
     status.checkpoint(CheckpointInfo(step=3, path="/c", time=1.0, save_seconds=1.0 / 7, blocked_seconds=2.0 / 7))
-    status.eval(3, 5.0 / 7)
+    status.eval(3, 5.0 / 7, {"accuracy": 1.0 / 3})
     doc = status.doc
     assert (doc["samplesPerSecond"], doc["tokensPerSecond"]) == (3.333, 6.667)
     assert (doc["stepSeconds"], doc["loss"], doc["gradNorm"], doc["mfu"]) == (0.123457, 0.333333, 0.666667, 0.123457)
     assert (doc["checkpointSaveSeconds"], doc["checkpointBlockedSeconds"]) == (0.142857, 0.285714)
-    assert (doc["evalLoss"], doc["evalHistory"]) == (0.714286, [[3, 0.714286]])
+    assert (doc["evalLoss"], doc["evalHistory"]) == (0.714286, [[3, 0.714286, {"accuracy": 0.333333}]])
 
 
 def test_a_loss_that_is_not_a_number_is_null_and_the_report_stays_json() -> None:
     status = StatusSink()
-    status.eval(4, float("nan"))
-    status.eval(8, float("inf"))
+    status.eval(4, float("nan"), {})
+    status.eval(8, float("inf"), {"accuracy": float("nan")})
     doc = json.loads(status.render(), parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
-    assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (None, 8, [[4, None], [8, None]])
+    assert (doc["evalLoss"], doc["evalStep"], doc["evalHistory"]) == (None, 8, [[4, None], [8, None, {"accuracy": None}]])
+    assert doc["evalMetrics"] == {"accuracy": None}
+    # and the operator keeps nothing of it: status.progress has no null in a number's place
+    from disttrain.api.report import parse_report
+    assert parse_report(doc).progress().eval_metrics is None
 
 
 def test_each_report_moves_last_update_time_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 from dt_helpers import (CONTROL_TOKEN, _descendants, delete_held_pods, doc_file, free_port, get_status,
                         post_checkpoint, script_pods, stop_agents, wait_for_step)
@@ -42,9 +43,12 @@ def test_a_world_of_one_reports_asks_holds_and_stops_on_sigterm(tmp_path: Path) 
         assert signal.getsignal(signal.SIGTERM) is not handler
         assert session.step(1, loss=9.0) == Action()  # not a log step: the loss is not read
         assert session.step(2, loss=4.0) == Action()
-        session.evaluated(2, 5.0)
+        session.evaluated(2, 5.0, accuracy=torch.tensor(0.75), metrics={"val/f1": 0.5})
         status = get_status(port)
         assert (status["step"], status["totalSteps"], status["loss"], status["evalLoss"]) == (2, 100, 4.0, 5.0)
+        assert status["evalMetrics"] == {"val/f1": 0.5, "accuracy": 0.75}
+        with pytest.raises(ValueError, match="evaluation metric 'top 1' = 0.9 is not a metric name"):
+            session.evaluated(2, 5.0, metrics={"top 1": 0.9})
         assert status["samplesPerSecond"] > 0 and status["stepSeconds"] > 0
         session.stops.request.ask(30)  # what POST /checkpoint does
         action = session.step(3, loss=3.0)

@@ -156,8 +156,8 @@ def test_local_sweep_resumes_prunes_and_finds_the_best(tmp_path: Path) -> None:
 def test_a_sweep_over_your_own_script_holds_out_each_fold_and_names_the_best(tmp_path: Path) -> None:
     """docs/sweeps.md's script and sweep file (its image and path swapped for this machine's,
     3 trials): the learning rate reaches the script as spec.env.LEARNING_RATE, each fold's job
-    holds out the fold the sweep gives it, and the sweep ends naming the best trial, whose
-    best.yaml carries its rate."""
+    holds out the fold the sweep gives it, the objective is the accuracy the script names,
+    maximized, and the sweep ends naming the best trial, whose best.yaml carries its rate."""
     from dt_helpers import doc_blocks, doc_file
     parsed = doc_blocks.parse_blocks("docs/sweeps.md", (ROOT / "docs" / "sweeps.md").read_text())
     (sweep_block,) = [b for b in parsed if b.lang == "yaml" and "name: own-lr" in b.text]
@@ -177,8 +177,9 @@ def test_a_sweep_over_your_own_script_holds_out_each_fold_and_names_the_best(tmp
     complete = [t for t in study.trials if t.state == states.COMPLETE]
     assert len(study.trials) == 3 and len(complete) >= 2, out  # the third may be pruned after its fold 0
     assert all(t.state in (states.COMPLETE, states.PRUNED) for t in study.trials), out
-    best = min(complete, key=lambda t: t.value)
-    assert re.search(rf"best trial {best.number}: evalLoss {best.value:.4f}", out), out
+    best = max(complete, key=lambda t: t.value)  # the file's objective: accuracy, maximized
+    assert 0.5 < best.value <= 1 and re.search(rf"best trial {best.number}: accuracy {best.value:.4f}", out), out
+    assert re.search(r"^trial\s+state\s+accuracy\s+LEARNING_RATE", out, re.M), out
     for trial in complete:
         for fold in (0, 1):
             logs = (tmp_path / "own-lr" / "trials" / f"own-lr-t{trial.number:03d}-f{fold}" / "logs").glob("*.log")

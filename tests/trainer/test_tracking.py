@@ -99,6 +99,8 @@ def test_rank_0_logs_one_run_to_a_real_mlflow_server_and_tensorboard(tmp_path: P
     assert [m.step for m in client.get_metric_history(run.info.run_id, "samples_per_second")] == [10, 20, 30]
     (evaluation,) = client.get_metric_history(run.info.run_id, "eval_loss")
     assert evaluation.step == 30 and evaluation.value == pytest.approx(report["evalLoss"], rel=1e-5)
+    (accuracy,) = client.get_metric_history(run.info.run_id, "eval_accuracy")  # the script's named metric
+    assert accuracy.step == 30 and accuracy.value == pytest.approx(report["evalMetrics"]["accuracy"], rel=1e-5)
 
     (run_dir,) = list(tb.iterdir())  # one run: rank 1 writes nothing
     events = EventAccumulator(str(run_dir))
@@ -106,6 +108,7 @@ def test_rank_0_logs_one_run_to_a_real_mlflow_server_and_tensorboard(tmp_path: P
     assert [e.step for e in events.Scalars("train/loss")] == [10, 20, 30]
     assert [e.value for e in events.Scalars("train/loss")] == pytest.approx([m.value for m in loss], rel=1e-5)
     assert [e.step for e in events.Scalars("eval/loss")] == [30]
+    assert [e.value for e in events.Scalars("eval/accuracy")] == pytest.approx([accuracy.value], rel=1e-5)
     saved = events.Tensors("disttrain/checkpoint/text_summary")  # each checkpoint once, not once per step
     assert [(e.step, e.tensor_proto.string_val[0].decode()) for e in saved] == [
         (step, str(ck / f"step-{step:08d}")) for step in (10, 20, 30)]

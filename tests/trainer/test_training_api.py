@@ -101,6 +101,7 @@ def test_the_documented_cnn_holds_on_request_and_resumes_on_one_rank_at_the_next
     report = json.loads((tmp_path / "report0-b").read_text())
     assert (report["outcome"], report["step"], report["checkpoint"]["step"]) == ("Finished", total, total)
     assert report["evalStep"] == total and 0 < report["evalLoss"] < 1.0986  # below chance (ln 3): it learnt
+    assert 1 / 3 < report["evalMetrics"]["accuracy"] <= 1  # eval_metrics, averaged like the loss
 
     before, after = reads(tmp_path, "b", 0, 0), reads(tmp_path, "b", 1, 0)
     assert len(after) == total - again and len(before) == stuck - 1 - held

@@ -38,7 +38,7 @@ class Backend:
         self.lock = threading.Lock()
         self.running = self.max_running = 0
 
-    def run(self, job, watch):
+    def run(self, job, watch, metric):
         with self.lock:
             self.jobs.append(job)
             self.running += 1
@@ -55,7 +55,7 @@ class Backend:
                 return JobResult("failed", message="diverged")
             if watch(history, self.last_step):
                 return JobResult("stopped", eval_history=history)
-            return JobResult("finished", eval_loss=lr * 10 + fold, eval_history=history)
+            return JobResult("finished", value=lr * 10 + fold, eval_history=history)
         finally:
             with self.lock:
                 self.running -= 1

@@ -80,8 +80,12 @@ def test_a_template_by_path():
      "Fix: use 'tpe' (values are case-sensitive)"),
     (sweep(pruner={"type": "hyperband"}), "pruner.type: is not supported (got 'hyperband'); allowed: median, none. "
      "Fix: use one of median, none"),
-    (sweep(objective={"metric": "accuracy"}), "objective.metric: is not supported (got 'accuracy'); allowed: "
-     "evalLoss. Fix: use one of evalLoss"),
+    (sweep(objective={"metric": "accuracy"}), "objective.metric: is not reported by the built-in trainer (got "
+     "'accuracy'); allowed: evalLoss for a template with spec.trainer.builtin; a named metric for your own code that "
+     "reports it (disttrain.train). Fix: metric: evalLoss"),
+    (sweep(template=SCRIPT, objective={"metric": "top 1"}), "objective.metric: is not a metric name (got 'top 1')"),
+    (sweep(objective={"direction": "up"}), "objective.direction: is not supported (got 'up'); allowed: minimize, "
+     "maximize"),
     (sweep(sampler={"type": "random", "sead": 3}), "sampler.sead: is not a sampler field (got 3); allowed: type, "
      "seed. Fix: did you mean 'seed'?"),
     (sweep(kfold={"folds": 1}), "kfold.folds: is out of range (got 1); allowed: an integer in 2..20. Fix: set folds"),
@@ -224,6 +228,10 @@ def test_table_best_and_median():
     ]
     assert summary(trials) == ("4 trials: 2 done, 1 pruned, 1 failed; best trial 2: evalLoss 1.2500 "
                                "(median over all trials 1.5000)")
+    # A named metric to maximize: the best is the highest, and the table is headed by its name.
+    assert best_trial(trials, "maximize").number == 0
+    assert summary(trials, "accuracy", "maximize").endswith("best trial 0: accuracy 1.5000 (median over all trials 1.5000)")
+    assert table(trials, [], "accuracy", "maximize").splitlines()[1].startswith("0 *    done    1.5000")
 
 
 def test_the_example_sweeps_are_valid():

@@ -3,8 +3,9 @@
 
 Events map onto the session: every optimizer step (`on_step_end`) is a `Session.step`,
 the loss Transformers logs (already averaged over the processes) is the reported loss,
-`eval_loss` is the evaluation, and every checkpoint Transformers saves (`on_save`, the
-`checkpoint-<step>` folder under `output_dir`) is the job's checkpoint. When the operator
+`eval_loss` is the evaluation (with `compute_metrics`' metrics as its named metrics), and
+every checkpoint Transformers saves (`on_save`, the `checkpoint-<step>` folder under
+`output_dir`) is the job's checkpoint. When the operator
 asks for a checkpoint, the callback sets `control.should_save`, so Transformers saves with
 its own `_save_checkpoint` (and `trainer.train(resume_from_checkpoint=True)` resumes from
 it); every rank then holds in `on_save` until the pods go. SIGTERM saves and stops the same
@@ -20,10 +21,15 @@ from typing import Any
 import transformers
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from disttrain_trainer.metrics import eval_metrics
 from disttrain_trainer.session import Session
 
 # Transformers' checkpoint folder prefix (transformers.trainer_utils.PREFIX_CHECKPOINT_DIR).
 CHECKPOINT_PREFIX = "checkpoint"
+# Trainer.evaluate's metric_key_prefix, and what it reports besides compute_metrics' names.
+EVAL_PREFIX = "eval_"
+NOT_METRICS = frozenset({"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
+                         "eval_model_preparation_time", "eval_jit_compilation_time"})
 
 
 class DisttrainCallback(TrainerCallback):
@@ -61,8 +67,14 @@ class DisttrainCallback(TrainerCallback):
 
     def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     metrics: dict[str, float] | None = None, **kwargs: Any) -> None:
-        if self.session is not None and metrics and "eval_loss" in metrics:
-            self.session.evaluated(state.global_step, metrics["eval_loss"])
+        if self.session is None or not metrics:
+            return
+        # compute_metrics' names, without the "eval_" Transformers puts before them; its own
+        # timings and the epoch are no evaluation metric.
+        named = eval_metrics({k.removeprefix(EVAL_PREFIX): v for k, v in metrics.items()
+                              if k.startswith(EVAL_PREFIX) and k not in NOT_METRICS}, strict=False)
+        if "eval_loss" in metrics or named:
+            self.session.evaluated(state.global_step, metrics.get("eval_loss"), named)
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:

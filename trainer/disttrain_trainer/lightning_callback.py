@@ -35,6 +35,7 @@ except ImportError:  # the older package name
     from pytorch_lightning.utilities.data import extract_batch_size  # type: ignore[no-redef]
     FRAMEWORK = "pytorch-lightning"
 
+from disttrain_trainer.metrics import eval_metrics
 from disttrain_trainer.session import Session
 
 log = logging.getLogger("disttrain_trainer")
@@ -43,12 +44,15 @@ log = logging.getLogger("disttrain_trainer")
 REQUESTED = "last-disttrain.ckpt"
 # The metric logged with self.log(...) that counts as the evaluation loss.
 EVAL_METRIC = "val_loss"
+# The others logged under this prefix (val_acc, val/f1, valid_auc) are the evaluation's named metrics.
+EVAL_PREFIX = "val"
 
 
 class DisttrainCallback(Callback):
     def __init__(self, eval_metric: str = EVAL_METRIC, env: Mapping[str, str] | None = None,
-                 framework: str = "") -> None:
+                 framework: str = "", eval_prefix: str = EVAL_PREFIX) -> None:
         self.eval_metric = eval_metric
+        self.eval_prefix = eval_prefix
         self.framework = framework or f"{FRAMEWORK} {_version}"
         self.env = os.environ if env is None else env
         self.session: Session | None = None
@@ -88,9 +92,14 @@ class DisttrainCallback(Callback):
             trainer.should_stop = True
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        value = trainer.callback_metrics.get(self.eval_metric)
-        if self.session is not None and value is not None and not trainer.sanity_checking:
-            self.session.evaluated(trainer.global_step, value)
+        if self.session is None or trainer.sanity_checking:
+            return
+        logged = trainer.callback_metrics
+        named = eval_metrics({k: v for k, v in logged.items()
+                              if k.startswith(self.eval_prefix) and k != self.eval_metric}, strict=False)
+        value = logged.get(self.eval_metric)
+        if value is not None or named:
+            self.session.evaluated(trainer.global_step, value, named)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self.session is not None:

@@ -52,6 +52,7 @@ class Result:
     losses: dict[int, float] = field(default_factory=dict)
     """Data-parallel mean loss at each log step."""
     eval_losses: dict[int, float] = field(default_factory=dict)
+    eval_metrics: dict[int, dict[str, float]] = field(default_factory=dict)  # run_training's eval_metrics
     """Held-out loss at each evaluation step."""
 
     @property
@@ -155,9 +156,11 @@ def _checkpoint_and_hold(c: Components, ctx: RunContext) -> bool:
 def _evaluate(c: Components, autocast: contextlib.AbstractContextManager, result: Result) -> None:
     assert c.evaluator is not None
     with c.metrics.paused():  # evaluation time is not step time
-        loss = c.evaluator.evaluate(c.model, autocast)
+        loss, named = c.evaluator.evaluate(c.model, autocast)
     result.eval_losses[c.state.step] = loss
-    c.metrics.record_eval(c.state.step, loss)
+    if named:
+        result.eval_metrics[c.state.step] = named
+    c.metrics.record_eval(c.state.step, loss, named)
 
 
 def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: contextlib.AbstractContextManager,

@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import threading
 import time
 import urllib.parse
@@ -62,6 +63,37 @@ class StepMetrics:
 # termination message.
 EVAL_HISTORY = 32
 
+# Named evaluation metrics (accuracy, val_f1): the spelling and count the operator keeps
+# (disttrain.api.report; tests/trainer/test_evaluate.py reads one back through it).
+METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
+MAX_METRICS = 16
+
+
+def eval_metrics(metrics: Mapping[str, Any], *, strict: bool) -> dict[str, float]:
+    """Named metrics -> {name: float}. A name the report cannot carry, a value that is no
+    number, or a 17th name: ValueError when `strict` (your own call), else left out with a
+    warning (what a framework logged)."""
+    out: dict[str, float] = {}
+    for name, value in metrics.items():
+        problem = None
+        if not isinstance(name, str) or not METRIC_NAME.match(name):
+            problem = ("is not a metric name the report can carry", "1-64 letters, digits, '_', '.', '/' or '-', "
+                       "starting with a letter or '_'")
+        elif len(out) == MAX_METRICS:
+            problem = ("is one metric too many", f"at most {MAX_METRICS} named metrics per evaluation")
+        else:
+            try:
+                out[name] = float(value.item() if hasattr(value, "item") else value)
+                continue
+            except (TypeError, ValueError, RuntimeError):
+                problem = ("is not a number", "a float, an int or a one-element tensor")
+        message = f"evaluation metric {name!r} = {value!r} {problem[0]}; allowed: {problem[1]}"
+        if strict:
+            raise ValueError(message + "; rename or drop it")
+        log.warning("%s: left out of the report", message)
+    return out
+
+
 # The trainer's final word: all steps done, or stopped on a signal before the end.
 FINISHED = "Finished"
 INTERRUPTED = "Interrupted"
@@ -72,7 +104,7 @@ class Sink(Protocol):
 
     def checkpoint(self, info: CheckpointInfo) -> None: ...
 
-    def eval(self, step: int, loss: float) -> None: ...
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -81,7 +113,7 @@ class NullSink:
     def step(self, m: StepMetrics) -> None:
         pass
 
-    def eval(self, step: int, loss: float) -> None:
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
         pass
 
     def checkpoint(self, info: CheckpointInfo) -> None:
@@ -107,8 +139,9 @@ class LogSink:
     def checkpoint(self, info: CheckpointInfo) -> None:
         pass
 
-    def eval(self, step: int, loss: float) -> None:
-        log.info("step %d eval loss %.4f (held-out split)", step, loss)
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
+        shown = ([f"loss {loss:.4f}"] if loss is not None else []) + [f"{k} {v:.4g}" for k, v in metrics.items()]
+        log.info("step %d eval %s (held-out split)", step, ", ".join(shown))
 
     def close(self) -> None:
         pass
@@ -157,6 +190,8 @@ class PrometheusSink:
         self.ckpt_ts = gauge("disttrain_checkpoint_last_timestamp_seconds",
                              "Unix time of the newest complete checkpoint.")
         self.eval_loss = gauge("disttrain_train_eval_loss", "Loss on the held-out split at the last evaluation.")
+        self.eval_metric = Gauge("disttrain_train_eval_metric", "A named metric of the last evaluation "
+                                 "(status.progress.evalMetrics), by name.", [*names, "metric"], registry=registry)
         self.restarts.set(restarts)
 
     def step(self, m: StepMetrics) -> None:
@@ -180,8 +215,11 @@ class PrometheusSink:
             self.save_s.set(info.save_seconds)
             self.blocked_s.set(info.blocked_seconds)
 
-    def eval(self, step: int, loss: float) -> None:
-        self.eval_loss.set(loss)
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
+        if loss is not None:
+            self.eval_loss.set(loss)
+        for name, value in metrics.items():
+            self.eval_metric.labels(**self._labels, metric=name).set(value)
 
     def close(self) -> None:
         pass
@@ -224,11 +262,17 @@ class StatusSink:
                 self.doc["checkpointSaveSeconds"] = round(info.save_seconds, 6)
                 self.doc["checkpointBlockedSeconds"] = round(info.blocked_seconds, 6)
 
-    def eval(self, step: int, loss: float) -> None:
-        value = round(loss, 6) if math.isfinite(loss) else None
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
+        value = _finite(loss)
+        named = {k: _finite(v) for k, v in metrics.items()}
         with self.lock:
-            history = [*self.doc.get("evalHistory", []), [step, value]][-EVAL_HISTORY:]
+            entry = [step, value, named] if named else [step, value]
+            history = [*self.doc.get("evalHistory", []), entry][-EVAL_HISTORY:]
             self.doc.update(evalLoss=value, evalStep=step, evalHistory=history)
+            if named:
+                self.doc["evalMetrics"] = named
+            else:
+                self.doc.pop("evalMetrics", None)
 
     def held(self, step: int | None) -> None:
         with self.lock:
@@ -253,6 +297,10 @@ class StatusSink:
 
     def close(self) -> None:
         pass
+
+
+def _finite(value: float | None) -> float | None:
+    return round(value, 6) if value is not None and math.isfinite(value) else None
 
 
 def _now_iso() -> str:
@@ -418,9 +466,9 @@ class Metrics:
             for sink in self.sinks:
                 sink.checkpoint(info)
 
-    def record_eval(self, step: int, loss: float) -> None:
+    def record_eval(self, step: int, loss: float | None, metrics: Mapping[str, float] | None = None) -> None:
         for sink in self.sinks:
-            sink.eval(step, loss)
+            sink.eval(step, loss, metrics or {})
 
     def record_held(self, step: int | None) -> None:
         """The ranks hold at `step` after a requested checkpoint (None: training again)."""

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.drain import Stop, StopAgreement
-from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetrics, build_metrics
+from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetrics, build_metrics, eval_metrics
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -183,11 +183,19 @@ class Session:
             self.metrics.publish(replace(self._last, step=max(step, self._last.step), loss=float(loss),
                                          grad_norm=self._last.grad_norm if grad_norm is None else float(grad_norm)))
 
-    def evaluated(self, step: int, loss: float | torch.Tensor) -> None:
-        """An evaluation's loss at `step` (rank 0's is reported): status.progress.evalLoss,
-        and the objective `disttrain sweep` scores."""
+    def evaluated(self, step: int, loss: float | torch.Tensor | None = None,
+                  metrics: Mapping[str, Any] | None = None, **named: Any) -> None:
+        """An evaluation at `step` (rank 0's is reported): its loss (status.progress.evalLoss)
+        and any named metrics, `accuracy=0.91` or `metrics={"val/f1": 0.8}`
+        (status.progress.evalMetrics). Either can be what `disttrain sweep` scores. A name
+        the report cannot carry or a value that is no number is a ValueError, in a pod or
+        not, so a notebook finds it first."""
+        values = eval_metrics({**(metrics or {}), **named}, strict=True)
+        if loss is None and not values:
+            raise ValueError("Session.evaluated: give the loss, a named metric, or both "
+                             "(e.g. session.evaluated(step, loss, accuracy=acc))")
         if self.metrics is not None:
-            self.metrics.record_eval(step, float(loss))
+            self.metrics.record_eval(step, None if loss is None else float(loss), values)
 
     def checkpointed(self, step: int, where: str) -> None:
         """A checkpoint of `step` is complete at `where` (your own save, or the one you

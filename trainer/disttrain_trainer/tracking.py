@@ -60,6 +60,13 @@ def step_scalars(m: Any) -> dict[str, float]:
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
 
 
+def eval_scalars(loss: float | None, metrics: Mapping[str, float]) -> dict[str, float]:
+    """An evaluation under the names both trackers use: `loss` and each named metric as
+    named (MLflow prefixes them `eval_`, TensorBoard `eval/`, as Transformers' own do)."""
+    values = {"loss": loss, **metrics}
+    return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
+
+
 class _Guarded:
     """A tracker whose first failure turns it off with one warning."""
 
@@ -103,9 +110,11 @@ class MlflowSink(_Guarded):
         self._last = (m.step, m.loss)
         self._try("logging step metrics", self.mlflow.log_metrics, step_scalars(m), step=m.step, synchronous=False)
 
-    def eval(self, step: int, loss: float) -> None:
-        if math.isfinite(loss):
-            self._try("logging the eval loss", self.mlflow.log_metric, "eval_loss", loss, step=step, synchronous=False)
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
+        values = eval_scalars(loss, metrics)
+        if values:
+            self._try("logging the evaluation", self.mlflow.log_metrics,
+                      {f"eval_{k}": v for k, v in values.items()}, step=step, synchronous=False)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         if self._saved == (info.step, info.path):  # the loop repeats the newest one every step
@@ -155,9 +164,9 @@ class TensorBoardSink(_Guarded):
         for name, value in step_scalars(m).items():
             self._try("writing a scalar", self.writer.add_scalar, f"train/{name}", value, m.step)
 
-    def eval(self, step: int, loss: float) -> None:
-        if math.isfinite(loss):
-            self._try("writing the eval loss", self.writer.add_scalar, "eval/loss", loss, step)
+    def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
+        for name, value in eval_scalars(loss, metrics).items():
+            self._try("writing the evaluation", self.writer.add_scalar, f"eval/{name}", value, step)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         if self._saved == (info.step, info.path):  # the loop repeats the newest one every step

@@ -37,7 +37,7 @@ from disttrain_trainer.checkpoint import CheckpointManager, ModelOptimState, Sch
 from disttrain_trainer.config import Config
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import MapStyle, ShardedLoader, SyntheticDataset, TextDataset, holdout
-from disttrain_trainer.evaluate import Evaluator
+from disttrain_trainer.evaluate import Evaluator, MetricsFn
 from disttrain_trainer.faults import HangHook
 from disttrain_trainer.flops import peak_flops
 from disttrain_trainer.metrics import build_metrics
@@ -83,7 +83,8 @@ class Data:
 
 def run_training(model: ModelOrBuilder, data: Data, cfg: Config | None = None, context: RunContext | None = None,
                  *, loss_fn: LossFn, optimizer: OptimizerFactory | None = None,
-                 scheduler: SchedulerFactory | None = None, params: Mapping[str, Any] | None = None) -> loop.Result:
+                 scheduler: SchedulerFactory | None = None, params: Mapping[str, Any] | None = None,
+                 eval_metrics: MetricsFn | None = None) -> loop.Result:
     """Train to `cfg.train.steps` (resuming from the newest checkpoint) on every rank.
 
     cfg: None reads the job's settings (`Config.from_env()`, docs/pod-contract.md); change
@@ -92,15 +93,17 @@ def run_training(model: ModelOrBuilder, data: Data, cfg: Config | None = None, c
     loss_fn(output, targets): the mean loss over the batch. optimizer(params): AdamW with
     `train.learning_rate` and `train.weight_decay` unless given. scheduler(optimizer):
     linear warm-up then cosine decay unless given. params: your own settings, logged with
-    the job's to MLflow or TensorBoard when the job names one. Returns the loop's Result; its
+    the job's to MLflow or TensorBoard when the job names one. eval_metrics(output, targets):
+    named metrics of an evaluation batch, {name: the batch's mean}, averaged over the held-out
+    samples like the loss (status.progress.evalMetrics, what a sweep may score). Returns the loop's Result; its
     `exit_code` is what the process should exit with (75 when stopped before the end)."""
     cfg = Config.from_env() if cfg is None else cfg
     if context is None:
         with RunContext.open(cfg.parallel) as ctx:
             return run_training(model, data, cfg, ctx, loss_fn=loss_fn, optimizer=optimizer, scheduler=scheduler,
-                                params=params)
+                                params=params, eval_metrics=eval_metrics)
     components = build(model, data, cfg, context, loss_fn=loss_fn, optimizer=optimizer, scheduler=scheduler,
-                       params=params)
+                       params=params, eval_metrics=eval_metrics)
     try:
         return loop.run(components, context, cfg.train)
     finally:
@@ -109,10 +112,13 @@ def run_training(model: ModelOrBuilder, data: Data, cfg: Config | None = None, c
 
 def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, loss_fn: LossFn,
           optimizer: OptimizerFactory | None = None, scheduler: SchedulerFactory | None = None,
-          params: Mapping[str, Any] | None = None) -> loop.Components:
+          params: Mapping[str, Any] | None = None, eval_metrics: MetricsFn | None = None) -> loop.Components:
     """The loop's parts for this rank (what run_training runs; tests and benches swap parts)."""
     if not callable(loss_fn):
         raise TypeError(f"loss_fn: {loss_fn!r} is not callable; pass a function (output, targets) -> mean loss")
+    if eval_metrics is not None and not callable(eval_metrics):
+        raise TypeError(f"eval_metrics: {eval_metrics!r} is not callable; pass a function (output, targets) -> "
+                        "{name: the batch's mean}, or leave it out")
     module = materialize(model, seed=cfg.train.seed)
     train, batch_size = as_dataset(data.train, data, "train")
     batch_size = batch_size or cfg.data.batch_size
@@ -150,7 +156,8 @@ def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, lo
         model=module, optimizer=optim, scheduler=sched, loader=loader, loss_fn=loss_fn, state=state, scaler=scaler,
         evaluator=None if held_out is None else Evaluator(
             cfg=cfg.eval, dataset=held_out, loss_fn=loss_fn, batch_size=EVAL_BATCH_FACTOR * batch_size,
-            dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device),
+            dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, world_size=ctx.world_size, device=ctx.device,
+            metrics_fn=eval_metrics),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),
         hang=HangHook(at_step=cfg.test_hang_at_step, rank=cfg.test_hang_rank, marker_dir=cfg.checkpoint.dir),
         metrics=build_metrics(

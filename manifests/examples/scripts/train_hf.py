@@ -34,8 +34,20 @@ training = TrainingArguments(
     output_dir=output, max_steps=args.steps, per_device_train_batch_size=8, learning_rate=1e-3,
     logging_steps=10, eval_strategy="steps", eval_steps=50, save_steps=50, save_total_limit=2,
     report_to=[], seed=0)
+
+
+def next_token(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(dim=-1)  # keeps a token per position, not the vocabulary's logits
+
+
+def token_accuracy(prediction) -> dict[str, float]:
+    guessed, ids = prediction.predictions[:, :-1], prediction.label_ids[:, 1:]  # each position predicts the next
+    return {"accuracy": float((guessed == ids).mean())}
+
+
 trainer = Trainer(model=model, args=training, train_dataset=Sequences(4096, seed=0),
-                  eval_dataset=Sequences(64, seed=1))
+                  eval_dataset=Sequences(64, seed=1), compute_metrics=token_accuracy,
+                  preprocess_logits_for_metrics=next_token)
 last = get_last_checkpoint(output) if os.path.isdir(output) else None
 if last:
     print(f"resuming from {last}", flush=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from disttrain.api.types import CheckpointStatus, Progress
@@ -16,6 +17,24 @@ from disttrain.api.times import parse_time
 # Outcomes the built-in trainer writes in its termination message.
 FINISHED = "Finished"        # every step done: the only outcome that can make a job Succeeded
 INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a checkpoint
+
+
+# A named evaluation metric (accuracy, val_f1, eval/bleu): what a sweep's objective.metric
+# may name besides evalLoss. Bounded in count and spelling, as everything a pod says.
+METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
+MAX_METRICS = 16
+EVAL_LOSS = "evalLoss"
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    step: int
+    loss: float | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+
+    def value(self, metric: str) -> float | None:
+        """The named metric at this evaluation: evalLoss, or one of its metrics."""
+        return self.loss if metric == EVAL_LOSS else self.metrics.get(metric)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +51,30 @@ class TrainerReport:
     outcome: str | None = None  # None while training; FINISHED or INTERRUPTED at the end
     eval_loss: float | None = None  # loss on the held-out split, measured at eval_step
     eval_step: int | None = None
-    eval_history: tuple[tuple[int, float | None], ...] = ()  # the run's latest evaluations, oldest first
+    eval_metrics: dict[str, float | None] = field(default_factory=dict)  # named metrics at eval_step
+    eval_history: tuple[Evaluation, ...] = ()  # the run's latest evaluations, oldest first
     held_at_step: int | None = None  # the ranks hold here after a requested checkpoint (POST /checkpoint)
     framework: str | None = None  # what reports: "transformers 5.24.0" (disttrain.train's callbacks)
 
     @property
     def finished(self) -> bool:
         return self.outcome == FINISHED
+
+    @property
+    def evaluated(self) -> bool:
+        return self.eval_step is not None and (self.eval_loss is not None or bool(self.eval_metrics))
+
+    def latest_eval(self) -> Evaluation | None:
+        """The newest evaluation: evalLoss, evalStep and evalMetrics as one."""
+        if not self.evaluated:
+            return None
+        assert self.eval_step is not None
+        return Evaluation(self.eval_step, self.eval_loss, self.eval_metrics)
+
+    def evaluations(self) -> tuple[Evaluation, ...]:
+        """Every evaluation the report holds, oldest first: its history, else the newest."""
+        latest = self.latest_eval()
+        return self.eval_history or ((latest,) if latest else ())
 
     def progress(self) -> Progress | None:
         """status.progress of the DistributedTraining (None: the report says nothing of it)."""
@@ -49,7 +85,8 @@ class TrainerReport:
                             loss=_rounded(self.loss), samples_per_second=_rounded(self.samples_per_second),
                             step_seconds=_rounded(self.step_seconds),
                             eval_loss=_rounded(self.eval_loss),
-                            eval_step=self.eval_step if self.eval_loss is not None else None)
+                            eval_metrics={k: round(v, 6) for k, v in self.eval_metrics.items() if v is not None} or None,
+                            eval_step=self.eval_step if self.evaluated else None)
         return progress if progress != Progress() else None
 
 
@@ -81,6 +118,7 @@ def parse_report(data: Any) -> TrainerReport | None:
         outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
         eval_loss=_num(data.get("evalLoss")),
         eval_step=_int(data.get("evalStep")),
+        eval_metrics=_metrics(data.get("evalMetrics")),
         eval_history=_history(data.get("evalHistory")),
         held_at_step=_int(data.get("heldAtStep")),
         framework=_text(data.get("framework")),
@@ -103,15 +141,24 @@ def _checkpoint(value: Any) -> CheckpointStatus | None:
                             path=_text(value.get("path")) or None)
 
 
-def _history(value: Any) -> tuple[tuple[int, float | None], ...]:
-    """[[step, loss], ...] -> ((step, loss), ...); malformed entries are skipped."""
+def _history(value: Any) -> tuple[Evaluation, ...]:
+    """[[step, loss], [step, loss, {name: value}], ...] -> Evaluations; malformed entries
+    are skipped."""
     if not isinstance(value, list):
         return ()
     out = []
     for item in value[:1000]:
-        if isinstance(item, list) and len(item) == 2 and _int(item[0]) is not None:
-            out.append((item[0], _num(item[1])))
+        if isinstance(item, list) and len(item) in (2, 3) and _int(item[0]) is not None:
+            out.append(Evaluation(item[0], _num(item[1]), _metrics(item[2]) if len(item) == 3 else {}))
     return tuple(out)
+
+
+def _metrics(value: Any) -> dict[str, float | None]:
+    """{name: number} -> the first MAX_METRICS well-named entries; others are skipped."""
+    if not isinstance(value, dict):
+        return {}
+    named = [(k, v) for k, v in value.items() if isinstance(k, str) and METRIC_NAME.match(k)]
+    return {k: _num(v) for k, v in named[:MAX_METRICS]}
 
 
 # A report comes from a tenant's pod: every value is bounded and typed here, so nothing

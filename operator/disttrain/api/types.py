@@ -504,7 +504,12 @@ class Progress:
         "and evaluation time left out: what the ETA counts in.")
     eval_loss: float | None = spec_field(
         "evalLoss: loss on the held-out split (builtin.evalFraction) at evalStep.")
-    eval_step: int | None = spec_field("evalStep: the step evalLoss was measured at.")
+    eval_metrics: dict[str, float] | None = spec_field(
+        "evalMetrics: the named metrics of the same evaluation that your own code reports "
+        "(disttrain.train: Session.evaluated(step, loss, accuracy=...), the Transformers and "
+        "Lightning callbacks, run_training's eval_metrics), at most 16; what a sweep's "
+        "objective.metric may name.")
+    eval_step: int | None = spec_field("evalStep: the step evalLoss and evalMetrics were measured at.")
     percent_complete: str | None = spec_field("percentComplete: step / totalSteps, e.g. 45%.")
     last_step_time: str | None = spec_field(
         "lastStepTime: when the operator last saw step advance (RFC 3339): how long a job has "

@@ -1,5 +1,5 @@
 """Trials as DistributedTrainings in a cluster: create, watch status.progress (evalLoss,
-evalStep, written by the operator from the trainer's reports), delete when done.
+evalMetrics, evalStep, written by the operator from the trainer's reports), delete when done.
 
 A pruned trial's job is deleted: the operator deletes its pods gracefully and the trainer
 writes an emergency checkpoint on SIGTERM. On an interrupt of the sweep the running
@@ -14,7 +14,7 @@ from typing import Any
 
 from disttrain.api.types import GROUP, PLURAL, VERSION
 from disttrain.api.report import parse_report
-from disttrain.sweep.runner import JobResult, Watch
+from disttrain.sweep.runner import JobResult, Watch, missing, objective_points
 
 DELETE_TIMEOUT_SECONDS = 300
 
@@ -26,7 +26,7 @@ class ClusterBackend:
         self.stopping = stopping
         self.poll_seconds = poll_seconds
 
-    def run(self, job: dict[str, Any], watch: Watch) -> JobResult:
+    def run(self, job: dict[str, Any], watch: Watch, metric: str) -> JobResult:
         from kubernetes.client.exceptions import ApiException
 
         name = job["metadata"]["name"]
@@ -49,12 +49,12 @@ class ClusterBackend:
                 continue
             status = obj.get("status") or {}
             report = parse_report(status.get("progress") or {})
-            history = ((report.eval_step, report.eval_loss),) if report and report.eval_step is not None else ()
+            history = objective_points(report, metric)  # the newest evaluation: progress keeps one
             phase = status.get("phase")
             if phase == "Succeeded":
                 self._delete(ns, name)
-                loss = report.eval_loss if report else None
-                return JobResult("finished", eval_loss=loss, eval_history=history)
+                return JobResult("finished", value=history[-1][1] if history else None, eval_history=history,
+                                 message=missing(report, metric))
             if phase == "Failed":
                 self._delete(ns, name)
                 return JobResult("failed", eval_history=history, message=_failure(status))

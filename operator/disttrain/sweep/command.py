@@ -98,15 +98,16 @@ def _run(spec: SweepSpec, args: argparse.Namespace, root: Path, api: Any) -> int
                       "Fix: restore the ranges, or give the sweep a new name (or --workdir)", file=sys.stderr)
             return 1
         print(f"disttrain: sweep {spec.name}: {spec.trials} trials, {spec.parallelism} at once, {spec.mode}, "
-              f"sampler {spec.sampler} (seed {spec.seed}), pruner {spec.pruner}; study {storage}", flush=True)
+              f"sampler {spec.sampler} (seed {spec.seed}), pruner {spec.pruner}, {spec.direction} {spec.objective}; "
+              f"study {storage}", flush=True)
         run_sweep(spec, backend, study, stopping=stopping, out=sys.stdout)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     trials = study.get_trials(deepcopy=False)
-    print("\n" + table(trials, [p.path for p in spec.params]))
-    print(summary(trials))
-    best = best_trial(trials)
+    print("\n" + table(trials, [p.path for p in spec.params], spec.objective, spec.direction))
+    print(summary(trials, spec.objective, spec.direction))
+    best = best_trial(trials, spec.direction)
     if best is not None:
         path = root / "best.yaml"
         path.write_text(yaml.safe_dump(best_job(spec, best.params, best.number), sort_keys=False))

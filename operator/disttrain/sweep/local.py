@@ -11,7 +11,7 @@ from typing import Any
 from disttrain.api.validate import validate_document
 from disttrain.cli.local_run import run_local_job
 from disttrain.api.report import parse_report
-from disttrain.sweep.runner import JobResult, Watch
+from disttrain.sweep.runner import JobResult, Watch, missing, objective_points
 
 
 class LocalBackend:
@@ -23,7 +23,7 @@ class LocalBackend:
         self.cpus = max(1, (os.cpu_count() or 1) // parallelism)
         self.poll_seconds = poll_seconds
 
-    def run(self, job: dict[str, Any], watch: Watch) -> JobResult:
+    def run(self, job: dict[str, Any], watch: Watch, metric: str) -> JobResult:
         result = validate_document(job)
         if not result.ok:
             return JobResult("failed", message="; ".join(str(e) for e in result.errors))
@@ -37,7 +37,8 @@ class LocalBackend:
                 why.append("interrupted")
                 return True
             report = parse_report(status)
-            if report is not None and report.eval_history and watch(report.eval_history, report.total_steps):
+            points = objective_points(report, metric)
+            if points and watch(points, report.total_steps if report else None):
                 why.append("stopped")
                 return True
             return False
@@ -46,10 +47,11 @@ class LocalBackend:
             outcome = run_local_job(result.job, result.resolved, workdir=self.root, progress=False, out=out,
                                     poll_seconds=self.poll_seconds, cpus=self.cpus, watch=poll)
         final = outcome.final
-        history = final.eval_history if final else ()
+        history = objective_points(final, metric)
         if why:
             return JobResult("interrupted" if why[0] == "interrupted" else "stopped", eval_history=history)
         if outcome.code != 0 or final is None or not final.finished:
             return JobResult("failed", eval_history=history,
                              message=f"exit {outcome.code}, outcome {final.outcome if final else 'none'}; see {log}")
-        return JobResult("finished", eval_loss=final.eval_loss, eval_history=history)
+        return JobResult("finished", value=history[-1][1] if history else None, eval_history=history,
+                         message=missing(final, metric))

@@ -16,12 +16,13 @@ def complete(trials: Iterable[Any]) -> list[Any]:
     return [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
 
 
-def best_trial(trials: Iterable[Any]) -> Any | None:
+def best_trial(trials: Iterable[Any], direction: str = "minimize") -> Any | None:
     done = complete(trials)
-    return min(done, key=lambda t: (t.value, t.number)) if done else None
+    sign = -1 if direction == "maximize" else 1
+    return min(done, key=lambda t: (sign * t.value, t.number)) if done else None
 
 
-def last_eval_loss(trial: Any) -> float | None:
+def last_value(trial: Any) -> float | None:
     """A completed trial's objective, else the last evaluation it reported (pruned)."""
     if trial.state.name == "COMPLETE":
         return trial.value
@@ -30,24 +31,24 @@ def last_eval_loss(trial: Any) -> float | None:
 
 
 def median_value(trials: Iterable[Any]) -> float | None:
-    """Median of every trial's last evalLoss, pruned ones included: what a typical
+    """Median of every trial's last objective value, pruned ones included: what a typical
     configuration of the space gives, for the best to be compared with."""
-    values = [v for t in trials if (v := last_eval_loss(t)) is not None]
+    values = [v for t in trials if (v := last_value(t)) is not None]
     return statistics.median(values) if values else None
 
 
-def table(trials: Iterable[Any], paths: list[str]) -> str:
-    """One row per trial: number, state, evalLoss, the parameters, and a note (where a
+def table(trials: Iterable[Any], paths: list[str], metric: str = "evalLoss", direction: str = "minimize") -> str:
+    """One row per trial: number, state, the objective, the parameters, and a note (where a
     pruned trial stopped, why one failed)."""
     trials = sorted(trials, key=lambda t: t.number)
-    best = best_trial(trials)
-    heads = ["trial", "state", "evalLoss", *(p.rsplit(".", 1)[-1] for p in paths), "note"]
+    best = best_trial(trials, direction)
+    heads = ["trial", "state", metric, *(p.rsplit(".", 1)[-1] for p in paths), "note"]
     rows = []
     for t in trials:
         note = t.user_attrs.get("note", "")
         if t.state.name == "PRUNED" and t.intermediate_values:
             step = max(t.intermediate_values)
-            note = note or f"pruned at step {step} (evalLoss {t.intermediate_values[step]:.4f})"
+            note = note or f"pruned at step {step} ({metric} {t.intermediate_values[step]:.4f})"
         rows.append([
             f"{t.number}{' *' if best is not None and t.number == best.number else ''}",
             STATES.get(t.state.name, t.state.name.lower()),
@@ -60,14 +61,14 @@ def table(trials: Iterable[Any], paths: list[str]) -> str:
     return "\n".join(lines)
 
 
-def summary(trials: Iterable[Any]) -> str:
+def summary(trials: Iterable[Any], metric: str = "evalLoss", direction: str = "minimize") -> str:
     trials = list(trials)
     counts = {name: sum(1 for t in trials if t.state.name == state) for state, name in STATES.items()}
     parts = [f"{n} {name}" for name, n in counts.items() if n]
-    best, median = best_trial(trials), median_value(trials)
+    best, median = best_trial(trials, direction), median_value(trials)
     line = f"{len(trials)} trials: " + ", ".join(parts)
     if best is not None:
-        line += f"; best trial {best.number}: evalLoss {best.value:.4f} (median over all trials {median:.4f})"
+        line += f"; best trial {best.number}: {metric} {best.value:.4f} (median over all trials {median:.4f})"
     return line
 
 

@@ -21,26 +21,44 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TextIO
 
+from disttrain.api.report import EVAL_LOSS, TrainerReport
 from disttrain.sweep.space import suggest, trial_job
 from disttrain.sweep.spec import SweepSpec
 
 EvalPoints = tuple[tuple[int, float | None], ...]
 Watch = Callable[[EvalPoints, "int | None"], bool]
-"""Gets the job's evaluations so far, (step, evalLoss) oldest first, and the job's last step
-(None when not known); True = stop it (pruned)."""
+"""Gets the job's evaluations so far, (step, the objective's value) oldest first, and the
+job's last step (None when not known); True = stop it (pruned)."""
 
 
 @dataclass(frozen=True, slots=True)
 class JobResult:
     state: Literal["finished", "stopped", "interrupted", "failed"]
-    eval_loss: float | None = None
+    value: float | None = None  # the objective at the job's last evaluation
     eval_history: EvalPoints = ()
     message: str = ""
 
 
+def objective_points(report: TrainerReport | None, metric: str) -> EvalPoints:
+    """A report's evaluations as (step, the objective's value), oldest first."""
+    return tuple((e.step, e.value(metric)) for e in report.evaluations()) if report else ()
+
+
+def missing(report: TrainerReport | None, metric: str) -> str:
+    """Why a finished job has no value for the objective ("" when it has one): what it
+    reported instead, so a misspelt metric is found from the table."""
+    evaluations = report.evaluations() if report else ()
+    if evaluations and evaluations[-1].value(metric) is not None:
+        return ""
+    names = sorted({EVAL_LOSS for e in evaluations if e.loss is not None} | {k for e in evaluations for k in e.metrics})
+    return (f"the job reported no {metric}" + (f" (it reported {', '.join(names)})" if names
+                                               else " (it reported no evaluation)"))
+
+
 class Backend(Protocol):
-    def run(self, job: dict[str, Any], watch: Watch) -> JobResult:
-        """Run one DistributedTraining to its end. `finished` carries the final evalLoss;
+    def run(self, job: dict[str, Any], watch: Watch, metric: str) -> JobResult:
+        """Run one DistributedTraining to its end, reading `metric` (evalLoss or a named
+        one) from its evaluations. `finished` carries its final value;
         `stopped` when watch asked (stopped gracefully, with a checkpoint); `interrupted`
         when the sweep is stopping (the job can be resumed); `failed` with a message."""
         ...
@@ -132,29 +150,30 @@ def run_sweep(spec: SweepSpec, backend: Backend, study: Any, *, stopping: thread
     return study
 
 
-def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values: dict[str, Any], resumed: bool,
+def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, params: dict[str, Any], resumed: bool,
                out: TextIO) -> None:
     import optuna
 
     pruned = optuna.trial.TrialState.PRUNED
-    shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={_fmt(v)}" for p, v in values.items())
+    shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={_fmt(v)}" for p, v in params.items())
     _say(out, f"trial {trial.number}: {'resuming' if resumed else 'starting'} ({shown})")
     frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
     reported = max(frozen.intermediate_values, default=-1)
     folds: list[int | None] = list(range(spec.folds)) if spec.folds else [None]
-    losses: list[float] = []
+    values: list[float] = []
+    metric = spec.objective
     for fold in folds:
         if fold is not None and f"fold{fold}" in frozen.user_attrs:  # done before an interrupt
-            losses.append(frozen.user_attrs[f"fold{fold}"])
+            values.append(frozen.user_attrs[f"fold{fold}"])
             continue
 
         def watch(points: EvalPoints, last_step: int | None, fold: int | None = fold) -> bool:
             nonlocal reported
             if fold is not None:  # k-fold prunes between folds, on the running mean
                 return False
-            for step, loss in points:
-                if step > reported and loss is not None:
-                    trial.report(loss, step)
+            for step, value in points:
+                if step > reported and value is not None:
+                    trial.report(value, step)
                     reported = step
                     # The evaluation at the last step is the run's result: stopping the run
                     # then saves nothing, and would record a finished trial as pruned.
@@ -162,7 +181,7 @@ def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values
                         return True
             return False
 
-        result = backend.run(trial_job(spec, trial.number, values, fold), watch)
+        result = backend.run(trial_job(spec, trial.number, params, fold), watch, metric)
         if result.state == "interrupted":
             _say(out, f"trial {trial.number}: interrupted; it resumes on the next run")
             return
@@ -171,24 +190,25 @@ def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, values
             _say(out, f"trial {trial.number}: pruned at step {reported}")
             return
         watch(result.eval_history, 0)  # evaluations between polls, for the pruner's later medians
-        if result.state == "failed" or result.eval_loss is None:
-            note = result.message or "the job reported no evalLoss"
+        if result.state == "failed" or result.value is None:
+            note = result.message or f"the job reported no {metric}"
             trial.set_user_attr("note", note[:200])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             _say(out, f"trial {trial.number}: failed: {note}")
             return
-        losses.append(result.eval_loss)
+        values.append(result.value)
         if fold is not None:
-            trial.set_user_attr(f"fold{fold}", result.eval_loss)
-            trial.report(statistics.fmean(losses), fold)
+            trial.set_user_attr(f"fold{fold}", result.value)
+            trial.report(statistics.fmean(values), fold)
             if fold < spec.folds - 1 and trial.should_prune():
                 study.tell(trial, state=pruned)
-                _say(out, f"trial {trial.number}: pruned after fold {fold} (mean evalLoss {statistics.fmean(losses):.4f})")
+                _say(out, f"trial {trial.number}: pruned after fold {fold} "
+                     f"(mean {metric} {statistics.fmean(values):.4f})")
                 return
-    value = statistics.fmean(losses)
+    value = statistics.fmean(values)
     study.tell(trial, value)
-    _say(out, f"trial {trial.number}: done, evalLoss {value:.4f}"
-         + (f" (mean of {len(losses)} folds)" if spec.folds else ""))
+    _say(out, f"trial {trial.number}: done, {metric} {value:.4f}"
+         + (f" (mean of {len(values)} folds)" if spec.folds else ""))
 
 
 _print_lock = threading.Lock()

@@ -19,12 +19,12 @@ from disttrain.api import types as t
 from disttrain.api.errors import FieldError, did_you_mean, unset
 from disttrain.api.meta import json_name
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
+from disttrain.api.report import EVAL_LOSS, METRIC_NAME
 from disttrain.api.validate import validate_document
 from disttrain.sweep.space import ENV_PATH, FOLD_ENV, FOLDS_ENV, patch, values_at
 
 Kind = Literal["float", "int", "choice"]
-OBJECTIVES = ("evalLoss",)
-DIRECTIONS = ("minimize",)
+DIRECTIONS = ("minimize", "maximize")
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "none")
 MODES = ("local", "cluster")
@@ -92,7 +92,7 @@ def parse_sweep(data: Any, load_template: TemplateLoader) -> tuple[SweepSpec | N
     template = _template(data.get("template", unset()), load_template, errors)
     params = _params(data.get("parameters", unset()), errors)
     objective = _section(data, "objective", ("metric", "direction"), errors)
-    metric = _choice(objective, "objective", "metric", "evalLoss", OBJECTIVES, errors)
+    metric = _metric(objective, errors)
     direction = _choice(objective, "objective", "direction", "minimize", DIRECTIONS, errors)
     sampler_section = _section(data, "sampler", ("type", "seed"), errors)
     sampler = _choice(sampler_section, "sampler", "type", "tpe", SAMPLERS, errors)
@@ -258,6 +258,10 @@ def _against_template(spec: SweepSpec) -> list[FieldError]:
                 errors.append(FieldError(f"parameters[{owned}]", owned.rpartition(".")[2],
                                          "is set by kfold for every fold", "any other field",
                                          "remove the parameter or kfold"))
+    if isinstance(builtin, dict) and spec.objective != EVAL_LOSS:
+        errors.append(FieldError("objective.metric", spec.objective, "is not reported by the built-in trainer",
+                                 f"{EVAL_LOSS} for a template with spec.trainer.builtin; a named metric for your "
+                                 "own code that reports it (disttrain.train)", f"metric: {EVAL_LOSS}"))
     if spec.pruner != "none" and isinstance(builtin, dict) and not spec.folds:
         interval = builtin.get("evalIntervalSteps") or 0
         if not interval and "spec.trainer.builtin.evalIntervalSteps" not in swept:
@@ -335,6 +339,17 @@ def _section(data: dict[str, Any], key: str, fields_: tuple[str, ...], errors: l
         if name not in fields_:
             errors.append(FieldError(f"{key}.{name}", value[name], f"is not a {key} field", ", ".join(fields_),
                                      did_you_mean(name, fields_) or "remove it"))
+    return value
+
+
+def _metric(section: dict[str, Any], errors: list[FieldError]) -> str:
+    value = section.get("metric", EVAL_LOSS)
+    if not isinstance(value, str) or not METRIC_NAME.match(value):
+        errors.append(FieldError("objective.metric", value, "is not a metric name",
+                                 f"{EVAL_LOSS} (the held-out loss), or a named metric your code reports "
+                                 "(1-64 letters, digits, '_', '.', '/' or '-')",
+                                 "e.g. metric: accuracy with direction: maximize (docs/sweeps.md)"))
+        return EVAL_LOSS
     return value
 
 

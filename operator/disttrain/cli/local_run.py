@@ -43,7 +43,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -130,6 +130,33 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
         node.env.setdefault("OMP_NUM_THREADS", threads)
     grace = int(pods[0]["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
     return LocalPlan(job=job, nodes=nodes, checkpoint_dir=ckpt_dir, grace_seconds=grace, warnings=warnings)
+
+
+def visible_gpus(env: Mapping[str, str] = os.environ, driver: Path = Path("/proc/driver/nvidia/gpus")) -> int:
+    """The NVIDIA GPUs the trainer will see here, without importing torch: one folder per
+    GPU in the driver's /proc, narrowed by CUDA_VISIBLE_DEVICES as CUDA narrows it."""
+    try:
+        count = sum(1 for _ in driver.iterdir())
+    except OSError:  # no NVIDIA driver (or not Linux): none
+        count = 0
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        count = min(count, len([d for d in listed.split(",") if d.strip()]))
+    return count
+
+
+def gpu_note(requested: int, visible: int, nproc: int, precision: str) -> str | None:
+    """What the trainer's device clamp will do to a job that asks for more GPUs than this
+    machine has, said before it starts (the trainer says it only in the worker's log)."""
+    if requested <= visible:
+        return None
+    here = "none" if visible == 0 else f"{visible}"
+    where = "on the CPU" if visible == 0 else f"on {visible} GPU{'s' if visible > 1 else ''}"
+    cpu_precision = {"bf16-mixed": ", with bf16-mixed as CPU autocast", "16-mixed": ", in precision 32 (16-mixed "
+                     "needs a GPU)"}.get(precision, "") if visible == 0 else ""
+    return (f"the job asks for {requested} GPU{'s' if requested > 1 else ''} per node and this machine has {here}: "
+            f"its {nproc} process{'es' if nproc > 1 else ''} per node train {where}{cpu_precision}. For a job "
+            "made for this machine, set gpusPerNode: 0 (manifests/examples/cpu-ddp-2x1.yaml)")
 
 
 def newest_checkpoint(location: str | os.PathLike[str]) -> tuple[int, str] | None:
@@ -286,7 +313,9 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     plan = localize(children, workdir=Path(workdir), rdzv_port=free_port(),
                     metrics_ports=free_ports(n_pods), rdzv_id=uuid.uuid4().hex,
                     torchrun=torchrun, cpus=cpus or os.cpu_count() or 1, checkpoint_uri=checkpoint_uri)
-    for w in plan.warnings:
+    gpus = gpu_note(job.spec.gpus_per_node or 0, visible_gpus(), resolved.nproc_per_node or 1,
+                    resolved.precision or "")
+    for w in plan.warnings + ([gpus] if gpus else []):
         print(f"warning: {w}", file=out)
     resume = newest_checkpoint(plan.checkpoint_dir)
     if note := finished_note(plan, resume):

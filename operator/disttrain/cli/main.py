@@ -744,7 +744,7 @@ def _wait_target(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done: Callable[[str], str]) -> int:
+def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], Any], done: Callable[[str, Any], str]) -> int:
     """suspend, resume and delete: on each NAME, or every job (--all) or those -l
     selects; every job is tried, one line per failure, exit 1 if any failed.
     --ignore-not-found skips names that do not exist, like kubectl's."""
@@ -761,7 +761,7 @@ def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done
     failed = False
     for name in dict.fromkeys(names):
         try:
-            act(client, name)
+            result = act(client, name)
         except NotFound as exc:
             if not args.ignore_not_found:
                 print(exc, file=sys.stderr)
@@ -771,24 +771,25 @@ def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], None], done
             print(exc, file=sys.stderr)
             failed = True
             continue
-        print(done(name), flush=True)
+        print(done(name, result), flush=True)
     return 1 if failed else 0
 
 
 def cmd_suspend(args: argparse.Namespace) -> int:
+    from disttrain.client.jobview import suspend_words
+
     return for_each_job(args, lambda c, name: c.suspend(name),
-                        lambda name: f"{_ref(name)} suspended (a running trainer checkpoints its current step, "
-                                     "then the pods are deleted; resume continues from that checkpoint)")
+                        lambda name, obj: f"{_ref(name)} suspended ({suspend_words(obj)})")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    return for_each_job(args, lambda c, name: c.resume(name), lambda name: f"{_ref(name)} resumed")
+    return for_each_job(args, lambda c, name: c.resume(name), lambda name, _: f"{_ref(name)} resumed")
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
     from disttrain.client.client import OBJECT
 
-    return for_each_job(args, lambda c, name: c.delete(name, wait=args.wait), lambda name: f'{OBJECT} "{name}" deleted')
+    return for_each_job(args, lambda c, name: c.delete(name, wait=args.wait), lambda name, _: f'{OBJECT} "{name}" deleted')
 
 
 def cmd_top(args: argparse.Namespace) -> int:

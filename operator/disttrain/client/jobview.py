@@ -199,6 +199,19 @@ def checkpoint_location(view: JobView) -> str:
     return f"on claim {view.checkpoint_claim} at {path}" if view.checkpoint_claim else f"at {path} (the pod's emptyDir)"
 
 
+def suspend_words(obj: dict[str, Any]) -> str:
+    """What a suspend does to this job, by where its checkpoints live: only storage that
+    outlives the pods is resumed from."""
+    checkpoint = (obj.get("spec") or {}).get("checkpoint") or {}
+    if checkpoint.get("storage") == "none":
+        return "the pods are deleted; the job keeps no checkpoint, so resume starts from step 0"
+    if checkpoint.get("uri") or checkpoint.get("claimName"):
+        return ("a running trainer checkpoints its current step, then the pods are deleted; resume continues "
+                "from that checkpoint")
+    return ("the pods are deleted, and the checkpoints in their emptyDir with them: resume starts from step 0; "
+            "set spec.checkpoint.claimName or uri to resume where it stopped")
+
+
 def progress_line(view: JobView, now: datetime) -> str:
     """One line per change while following a job (submit, wait, watch)."""
     parts = [f"{view.name}: {view.phase or 'Pending'}"]

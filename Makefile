@@ -75,7 +75,7 @@ demo: venv  ## validate the examples, then train the CPU example with 2 torchrun
 demo-cluster: venv tools images  ## the CPU example through the operator on a real node (root); prints the run --local summary
 	$(RUN) python hack/demo_cluster.py
 
-cluster-up: tools  ## start a local control plane + KWOK GPU nodes; prints the KUBECONFIG to export
+cluster-up:  ## start a local control plane + KWOK GPU nodes (builds etcd, Kubernetes and KWOK the first time, no root); prints the KUBECONFIG to export
 	@bash hack/cluster.sh up
 
 cluster-down:  ## stop it and remove its state

@@ -29,6 +29,9 @@
 #   hack/build-tools.sh --print-bin  print the bin directory only (no build)
 #   hack/build-tools.sh --check      exit 0 only when the bin dir is complete
 #   hack/build-tools.sh --keys       print each module's cache key (no build)
+#   hack/build-tools.sh --only MOD...  build only these modules (what `make cluster-up`
+#                                    needs: etcd kubernetes kwok) and link them into
+#                                    the set's bin dir, which stays incomplete
 set -euo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,15 +68,41 @@ done
 set_key=$(for mod in "${MODULES[@]}"; do echo "$mod=${KEY[$mod]}"; done | sha256sum | cut -c1-12)
 BIN="$CACHE/tools-$set_key/bin"
 
+WANTED=("${MODULES[@]}")
 case "${1:-}" in
   --print-bin) echo "$BIN"; exit 0 ;;
   --keys) for mod in "${MODULES[@]}"; do echo "$mod ${KEY[$mod]}"; done; exit 0 ;;
   --check) [[ -f "$BIN/.complete" ]]; exit ;;
+  --only)
+    shift
+    (($#)) || { echo "usage: $0 --only MODULE... (of: ${MODULES[*]})" >&2; exit 2; }
+    for mod in "$@"; do
+      [[ -n ${KEY[$mod]:-} ]] || { echo "$0: no tool module '$mod' (of: ${MODULES[*]})" >&2; exit 2; }
+    done
+    WANTED=("$@") ;;
   "") ;;
-  *) echo "usage: $0 [--print-bin|--check|--keys]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--print-bin|--check|--keys|--only MODULE...]" >&2; exit 2 ;;
 esac
 
 [[ -f "$BIN/.complete" ]] && exit 0
+
+# link_module MOD: its binaries into the set's bin dir (hard links; copies across filesystems)
+link_module() {
+  local f
+  mkdir -p "$BIN"
+  for f in "$CACHE/tool-$1-${KEY[$1]}"/*; do
+    ln -f "$f" "$BIN/${f##*/}" 2>/dev/null || cp -f "$f" "$BIN/${f##*/}"
+  done
+}
+# --only with every wanted module built already: link them, no Go needed.
+if ((${#WANTED[@]} < ${#MODULES[@]})); then
+  built=1
+  for mod in "${WANTED[@]}"; do [[ -f "$CACHE/tool-$mod-${KEY[$mod]}/.complete" ]] || built=0; done
+  if ((built)); then
+    for mod in "${WANTED[@]}"; do link_module "$mod"; done
+    exit 0
+  fi
+fi
 
 log() { printf '[build-tools] %s\n' "$*" >&2; }
 
@@ -113,9 +142,9 @@ build() {
 # ---- end of shared part ----------------------------------------------------------------
 
 total_start=$SECONDS
-log "tool set $BIN (go $(go env GOVERSION), cache $CACHE)"
+log "tool set $BIN (go $(go env GOVERSION), cache $CACHE)$( ((${#WANTED[@]} < ${#MODULES[@]})) && echo ": only ${WANTED[*]}")"
 mkdir -p "$BIN"
-for MOD in "${MODULES[@]}"; do
+for MOD in "${WANTED[@]}"; do
   OUT="$CACHE/tool-$MOD-${KEY[$MOD]}"
   if [[ -f "$OUT/.complete" ]]; then
     log "$MOD: present ($OUT)"
@@ -125,11 +154,13 @@ for MOD in "${MODULES[@]}"; do
     source "$TOOLS/$MOD/build.sh"
     touch "$OUT/.complete"
   fi
-  for f in "$OUT"/*; do
-    ln -f "$f" "$BIN/${f##*/}" 2>/dev/null || cp -f "$f" "$BIN/${f##*/}"
-  done
+  link_module "$MOD"
 done
 
+if ((${#WANTED[@]} < ${#MODULES[@]})); then
+  log "${WANTED[*]} ready in $((SECONDS - total_start))s: $BIN (the rest of the set: make tools)"
+  exit 0
+fi
 touch "$BIN/.complete"
 # Drop tool sets and module builds of other pins not used for a week (a full set is
 # ~0.5 GB): the cleanup looks at when each was last made or linked into a set.

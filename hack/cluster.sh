@@ -228,7 +228,13 @@ cmd_up() {
 
   local bin
   bin=$(bash "$HACK/build-tools.sh" --print-bin)
-  bash "$HACK/build-tools.sh" --check || bash "$HACK/build-tools.sh" || die "tool build failed"
+  # Only what this cluster runs (etcd, the control plane, KWOK), not `make tools`' whole set.
+  if ! [[ -x $bin/etcd && -x $bin/kube-apiserver && -x $bin/kwok ]] && ! bash "$HACK/build-tools.sh" --check; then
+    log "first building etcd, Kubernetes and KWOK from their Go modules: about 20 min on 2 cores with empty Go" \
+        "caches (docs/local-cluster.md); later runs reuse them"
+  fi
+  bash "$HACK/build-tools.sh" --check || bash "$HACK/build-tools.sh" --only etcd kubernetes kwok \
+    || die "tool build failed"
   export PATH="$bin:$PATH"
   local tool
   for tool in openssl curl python3 setsid; do

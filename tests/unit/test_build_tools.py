@@ -57,3 +57,31 @@ def test_the_shared_build_steps_rebuild_every_tool(tmp_path):
     # A change outside the shared part (a comment in the header) changes no key.
     script.write_text("# a note\n" + script.read_text())
     assert keys(hack, tmp_path) == after
+
+
+def test_only_the_named_modules_are_linked_and_the_set_stays_incomplete(tmp_path):
+    """`make cluster-up` builds etcd, Kubernetes and KWOK alone (`--only`), not the whole
+    set `make tools` builds; modules already built are linked in without Go."""
+    hack = copy_of_hack(tmp_path)
+    env = {**os.environ, "DISTTRAIN_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"}  # no Go on PATH
+
+    def tools(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(hack / "build-tools.sh"), *args], capture_output=True, text=True, env=env,
+                              timeout=60)
+
+    key = dict(line.split() for line in tools("--keys").stdout.splitlines())  # (the keys hash the Go version)
+    for module, binary in (("etcd", "etcd"), ("kwok", "kwok"), ("helm", "helm")):
+        built = tmp_path / f"tool-{module}-{key[module]}"
+        built.mkdir()
+        (built / binary).write_text("#!/bin/sh\n")
+        (built / ".complete").touch()
+
+    bin_dir = Path(tools("--print-bin").stdout.strip())
+    assert tools("--only", "etcd", "kwok").returncode == 0
+    assert sorted(p.name for p in bin_dir.iterdir()) == ["etcd", "kwok"]  # helm is built, but not asked for
+    assert tools("--check").returncode == 1  # the set is not complete: `make tools` still builds the rest
+    unknown = tools("--only", "etcd", "kube")
+    assert unknown.returncode == 2 and "no tool module 'kube'" in unknown.stderr
+    # A module not built yet needs Go, and says so.
+    missing = tools("--only", "kubernetes")
+    assert missing.returncode == 1 and "go not found on PATH" in missing.stderr

@@ -245,7 +245,8 @@ def test_two_ranks_with_accumulation_report_optimizer_steps_of_the_global_batch(
     context = GPT_PRESETS["gpt-nano"].context
     assert (report["outcome"], report["step"], report["totalSteps"], report["worldSize"]) == ("Finished", 12, 12, 2)
     assert report["stepSeconds"] * report["samplesPerSecond"] == pytest.approx(4 * 2 * 2, rel=1e-3)
-    assert report["tokensPerSecond"] == pytest.approx(report["samplesPerSecond"] * context, rel=1e-5)
+    # Both rates are rounded to 3 decimals in the report: samples/s x context carries its rounding x context.
+    assert report["tokensPerSecond"] == pytest.approx(report["samplesPerSecond"] * context, abs=5e-4 * (context + 1))
     assert report["loss"] is not None and report["gradNorm"] > 0
 
 

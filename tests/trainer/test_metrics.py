@@ -312,6 +312,14 @@ def test_a_loss_that_is_not_a_number_is_null_and_the_report_stays_json() -> None
     assert parse_report(doc).progress().eval_metrics is None
 
 
+def test_the_trainer_and_the_operator_agree_on_what_a_metric_name_is() -> None:
+    """Two copies (the trainer image has no operator package): what one writes, the other keeps."""
+    from disttrain.api import report
+    from disttrain_trainer import metrics
+    assert (metrics.METRIC_NAME.pattern, metrics.METRIC_NAME_RULE, metrics.MAX_METRICS) == (
+        report.METRIC_NAME.pattern, report.METRIC_NAME_RULE, report.MAX_METRICS)
+
+
 def test_each_report_moves_last_update_time_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
     """A poller tells a live trainer from a stale report by lastUpdateTime: a step, a hold
     and the end each set it to now, in UTC whatever the container's time zone."""

@@ -21,7 +21,7 @@ from torch import nn
 
 from disttrain_trainer.config import EvalConfig
 from disttrain_trainer.data import Dataset, to_device
-from disttrain_trainer.metrics import MAX_METRICS, METRIC_NAME
+from disttrain_trainer.metrics import MAX_METRICS, METRIC_NAME, METRIC_NAME_RULE
 from disttrain_trainer.models import LossFn, forward
 
 MetricsFn = Callable[[Any, Any], Mapping[str, Any]]
@@ -91,8 +91,7 @@ def _checked(named: Any, first: Mapping[str, torch.Tensor] | None, device: torch
     out = {}
     for name, value in named.items():
         if not isinstance(name, str) or not METRIC_NAME.match(name):
-            raise ValueError(f"{where}: metric name {name!r} is not allowed; allowed: 1-64 letters, digits, "
-                             "'_', '.', '/' or '-', starting with a letter or '_'; rename it")
+            raise ValueError(f"{where}: metric name {name!r} is not allowed; allowed: {METRIC_NAME_RULE}; rename it")
         tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value, dtype=torch.float64,
                                  device=device)
         if tensor.numel() != 1:

@@ -64,8 +64,10 @@ class StepMetrics:
 EVAL_HISTORY = 32
 
 # Named evaluation metrics (accuracy, val_f1): the spelling and count the operator keeps
-# (disttrain.api.report; tests/trainer/test_evaluate.py reads one back through it).
+# (disttrain.api.report's, which the trainer cannot import; tests/trainer/test_metrics.py
+# checks the two agree).
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
+METRIC_NAME_RULE = "1-64 letters, digits, '_', '.', '/' or '-', starting with a letter or '_'"
 MAX_METRICS = 16
 
 
@@ -77,8 +79,7 @@ def eval_metrics(metrics: Mapping[str, Any], *, strict: bool) -> dict[str, float
     for name, value in metrics.items():
         problem = None
         if not isinstance(name, str) or not METRIC_NAME.match(name):
-            problem = ("is not a metric name the report can carry", "1-64 letters, digits, '_', '.', '/' or '-', "
-                       "starting with a letter or '_'")
+            problem = ("is not a metric name the report can carry", METRIC_NAME_RULE)
         elif len(out) == MAX_METRICS:
             problem = ("is one metric too many", f"at most {MAX_METRICS} named metrics per evaluation")
         else:

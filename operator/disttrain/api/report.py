@@ -22,6 +22,7 @@ INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a
 # A named evaluation metric (accuracy, val_f1, eval/bleu): what a sweep's objective.metric
 # may name besides evalLoss. Bounded in count and spelling, as everything a pod says.
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
+METRIC_NAME_RULE = "1-64 letters, digits, '_', '.', '/' or '-', starting with a letter or '_'"
 MAX_METRICS = 16
 EVAL_LOSS = "evalLoss"
 

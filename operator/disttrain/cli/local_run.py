@@ -145,17 +145,21 @@ def visible_gpus(env: Mapping[str, str] = os.environ, driver: Path = Path("/proc
     return count
 
 
+# What the trainer makes of a GPU precision on the CPU (disttrain_trainer.config.resolve_parallel).
+CPU_PRECISION = {"bf16-mixed": ", with bf16-mixed as CPU autocast", "16-mixed": ", in precision 32 (16-mixed needs a GPU)"}
+
+
 def gpu_note(requested: int, visible: int, nproc: int, precision: str) -> str | None:
     """What the trainer's device clamp will do to a job that asks for more GPUs than this
     machine has, said before it starts (the trainer says it only in the worker's log)."""
     if requested <= visible:
         return None
-    here = "none" if visible == 0 else f"{visible}"
-    where = "on the CPU" if visible == 0 else f"on {visible} GPU{'s' if visible > 1 else ''}"
-    cpu_precision = {"bf16-mixed": ", with bf16-mixed as CPU autocast", "16-mixed": ", in precision 32 (16-mixed "
-                     "needs a GPU)"}.get(precision, "") if visible == 0 else ""
+    if visible:
+        here, where = f"{visible}", f"on {visible} GPU{'s' if visible > 1 else ''}"
+    else:
+        here, where = "none", "on the CPU" + CPU_PRECISION.get(precision, "")
     return (f"the job asks for {requested} GPU{'s' if requested > 1 else ''} per node and this machine has {here}: "
-            f"its {nproc} process{'es' if nproc > 1 else ''} per node train {where}{cpu_precision}. For a job "
+            f"its {nproc} process{'es' if nproc > 1 else ''} per node train {where}. For a job "
             "made for this machine, set gpusPerNode: 0 (manifests/examples/cpu-ddp-2x1.yaml)")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from disttrain.api.types import GROUP, PLURAL, VERSION
 from disttrain.api.report import parse_report
-from disttrain.sweep.runner import JobResult, Watch, missing, objective_points
+from disttrain.sweep.runner import JobResult, Watch, finished, objective_points
 
 DELETE_TIMEOUT_SECONDS = 300
 
@@ -53,8 +53,7 @@ class ClusterBackend:
             phase = status.get("phase")
             if phase == "Succeeded":
                 self._delete(ns, name)
-                return JobResult("finished", value=history[-1][1] if history else None, eval_history=history,
-                                 message=missing(report, metric))
+                return finished(report, metric)
             if phase == "Failed":
                 self._delete(ns, name)
                 return JobResult("failed", eval_history=history, message=_failure(status))

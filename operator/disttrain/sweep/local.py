@@ -11,7 +11,7 @@ from typing import Any
 from disttrain.api.validate import validate_document
 from disttrain.cli.local_run import run_local_job
 from disttrain.api.report import parse_report
-from disttrain.sweep.runner import JobResult, Watch, missing, objective_points
+from disttrain.sweep.runner import JobResult, Watch, finished, objective_points
 
 
 class LocalBackend:
@@ -53,5 +53,4 @@ class LocalBackend:
         if outcome.code != 0 or final is None or not final.finished:
             return JobResult("failed", eval_history=history,
                              message=f"exit {outcome.code}, outcome {final.outcome if final else 'none'}; see {log}")
-        return JobResult("finished", value=history[-1][1] if history else None, eval_history=history,
-                         message=missing(final, metric))
+        return finished(final, metric)

@@ -44,6 +44,13 @@ def objective_points(report: TrainerReport | None, metric: str) -> EvalPoints:
     return tuple((e.step, e.value(metric)) for e in report.evaluations()) if report else ()
 
 
+def finished(report: TrainerReport | None, metric: str) -> JobResult:
+    """A job that ended well: the objective at its last evaluation, or why there is none."""
+    history = objective_points(report, metric)
+    return JobResult("finished", value=history[-1][1] if history else None, eval_history=history,
+                     message=missing(report, metric))
+
+
 def missing(report: TrainerReport | None, metric: str) -> str:
     """Why a finished job has no value for the objective ("" when it has one): what it
     reported instead, so a misspelt metric is found from the table."""

@@ -19,7 +19,7 @@ from disttrain.api import types as t
 from disttrain.api.errors import FieldError, did_you_mean, unset
 from disttrain.api.meta import json_name
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
-from disttrain.api.report import EVAL_LOSS, METRIC_NAME
+from disttrain.api.report import EVAL_LOSS, METRIC_NAME, METRIC_NAME_RULE
 from disttrain.api.validate import validate_document
 from disttrain.sweep.space import ENV_PATH, FOLD_ENV, FOLDS_ENV, patch, values_at
 
@@ -347,7 +347,7 @@ def _metric(section: dict[str, Any], errors: list[FieldError]) -> str:
     if not isinstance(value, str) or not METRIC_NAME.match(value):
         errors.append(FieldError("objective.metric", value, "is not a metric name",
                                  f"{EVAL_LOSS} (the held-out loss), or a named metric your code reports "
-                                 "(1-64 letters, digits, '_', '.', '/' or '-')",
+                                 f"({METRIC_NAME_RULE})",
                                  "e.g. metric: accuracy with direction: maximize (docs/sweeps.md)"))
         return EVAL_LOSS
     return value

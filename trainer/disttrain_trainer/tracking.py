@@ -134,6 +134,10 @@ class MlflowSink(_Guarded):
         status = getattr(self, "_status", "FAILED")  # closed without an outcome: training raised
         self.broken = False  # end the run even after a failed write
         self._try("flushing", self.mlflow.flush_async_logging)
+        if self._saved is not None:  # async writes of one tag may land out of order: the newest wins last
+            step, path = self._saved
+            self._try("logging the checkpoint", self.mlflow.set_tags,
+                      {"disttrain.checkpoint": path, "disttrain.checkpoint_step": str(step)})
         if self.owned:
             self.broken = False
             self._try("ending the run", self.mlflow.end_run, status=status)

@@ -207,6 +207,48 @@ class Cluster:
                             pytrace=False)
             time.sleep(interval)
 
+    @staticmethod
+    def wait_moving(
+        read: Callable[[], T],
+        done: Callable[[T], Any],
+        *,
+        progress: Callable[[T], Any],
+        stall: float,
+        what: str,
+        interval: float = 1,
+        describe: Callable[[], str] | None = None,
+        limit: float = 3600,
+    ) -> T:
+        """Poll ``read()`` until ``done(value)``; return the value.
+
+        Fails when ``progress(value)`` has not changed for ``stall`` seconds: the thing waited
+        on stopped moving. A busy machine makes it slower, never failed. ``limit`` only
+        stops a wait whose value changes forever without getting done.
+        """
+        start = moved = time.monotonic()
+        seen: Any = object()
+        while True:
+            value = read()
+            if done(value):
+                return value
+            now, mark = time.monotonic(), progress(value)
+            if mark != seen:
+                seen, moved = mark, now
+            elif now - moved > stall or now - start > limit:
+                why = (f"it made no progress for {stall:.0f}s" if now - moved > stall
+                       else f"it kept changing for {limit:.0f}s")
+                shown = f"\n{describe()}" if describe is not None else ""
+                pytest.fail(f"gave up waiting for {what}: {why}; last seen {mark!r}{shown}", pytrace=False)
+            time.sleep(interval)
+
+    def wait_job(self, namespace: str, name: str, done: Callable[[dict[str, Any]], Any], *, what: str,
+                 stall: float, interval: float = 1, describe: Callable[[], str] | None = None) -> dict[str, Any]:
+        """The DistributedTraining once `done(job)` holds (an absent job reads as {}); fails
+        when the job stops moving (`job_progress`) for `stall` seconds. Every cluster and
+        e2e wait on a job goes through here."""
+        return self.wait_moving(lambda: self.try_get("dt", name, namespace) or {}, done, progress=job_progress,
+                                stall=stall, what=f"{name}: {what}", interval=interval, describe=describe)
+
     def kubeconfig_for_service_account(self, namespace: str, name: str, *, duration: str = "2h") -> str:
         """Mint a kubeconfig for ServiceAccount ``namespace/name`` (TokenRequest).
 
@@ -488,3 +530,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
                  for stage in _STAGE_SECONDS}
         with open(_STAGE_TIMES_FILE, "a", encoding="utf-8") as out:
             out.writelines(f"{line} ({spans[line.split()[0]].replace(' ', ' to ')})\n" for line in lines)
+
+
+def job_progress(job: dict[str, Any]) -> tuple[Any, ...]:
+    """What changes while a DistributedTraining moves on: its phase, workers, restarts,
+    step, evaluation, checkpoint, failures, conditions and eviction. Not its times or
+    rates, which change while a hung job stands still."""
+    s = job.get("status") or {}
+    progress, checkpoint = s.get("progress") or {}, s.get("checkpoint") or {}
+    return (s.get("phase"), json.dumps(s.get("workers"), sort_keys=True), s.get("restarts"),
+            progress.get("step"), progress.get("evalStep"), checkpoint.get("step"), len(s.get("failures") or []),
+            tuple((c.get("type"), c.get("status"), c.get("reason")) for c in s.get("conditions") or []),
+            json.dumps(s.get("eviction"), sort_keys=True), s.get("observedGeneration"))

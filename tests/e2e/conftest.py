@@ -199,25 +199,19 @@ def job(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return cluster.get("dt", name, namespace)
 
 
-def wait_job(cluster: Cluster, namespace: str, name: str, what: str, predicate, timeout: float = 600) -> dict[str, Any]:
-    def check():
-        obj = job(cluster, namespace, name)
-        return obj if predicate(obj) else None
-    try:
-        return cluster.wait_for(check, timeout=timeout, interval=1, what=f"{name}: {what}")
-    except BaseException:
-        print(json.dumps(job(cluster, namespace, name).get("status", {}), indent=1))
-        print(cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout)
-        print(operator_log(cluster)[-4000:])
-        raise
+def wait_job(cluster: Cluster, namespace: str, name: str, what: str, predicate, stall: float = 300) -> dict[str, Any]:
+    """The job once `predicate(job)` holds; fails when the job stops moving (no new phase,
+    step, worker, condition or checkpoint for `stall` seconds), showing its status, pods
+    and the operator's log."""
+    def story() -> str:
+        return "\n".join([json.dumps(job(cluster, namespace, name).get("status", {}), indent=1),
+                          cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout,
+                          operator_log(cluster)[-4000:]])
+    return cluster.wait_job(namespace, name, predicate, what=what, stall=stall, describe=story)
 
 
 def phase(obj: dict[str, Any]) -> str | None:
     return obj.get("status", {}).get("phase")
-
-
-def step(obj: dict[str, Any]) -> int:
-    return int(obj.get("status", {}).get("progress", {}).get("step") or 0)
 
 
 def worker_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:

@@ -123,19 +123,16 @@ def test_the_cpu_example_trains_across_two_kind_nodes_and_resumes_after_a_worker
     placed = {p["spec"]["nodeName"]: p["metadata"]["name"] for p in pods}
     assert set(placed) == NODES, placed
 
-    def checkpointed():
-        obj = cluster.get("dt", name, "default")
-        step = (obj.get("status", {}).get("checkpoint") or {}).get("step", 0)
-        return step if step >= 20 else None
-    at_delete = cluster.wait_for(checkpointed, timeout=900, interval=0.5, what="a checkpoint at step >= 20")
+    def checkpoint(obj: dict) -> int:
+        return (obj.get("status", {}).get("checkpoint") or {}).get("step", 0)
+    at_delete = checkpoint(cluster.wait_job("default", name, lambda o: checkpoint(o) >= 20,
+                                            what="a checkpoint at step >= 20", stall=600, interval=0.5))
     victim = placed[f"{NAME}-worker"]
     victim_uid = next(p["metadata"]["uid"] for p in pods if p["metadata"]["name"] == victim)
     cluster.kubectl("delete", "pod", victim, "--wait=false")
 
-    def finished():
-        obj = cluster.get("dt", name, "default")
-        return obj if obj.get("status", {}).get("phase") in ("Succeeded", "Failed") else None
-    done = cluster.wait_for(finished, timeout=1800, interval=2, what=f"{name} finished")
+    done = cluster.wait_job("default", name, lambda o: o.get("status", {}).get("phase") in ("Succeeded", "Failed"),
+                            what="Succeeded or Failed", stall=600, interval=2)
     status = done["status"]
     assert status["phase"] == "Succeeded", json.dumps(status, indent=1)
     assert status["progress"]["step"] == steps and status["checkpoint"]["step"] == steps, status

@@ -13,13 +13,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import (EXAMPLE, NODE, REPO, example_job, job, job_story, phase, shared_checkpoints, step,
+from .conftest import (EXAMPLE, NODE, REPO, example_job, job, job_story, phase, shared_checkpoints,
                        wait_job, worker_pods)
 
 GUIDE = REPO / "docs" / "guide.md"
@@ -86,18 +85,10 @@ def wait_checkpoint(cluster, namespace: str, name: str, at_least: int) -> dict:
 
 
 def finish_exactly(cluster, namespace: str, name: str, steps: int, stall: float = 240) -> dict:
-    """Wait for the job to end at exactly `steps`. It fails when the job stops moving (no new
-    step, phase or restart for `stall` seconds), never because a total time passed while it
-    trained: a busy machine only makes it slower."""
-    seen, moved = None, time.monotonic()
-    while phase(done := job(cluster, namespace, name)) not in ("Succeeded", "Failed"):
-        status = done.get("status", {})
-        now = (status.get("phase"), (status.get("progress") or {}).get("step"), status.get("restarts"))
-        if now != seen:
-            seen, moved = now, time.monotonic()
-        elif time.monotonic() - moved > stall:
-            pytest.fail(f"{name} made no progress for {stall:.0f}s: phase, step, restarts {now}")
-        time.sleep(2)
+    """Wait for the job to end at exactly `steps`, failing only when it stops moving for
+    `stall` seconds (Cluster.wait_job): a busy machine only makes it slower."""
+    done = wait_job(cluster, namespace, name, "Succeeded or Failed", lambda o: phase(o) in ("Succeeded", "Failed"),
+                    stall=stall)
     assert phase(done) == "Succeeded", json.dumps(done["status"], indent=1)
     assert done["status"]["progress"]["step"] == steps, done["status"]["progress"]
     return done
@@ -178,7 +169,7 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
     cli = [sys.executable, "-m", "disttrain.cli"]
     said = subprocess.run([*cli, "suspend", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
     assert said.returncode == 0 and "checkpoints its current step" in said.stdout, said.stderr
-    stopped = wait_job(node_cluster, ns, "paused", "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    stopped = wait_job(node_cluster, ns, "paused", "Suspended", lambda o: phase(o) == "Suspended", stall=300)
     ev = stopped["status"]["eviction"]
     assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
     assert ev["resumeFromStep"] >= ev["step"] >= 15, ev
@@ -220,7 +211,7 @@ def suspended_mid_run_and_resumed_exactly(cluster, namespace: str, name: str, ex
     stop = subprocess.run([*cli, "suspend", name, "-n", namespace], capture_output=True, text=True, env=env,
                           timeout=60)
     assert stop.returncode == 0, stop.stderr
-    stopped = wait_job(cluster, namespace, name, "Suspended", lambda o: phase(o) == "Suspended", timeout=300)
+    stopped = wait_job(cluster, namespace, name, "Suspended", lambda o: phase(o) == "Suspended", stall=300)
     ev = stopped["status"]["eviction"]
     assert (ev["reason"], ev["handshake"], ev["stepsLost"]) == ("Suspended", "Checkpointed", 0), ev
     assert steps > ev["resumeFromStep"] >= 100, ev
@@ -320,7 +311,7 @@ def test_graceful_delete_of_a_worker_resumes_from_object_storage_and_is_no_succe
     # Before its Secret exists no worker can start, and the job says which Secret is missing.
     waiting = wait_job(node_cluster, ns, name, "the missing Secret named on the Running condition", lambda o: any(
         c["type"] == "Running" and c.get("reason") == "ContainerConfigError" and "s3-checkpoints" in c.get("message", "")
-        for c in o.get("status", {}).get("conditions", [])), timeout=300)
+        for c in o.get("status", {}).get("conditions", [])), stall=300)
     assert phase(waiting) == "Pending", waiting["status"]
     pod = worker_pods(node_cluster, ns, name)[0]
     assert not [v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints"], pod["spec"]["volumes"]
@@ -345,16 +336,7 @@ def test_graceful_delete_of_a_worker_resumes_from_object_storage_and_is_no_succe
     logs = node_cluster.wait_for(resumed_from_the_store, timeout=300, interval=2,
                                  what="worker-1 recreated and the training resumed from the object store")
     assert "resuming at step 0 " not in logs, logs[-2000:]
-    # Until the end the job is never Succeeded short of its steps.
-    deadline = time.monotonic() + 360
-    while time.monotonic() < deadline:
-        obj = job(node_cluster, ns, name)
-        if phase(obj) == "Succeeded":
-            assert step(obj) == steps, f"Succeeded at step {step(obj)} of {steps} after a graceful delete"
-            break
-        assert phase(obj) != "Failed", json.dumps(obj["status"], indent=1)
-        time.sleep(1)
-    done = finish_exactly(node_cluster, ns, name, steps)
+    done = finish_exactly(node_cluster, ns, name, steps)  # never Succeeded short of its steps
     # A disruption, not a failure: recreated at once, backoffLimit untouched (docs/operations.md).
     assert done["status"].get("restarts", 0) == 0, done["status"]
     newest = done["status"]["checkpoint"]

@@ -391,21 +391,18 @@ def pods_of(cluster, namespace: str, job: str) -> list[dict]:
     return sorted(json.loads(out)["items"], key=lambda p: p["metadata"]["name"])
 
 
-def wait_phase(cluster, namespace: str, name: str, phase: str, timeout: float = 60,
+def wait_phase(cluster, namespace: str, name: str, phase: str, stall: float = 60,
                log: Path | None = None) -> dict:
     return wait_job(cluster, namespace, name, lambda job: (job.get("status") or {}).get("phase") == phase,
-                    what=f"phase {phase}", timeout=timeout, log=log)
+                    what=f"phase {phase}", stall=stall, log=log)
 
 
-def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, timeout: float = 60,
+def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, stall: float = 60,
              log: Path | None = None) -> dict:
-    """The job once `test(job)` holds. On a timeout the failure shows the job's status and
-    its pods (phase, readiness, IP), and the end of `log` where the test started its own
-    operator process: enough to tell a slow operator from a stuck pod or a stuck operator."""
-    def current():
-        job = cluster.try_get("dt", name, namespace) or {}
-        return job if test(job) else None
-
+    """The job once `test(job)` holds; fails when the job has not changed for `stall`
+    seconds (Cluster.wait_job). The failure shows the job's status and its pods (phase,
+    readiness, IP), and the end of `log` where the test started its own operator process:
+    enough to tell a slow operator from a stuck pod or a stuck operator."""
     def seen() -> str:
         job = cluster.try_get("dt", name, namespace) or {}
         pods = [{"name": p["metadata"]["name"], "phase": p.get("status", {}).get("phase"),
@@ -414,7 +411,7 @@ def wait_job(cluster, namespace: str, name: str, test: Any, *, what: str, timeou
         tail = f"\noperator log (end):\n{log.read_text(errors='replace')[-4000:]}" if log else ""
         return dump({"status": job.get("status"), "pods": pods}) + tail
 
-    return cluster.wait_for(current, timeout=timeout, interval=0.3, what=f"{name}: {what}", describe=seen)
+    return cluster.wait_job(namespace, name, test, what=what, stall=stall, interval=0.3, describe=seen)
 
 
 def condition(job: dict, type_: str) -> dict | None:

@@ -84,7 +84,7 @@ def test_every_example_runs_as_written(cluster, namespace, operator_kubeconfig, 
                 sh(f"kubectl apply -f {rel}")
                 job = next(d for d in yaml.safe_load_all(open(path)) if d and d["kind"] == "DistributedTraining")
                 name = job["metadata"]["name"]
-                running = wait_phase(cluster, namespace, name, "Running", timeout=60)
+                running = wait_phase(cluster, namespace, name, "Running", stall=60)
                 workers = running["status"]["workers"]
                 assert workers["active"] == workers["desired"] >= 1, (rel, running["status"])
                 # The fake nodes hold 32 GPUs: one example at a time.

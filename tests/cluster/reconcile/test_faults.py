@@ -87,7 +87,7 @@ def test_pod_security_refusal_is_a_condition_with_the_admission_message(cluster,
 
     # Lift the restriction: the next retry creates the pod and the condition clears.
     cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce-")
-    wait_phase(cluster, namespace, "strict", "Running", timeout=60)
+    wait_phase(cluster, namespace, "strict", "Running", stall=60)
     assert condition(get_job(cluster, namespace, "strict"), "PodCreationForbidden")["status"] == "False"
 
 
@@ -120,7 +120,7 @@ def test_squatters_are_never_adopted(cluster, namespace, operator):
     squatter = cluster.get("pod", "taken-worker-1", namespace)
     assert squatter["metadata"]["labels"] == {"app": "squatter"} and not squatter["metadata"].get("ownerReferences")
     cluster.kubectl("delete", "pod", "taken-worker-1", "-n", namespace, "--wait=true")
-    wait_phase(cluster, namespace, "taken", "Running", timeout=90)
+    wait_phase(cluster, namespace, "taken", "Running", stall=90)
     assert condition(get_job(cluster, namespace, "taken"), "NameConflict")["status"] == "False"
 
 
@@ -152,7 +152,7 @@ def test_a_recreated_job_ignores_the_pods_of_the_deleted_one(cluster, namespace,
     cluster.wait_for(lambda: cluster.try_get("pod", "again-worker-0", namespace) is None or
                      cluster.get("pod", "again-worker-0", namespace)["metadata"]["uid"] != old_pod["metadata"]["uid"],
                      timeout=60, what="the old pod gone")
-    job = wait_phase(cluster, namespace, "again", "Running", timeout=60)
+    job = wait_phase(cluster, namespace, "again", "Running", stall=60)
     assert condition(job, "NameConflict")["status"] == "False"
 
 
@@ -185,7 +185,7 @@ def test_status_writes_refused_for_a_while_then_converge(cluster, namespace, ope
     finally:
         cluster.kubectl("apply", "-f", str(MANIFESTS / "rbac" / "cluster-role.yaml"))
     # Converges on the next retry (at most the 10 s ceiling), with no operator restart.
-    wait_phase(cluster, namespace, "muted", "Running", timeout=30)
+    wait_phase(cluster, namespace, "muted", "Running", stall=30)
     annotate_exit(cluster, namespace, "muted-worker-1", 1)  # and it still reacts afterwards
     cluster.wait_for(lambda: get_job(cluster, namespace, "muted")["status"].get("restarts") == 1, timeout=60,
                      what="a restart after the outage")
@@ -264,7 +264,7 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took_and_its_return_is_
         cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "crd"))
         cluster.wait_established(crd)
         cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
-        wait_phase(cluster, namespace, "after", "Running", timeout=120, log=log)
+        wait_phase(cluster, namespace, "after", "Running", stall=120, log=log)
         assert proc.poll() is None and f"the CRD {crd} is back: starting over to serve it" in log.read_text()
         cluster.wait_for(lambda: liveness(port) == (200, {"crds": {crd: "served"}}), timeout=30, interval=1,
                          what="the liveness answer saying the CRD is served")

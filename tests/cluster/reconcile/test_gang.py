@@ -91,7 +91,7 @@ def test_a_gang_of_8_binds_no_worker_where_7_fit_and_all_where_8_fit(cluster, na
                                 describe=lambda: gang_state(cluster, namespace, "fits"))
         assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(names)
         wait_job(cluster, namespace, "fits", lambda j: j["status"].get("phase") == "Running",
-                 what="the gang Running", timeout=120)
+                 what="the gang Running", stall=120)
     finally:
         cluster.kubectl("delete", "dt", "--all", "-n", namespace, "--wait=false", check=False)
         cluster.kubectl("delete", "node", *names, "--ignore-not-found", "--wait=false", check=False)

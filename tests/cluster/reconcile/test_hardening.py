@@ -97,8 +97,8 @@ def test_operator_survives_an_object_too_deep_to_decode_stored_under_an_older_cr
         process = start_operator_process(namespace, operator_kubeconfig, log)  # the real entry point
         try:
             # A ceiling, not a speed (a fresh process on a loaded machine).
-            job = wait_phase(cluster, namespace, "deep", "Failed", timeout=180, log=log)
-            wait_phase(cluster, namespace, "fine", "Running", timeout=180, log=log)
+            job = wait_phase(cluster, namespace, "deep", "Failed", stall=180, log=log)
+            wait_phase(cluster, namespace, "fine", "Running", stall=180, log=log)
             assert process.poll() is None, log.read_text()[-3000:]
         finally:
             kill(process, signal.SIGTERM)

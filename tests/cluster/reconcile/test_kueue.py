@@ -247,7 +247,7 @@ def test_a_job_whose_workers_cannot_start_is_evicted_by_the_pods_ready_timeout_a
                      what="PodsReady=False (WaitForStart) on stuck's Workload", describe=queued_operator.tails)
     job = wait_job(cluster, namespace, "stuck", lambda j: (condition(j, "Evicted") or {}).get(
         "reason") == "PodsReadyTimeout", what="evicted by the PodsReady timeout",
-        timeout=KUEUE_PODS_READY_TIMEOUT_SECONDS + 60)
+        stall=KUEUE_PODS_READY_TIMEOUT_SECONDS + 60)
     assert "Exceeded the PodsReady timeout" in condition(job, "Evicted")["message"]
     # Its pods go, the quota is given back, and Kueue (back-off 1 s here) admits it again.
     def counted() -> bool:
@@ -256,7 +256,7 @@ def test_a_job_whose_workers_cannot_start_is_evicted_by_the_pods_ready_timeout_a
 
     cluster.wait_for(counted, what="the eviction in Kueue's schedulingStats", describe=queued_operator.tails)
     wait_job(cluster, namespace, "stuck", lambda j: status_of_job(j, "Admitted") == "True" and (
-        condition(j, "Evicted") or {}).get("status") == "False", what="admitted again", timeout=60)
+        condition(j, "Evicted") or {}).get("status") == "False", what="admitted again", stall=60)
 
 
 def test_a_job_without_the_label_ignores_kueue(cluster, namespace, queued_operator):
@@ -288,12 +288,12 @@ def test_a_preempted_job_checkpoints_first_waits_and_resumes_to_its_exact_step_c
     first, _ = start_trainer(cluster, namespace, "victim", spec, workdir, port)
     try:
         wait_job(cluster, namespace, "victim", lambda j: (j["status"].get("progress") or {}).get("step", 0) >= 5,
-                 what="the victim training", timeout=240)
+                 what="the victim training", stall=240)
         cluster.apply(queued_job("urgent", labels={"kueue.x-k8s.io/priority-class": high}, nodes=1, gpusPerNode=8),
                       namespace=namespace)
         job = wait_job(cluster, namespace, "victim", lambda j: status_of_job(j, "Queued") == "True"
                        and not pods_of(cluster, namespace, "victim"), what="the victim stopped and Queued",
-                       timeout=180)
+                       stall=180)
     finally:
         stop_trainer(first)  # the kubelet's SIGTERM, once the pod is deleted
     eviction = wait_job(cluster, namespace, "victim", lambda j: (j["status"].get("eviction") or {}).get(

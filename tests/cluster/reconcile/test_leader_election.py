@@ -106,7 +106,7 @@ def test_three_replicas_the_lease_holder_killed_one_takes_over(cluster, namespac
         cluster.wait_for(lambda: any("leading: holding Lease" in text(logs[i]) for i in (1, 2)), timeout=60,
                          what="a standby to take over")
         for i in range(3):
-            wait_phase(cluster, namespace, f"during-{i}", "Running", timeout=60)
+            wait_phase(cluster, namespace, f"during-{i}", "Running", stall=60)
         cluster.wait_for(lambda: len([p for p in pods_of(cluster, namespace, "before-0")
                                       if p["status"].get("phase") == "Running"]) == 2,
                          timeout=60, what="before-0-worker-1 recreated")

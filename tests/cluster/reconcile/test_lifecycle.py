@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from .conftest import (CHECKPOINT_CLAIM, annotate_exit, condition, dump, events_of, job_manifest, pods_of,
@@ -85,7 +88,7 @@ def test_failed_worker_is_recreated_then_backoff_limit_fails_the_job(cluster, na
     assert "WorkerFailed" in reasons and "WorkersRecreated" in reasons
 
     annotate_exit(cluster, namespace, "flaky-worker-0", 137)
-    job = wait_phase(cluster, namespace, "flaky", "Failed", timeout=60)
+    job = wait_phase(cluster, namespace, "flaky", "Failed", stall=60)
     failed = condition(job, "Failed")
     assert failed["reason"] == "BackoffLimitExceeded", dump(job["status"])
     assert "flaky-worker-0 failed" in failed["message"] and "exit code 137" in failed["message"]
@@ -138,3 +141,21 @@ def test_jobs_carry_no_finalizer_and_one_left_by_an_older_operator_comes_off(clu
     assert again["metadata"]["uid"] != job["metadata"]["uid"]
     assert [p["metadata"]["ownerReferences"][0]["uid"] for p in pods_of(cluster, namespace, "plain")] == \
         [again["metadata"]["uid"]]
+
+
+def test_a_job_wait_follows_progress_not_a_total_time(cluster, namespace, operator_kubeconfig) -> None:
+    """Cluster.wait_job, under every cluster and e2e wait on a job: a job whose status keeps
+    changing is waited for past its stall time; one that stands still fails the wait, which
+    names how long it stood and what it last saw."""
+    cluster.apply(job_manifest("waited"), namespace=namespace)  # no operator: only the test writes its status
+    reads, started = [], time.monotonic()
+
+    def changing(job: dict) -> bool:  # each read a new step, done well past the stall time
+        reads.append(job)
+        cluster.kubectl("patch", "dt", "waited", "-n", namespace, "--subresource=status", "--type=merge",
+                        "-p", json.dumps({"status": {"progress": {"step": len(reads)}}}))
+        return time.monotonic() - started > 3
+    done = cluster.wait_job(namespace, "waited", changing, what="a changing job", stall=0.5, interval=0.1)
+    assert done["status"]["progress"]["step"] >= 1
+    with pytest.raises(pytest.fail.Exception, match=r"waited: never.*no progress for 1s; last seen"):
+        cluster.wait_job(namespace, "waited", lambda job: False, what="never", stall=1, interval=0.1)

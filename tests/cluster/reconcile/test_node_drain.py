@@ -96,7 +96,7 @@ def test_a_drain_waits_for_the_checkpoint_and_the_workers_move_losing_no_step(cl
         job = wait_job(cluster, namespace, "drained", lambda j: j["status"].get("phase") == "Running" and all(
             p["metadata"]["uid"] not in {b["metadata"]["uid"] for b in before.values()}
             for p in pods_of(cluster, namespace, "drained")) and len(pods_of(cluster, namespace, "drained")) == 2,
-            what="both workers recreated and running", timeout=90)
+            what="both workers recreated and running", stall=90)
         assert job["status"]["restarts"] == 0  # a move, not a failure
         assert all(p["spec"]["nodeName"] != node for p in pods_of(cluster, namespace, "drained"))
         assert "evicting pod" in output.lower() or "drained" in output.lower(), output

@@ -56,6 +56,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+import progress_wait  # tests/progress_wait.py (tests/ is on sys.path: this file's folder)
+
 REPO = Path(__file__).resolve().parent.parent
 HACK = REPO / "hack"
 
@@ -207,39 +209,7 @@ class Cluster:
                             pytrace=False)
             time.sleep(interval)
 
-    @staticmethod
-    def wait_moving(
-        read: Callable[[], T],
-        done: Callable[[T], Any],
-        *,
-        progress: Callable[[T], Any],
-        stall: float,
-        what: str,
-        interval: float = 1,
-        describe: Callable[[], str] | None = None,
-        limit: float = 3600,
-    ) -> T:
-        """Poll ``read()`` until ``done(value)``; return the value.
-
-        Fails when ``progress(value)`` has not changed for ``stall`` seconds: the thing waited
-        on stopped moving. A busy machine makes it slower, never failed. ``limit`` only
-        stops a wait whose value changes forever without getting done.
-        """
-        start = moved = time.monotonic()
-        seen: Any = object()
-        while True:
-            value = read()
-            if done(value):
-                return value
-            now, mark = time.monotonic(), progress(value)
-            if mark != seen:
-                seen, moved = mark, now
-            elif now - moved > stall or now - start > limit:
-                why = (f"it made no progress for {stall:.0f}s" if now - moved > stall
-                       else f"it kept changing for {limit:.0f}s")
-                shown = f"\n{describe()}" if describe is not None else ""
-                pytest.fail(f"gave up waiting for {what}: {why}; last seen {mark!r}{shown}", pytrace=False)
-            time.sleep(interval)
+    wait_moving = staticmethod(progress_wait.wait_moving)
 
     def wait_job(self, namespace: str, name: str, done: Callable[[dict[str, Any]], Any], *, what: str,
                  stall: float, interval: float = 1, describe: Callable[[], str] | None = None) -> dict[str, Any]:

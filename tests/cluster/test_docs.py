@@ -30,11 +30,12 @@ ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "tests" / "doc_blocks.py")
 doc_blocks = sys.modules.setdefault("doc_blocks", importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(doc_blocks)  # (registered first: its dataclasses look themselves up there)
+import progress_wait  # noqa: E402  (tests/progress_wait.py; tests/ is on sys.path, as for tests/conftest.py)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-DOC_TIMEOUT = 240
+DOC_STALL = 240  # seconds a doc's commands may go without printing
 
 
 def blocks_of(path: Path) -> list:
@@ -124,19 +125,24 @@ def test_console_blocks_run_as_written(doc, doc_shell, capsys):
     up = subprocess.run(["bash", str(ROOT / "hack" / "cluster.sh"), "up"], env=env, capture_output=True, text=True,
                         timeout=600)
     assert up.returncode == 0, up.stderr[-3000:]
-    proc = subprocess.Popen(["bash", "-c", script], cwd=work, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        log, _ = proc.communicate(timeout=DOC_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"{name}: commands still running after {DOC_TIMEOUT}s:\n{log[-4000:]}", pytrace=False)
+    log_path = out / "log"
+    with log_path.open("w") as sink:
+        proc = subprocess.Popen(["bash", "-c", script], cwd=work, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+    try:  # a doc fails when its commands stop printing and finishing, not after a total time
+        last_ok = out / "last-ok"  # the index of the last command that ended well
+        progress_wait.wait_moving(
+            lambda: (proc.poll(), log_path.stat().st_size, last_ok.read_text() if last_ok.exists() else ""),
+            lambda seen: seen[0] is not None, progress=lambda seen: seen[1:], stall=DOC_STALL,
+            what=f"{name}'s commands (output bytes, last command done)",
+            describe=lambda: log_path.read_text(errors="replace")[-4000:])
     finally:
-        try:  # whatever a doc left in the background (an operator it started)
+        try:  # whatever a doc left in the background (an operator it started), or the commands themselves
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        proc.wait()
+    log = log_path.read_text(errors="replace")
     if proc.returncode != 0:
         last = int((out / "last-ok").read_text()) if (out / "last-ok").exists() else -1
         block, command = order[last + 1] if last + 1 < len(order) else order[-1]

@@ -463,3 +463,13 @@ def test_a_job_waiting_in_its_kueue_queue_shows_as_queued():
                for line in lines)
     admitted = view_of(job(conditions=[{**waiting, "status": "False", "reason": "Admitted"}]))
     assert top_table([admitted], NOW)[1].split()[1] == "Running"
+
+
+def test_status_shows_the_latest_evaluation_with_the_metrics_your_code_named():
+    def eval_line(progress: dict) -> list[str]:
+        obj = job(progress={"step": 40, "totalSteps": 100, **progress})
+        return [line for line in status_lines(view_of(obj), [], NOW) if line.startswith("Eval:")]
+    assert eval_line({}) == []  # not evaluated yet
+    assert eval_line({"evalStep": 40, "evalLoss": 0.51234567, "evalMetrics": {"val/f1": 0.8, "accuracy": 0.9125}}) == [
+        "Eval:        step 40: loss 0.512346, accuracy 0.9125, val/f1 0.8"]
+    assert eval_line({"evalStep": 30, "evalMetrics": {"accuracy": 1.0}}) == ["Eval:        step 30: accuracy 1"]

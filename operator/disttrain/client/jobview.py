@@ -41,6 +41,9 @@ class JobView:
     samples_per_second: float | None = None
     global_batch: int | None = None  # samples per optimizer step, for the ETA
     step_seconds: float | None = None  # the trainer's mean step, the ETA's unit when it reports one
+    eval_step: int | None = None  # the latest evaluation: its step, loss and named metrics
+    eval_loss: float | None = None
+    eval_metrics: dict[str, float] = field(default_factory=dict)
     checkpoint_step: int | None = None
     checkpoint_time: datetime | None = None
     checkpoint_path: str | None = None  # status.checkpoint.path: a URL, or a path in the pod
@@ -100,7 +103,9 @@ def view_of(obj: dict[str, Any]) -> JobView:
         world_size=resolved.get("worldSize"), nodes=workers.get("active"), desired=workers.get("desired"),
         step=progress.get("step"), total_steps=progress.get("totalSteps"), loss=progress.get("loss"),
         samples_per_second=progress.get("samplesPerSecond"), global_batch=global_batch_of(spec, resolved),
-        step_seconds=progress.get("stepSeconds"),
+        step_seconds=progress.get("stepSeconds"), eval_step=progress.get("evalStep"),
+        eval_loss=progress.get("evalLoss"),
+        eval_metrics=progress.get("evalMetrics") if isinstance(progress.get("evalMetrics"), dict) else {},
         checkpoint_step=checkpoint.get("step"), checkpoint_time=parse_time(checkpoint.get("time")),
         checkpoint_path=checkpoint.get("path") or None,
         checkpoint_claim=(spec.get("checkpoint") or {}).get("claimName"),
@@ -243,6 +248,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         f"Progress:    {bar(view.step, view.total_steps)}  step {_steps(view)}",
         f"Loss:        {view.loss:.6g}" if view.loss is not None else "Loss:        -",
         f"Throughput:  {_rate(view.samples_per_second)} samples/s",
+        *([f"Eval:        {eval_words(view)}"] if view.eval_step is not None else []),
         f"ETA:         {duration(view.eta_seconds)}",
         f"Checkpoint:  {' '.join(filter(None, (_checkpoint(view, now), checkpoint_location(view))))}",
         *([f"Goodput:     {goodput_words(view.goodput)}"] if view.goodput else []),
@@ -269,6 +275,13 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     for e in recent:
         lines.append("  " + event_line(e, now))
     return lines
+
+
+def eval_words(view: JobView) -> str:
+    """The latest evaluation: `step 40: loss 1.23, accuracy 0.912`."""
+    named = [("loss", view.eval_loss)] if view.eval_loss is not None else []
+    named += sorted(view.eval_metrics.items())
+    return f"step {view.eval_step}: " + (", ".join(f"{k} {v:.6g}" for k, v in named) or "-")
 
 
 HANDSHAKE_WORDS = {

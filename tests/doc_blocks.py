@@ -8,8 +8,8 @@ Conventions (docs/contributing.md explains them to writers):
 - `<!-- not-run: REASON -->` on the lines just before a block: the block is not run, and
   the test lists it with REASON. `<!-- not-run `COMMAND`: REASON -->` skips only the
   command that starts with COMMAND.
-- `<!-- check-output -->` before a `$ ` block: every shown output line (except `...`) must
-  appear, in order, in what the commands print.
+- `<!-- check-output -->` before a `$ ` block: the shown output is what the command prints,
+  line for line; a `...` line stands for any number of lines the doc leaves out.
 - `<!-- illustrative: REASON -->` before a `$ ` block whose shown output cannot be compared
   (ages, times, a long build's progress): its commands still run, and REASON says why the
   output is not compared. Every other run block that shows output is check-output.
@@ -148,19 +148,31 @@ def shell_line(command: Command) -> str:
 
 
 def output_matches(shown: list[str], actual: str) -> str:
-    """'' when every shown line (whitespace-normalised, `...` skipped) appears in order in
-    `actual`; else the first shown line that does not."""
-    norm = [" ".join(line.split()) for line in actual.splitlines()]
-    position = 0
-    for line in shown:
-        want = " ".join(line.split())
-        if not want or want == "...":
+    """'' when the shown lines are what `actual` prints, line for line (whitespace-normalised,
+    blank lines aside), where a `...` line stands for any number of lines; else the first
+    shown line that is not where it should be (or a note of what follows the last one)."""
+    norm = [want for line in actual.splitlines() if (want := " ".join(line.split()))]
+    wanted = [(line, want) for line in shown if (want := " ".join(line.split()))]
+    position, skipping = 0, False
+    for index, (line, want) in enumerate(wanted):
+        if want == "...":
+            skipping = True
             continue
-        while position < len(norm) and norm[position] != want:
-            position += 1
-        if position == len(norm):
+        if skipping:  # the next run of shown lines, wherever it begins
+            rest = [w for _, w in wanted[index:]]
+            run = rest[:rest.index("...")] if "..." in rest else rest
+            last_run = "..." not in rest
+            starts = [p for p in range(position, len(norm) - len(run) + 1) if norm[p:p + len(run)] == run]
+            if not starts:
+                return line
+            position = starts[-1] if last_run else starts[0]  # the last run ends the output
+            skipping = False
+        if position >= len(norm) or norm[position] != want:
             return line
         position += 1
+    if not skipping and position < len(norm):
+        return f"(nothing after {wanted[-1][0]!r}, but it printed {norm[position]!r})" if wanted else \
+            f"(nothing, but it printed {norm[position]!r})"
     return ""
 
 

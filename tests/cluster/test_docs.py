@@ -147,8 +147,10 @@ def test_console_blocks_run_as_written(doc, doc_shell, capsys):
         last = int((out / "last-ok").read_text()) if (out / "last-ok").exists() else -1
         block, command = order[last + 1] if last + 1 < len(order) else order[-1]
         pytest.fail(f"{block.where}: `{command.text}` exited {proc.returncode}:\n{log[-4000:]}", pytrace=False)
+    wrong = []  # every sample of the doc that is not what its command printed, not just the first
     for index, (block, command) in enumerate(order):
         if block.check_output:
             actual = (out / f"{index}.out").read_text()
-            missing = doc_blocks.output_matches(command.output, actual)
-            assert not missing, f"{block.where}: `{command.text}` did not print {missing!r}; it printed:\n{actual}"
+            if missing := doc_blocks.output_matches(command.output, actual):
+                wrong.append(f"{block.where}: `{command.text}` did not print {missing!r}; it printed:\n{actual}")
+    assert not wrong, "\n\n".join(wrong)

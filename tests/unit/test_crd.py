@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -135,6 +136,9 @@ def test_the_crd_fits_client_side_apply():
     size = len(json.dumps(schema.crd(), separators=(",", ":")))
     assert size < 200 * 1024, f"the CRD is {size} bytes of JSON"
     assert size > 60 * 1024  # the Kubernetes types are really embedded
+    said = re.search(r"about (\d+) KiB of JSON", open(os.path.join(ROOT, "charts", "disttrain", "README.md")).read())
+    assert said and abs(int(said.group(1)) - size / 1024) <= 5, (
+        f"charts/disttrain/README.md says {said and said.group(0)!r}; it is {size / 1024:.0f} KiB")
 
 
 def test_kubernetes_fields_are_typed_from_the_pinned_openapi():

@@ -86,11 +86,20 @@ def test_watches_are_stopped_and_succeed(text, line):
     assert doc_blocks.shell_line(doc_blocks.Command(text=text, output=[])) == line
 
 
-def test_output_lines_must_appear_in_order():
-    actual = "job.yaml:1: x: valid\n  topology:   1 node\nwarning: w\n"
-    assert doc_blocks.output_matches(["job.yaml:1: x: valid", "...", "topology: 1 node"], actual) == ""
-    assert doc_blocks.output_matches(["topology: 1 node", "job.yaml:1: x: valid"], actual) == "job.yaml:1: x: valid"
-    assert doc_blocks.output_matches(["something else"], actual) == "something else"
+def test_shown_output_is_the_whole_output_where_no_line_says_it_leaves_some_out():
+    actual = "job.yaml:1: x: valid\n  topology:   1 node\n\nwarning: w\n"
+    assert doc_blocks.output_matches(["job.yaml:1: x: valid", "topology: 1 node", "warning: w"], actual) == ""
+    assert doc_blocks.output_matches(["job.yaml:1: x: valid", "...", "warning: w"], actual) == ""
+    assert doc_blocks.output_matches(["...", "topology: 1 node", "..."], actual) == ""
+    assert doc_blocks.output_matches(["...", "warning: w"], actual) == ""
+    # a line left out without `...`, lines out of order, a line it never printed, a cut end
+    assert doc_blocks.output_matches(["job.yaml:1: x: valid", "warning: w"], actual) == "warning: w"
+    assert doc_blocks.output_matches(["topology: 1 node", "job.yaml:1: x: valid"], actual) == "topology: 1 node"
+    assert doc_blocks.output_matches(["...", "something else"], actual) == "something else"
+    assert doc_blocks.output_matches(["job.yaml:1: x: valid"], actual) == (
+        "(nothing after 'job.yaml:1: x: valid', but it printed 'topology: 1 node')")
+    assert doc_blocks.output_matches(["...", "topology: 1 node"], actual) == (  # not the end
+        "(nothing after 'topology: 1 node', but it printed 'warning: w')")
 
 
 @pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!-- file: a/b.yaml -->",

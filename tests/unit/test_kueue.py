@@ -327,6 +327,26 @@ def test_pods_ready_follows_the_workers_as_kueues_own_job_kinds_say_it():
     assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready == (True, "Recovered")
 
 
+def test_the_workload_carries_the_newest_committed_checkpoint_for_preemption_tooling():
+    """kueue#477: the Workload's annotations say the job's newest checkpoint (step, time),
+    written when it changes, never for a job with none, and left alone once it finished."""
+    spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
+    both = [pod(i, **spec) for i in range(2)]
+    saved = {**RUNNING, "checkpoint": {"step": 200, "time": iso(at(-60)), "path": "/checkpoints/step-00000200"}}
+    wl = workload(spec, status=with_pods_ready(admitted(), True, "Started"))
+    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_checkpoint is None  # none saved yet
+    plan = decide(queued(spec, saved, wl), both, NOW, POLICY)
+    assert plan.workload_checkpoint == (200, iso(at(-60)))
+    wl["metadata"]["annotations"].update(kueue.checkpoint_annotations(*plan.workload_checkpoint)["metadata"]["annotations"])
+    assert wl["metadata"]["annotations"]["disttrain.dev/checkpoint-step"] == "200"
+    assert decide(queued(spec, saved, wl), both, NOW, POLICY).workload_checkpoint is None  # said already
+    newer = {**saved, "checkpoint": {"step": 300, "time": iso(at(-1)), "path": "/checkpoints/step-00000300"}}
+    assert decide(queued(spec, newer, wl), both, NOW, POLICY).workload_checkpoint == (300, iso(at(-1)))
+    wl["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded", "message": "",
+                                       "lastTransitionTime": iso(at(-1))})
+    assert decide(queued(spec, newer, wl), both, NOW, POLICY).workload_checkpoint is None
+
+
 def test_pods_ready_is_left_to_kueue_while_the_workload_waits_is_evicted_or_ends():
     spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
     both = [pod(i, **spec) for i in range(2)]

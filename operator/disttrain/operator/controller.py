@@ -355,6 +355,8 @@ class Controller:
             return
         if plan.workload_active is not None:
             await kube.patch(ns, WORKLOAD, wl.name, {"spec": {"active": plan.workload_active}})
+        if plan.workload_checkpoint is not None:
+            await kube.patch(ns, WORKLOAD, wl.name, kueue.checkpoint_annotations(*plan.workload_checkpoint))
         now = iso(self.clock.now())
         if plan.release_workload:
             await self._update_workload(job, wl.name, lambda body: kueue.release(body, now))

@@ -11,6 +11,7 @@ import calendar
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -302,6 +303,17 @@ def test_a_preempted_job_checkpoints_first_waits_and_resumes_to_its_exact_step_c
     # Asked at `step`, every rank agreed on the stop at the next stop check and saved that step.
     assert eviction["stepsLost"] == 0 and eviction["resumeFromStep"] >= eviction["step"] >= 5, eviction
     assert condition(job, "Evicted")["reason"] == "Preempted"
+    # The requeued Workload says which checkpoint the job resumes from (kueue#477).
+    saved = get_job(cluster, namespace, "victim")["status"]["checkpoint"]
+    published = cluster.wait_for(lambda: {k.rsplit("/", 1)[1]: v for k, v in (
+        (workload_of(cluster, namespace, "victim") or {}).get("metadata", {}).get("annotations") or {}).items()
+        if k.startswith("disttrain.dev/checkpoint-")} or None, what="the checkpoint on victim's Workload")
+    assert published == {"checkpoint-step": str(saved["step"]), "checkpoint-time": saved["time"]}, (published, saved)
+    assert saved["step"] == eviction["resumeFromStep"], (saved, eviction)
+    doc = re.search(r"`kubectl get workloads -o\s+(custom-columns=\S+)`", (REPO / "docs" / "operations.md").read_text())
+    rows = cluster.kubectl("get", "workloads", "-n", namespace, "-o", doc.group(1)).stdout.split("\n")
+    victim = workload_of(cluster, namespace, "victim")["metadata"]["name"]
+    assert [victim, str(saved["step"])] in [r.split() for r in rows[1:]], rows  # as docs/operations.md shows it
     running(cluster, namespace, "urgent", queued_operator)
 
     finish(cluster, namespace, "urgent")

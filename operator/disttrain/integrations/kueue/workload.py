@@ -46,6 +46,10 @@ PRIORITY_LABEL = f"{GROUP}/priority-class"  # a WorkloadPriorityClass, Kueue's o
 FRAMEWORK = f"{t.KIND}.{t.API_VERSION.split('/')[1]}.{t.GROUP}"
 POD_SET = "workers"
 TEMPLATE_ANNOTATION = f"{t.GROUP}/workload-template"
+# The job's newest committed checkpoint, on its Workload, for a cluster's preemption tooling
+# to prefer victims that just saved (docs/operations.md, "Kueue").
+CHECKPOINT_STEP_ANNOTATION = f"{t.GROUP}/checkpoint-step"
+CHECKPOINT_TIME_ANNOTATION = f"{t.GROUP}/checkpoint-time"
 
 # Workload condition types and the reasons the operator writes.
 QUOTA_RESERVED, ADMITTED, EVICTED, REQUEUED, FINISHED, PODS_READY = (
@@ -144,6 +148,7 @@ class WorkloadView:
     evicted: tuple[str, str] | None = None  # (reason, message) while Evicted=True
     pending: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False: why it waits
     pods_ready: tuple[bool, str] | None = None  # (status, reason) of PodsReady, once set
+    checkpoint: tuple[str, str] | None = None  # (step, time) its annotations publish, once set
 
 
 def view_of(body: Mapping[str, Any]) -> WorkloadView:
@@ -177,7 +182,18 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
         count=count if isinstance(count, int) else None,
         evicted=(evicted.get("reason") or "", evicted.get("message") or "") if evicted is not None else None,
         pending=pending,
-        pods_ready=(true(PODS_READY), ready.get("reason") or "") if ready is not None else None)
+        pods_ready=(true(PODS_READY), ready.get("reason") or "") if ready is not None else None,
+        checkpoint=_checkpoint_of(meta.get("annotations") or {}))
+
+
+def _checkpoint_of(annotations: Mapping[str, str]) -> tuple[str, str] | None:
+    step, time = annotations.get(CHECKPOINT_STEP_ANNOTATION), annotations.get(CHECKPOINT_TIME_ANNOTATION)
+    return (step, time) if step is not None and time is not None else None
+
+
+def checkpoint_annotations(step: int, time: str) -> dict[str, Any]:
+    """The merge patch that publishes the job's newest committed checkpoint on its Workload."""
+    return {"metadata": {"annotations": {CHECKPOINT_STEP_ANNOTATION: str(step), CHECKPOINT_TIME_ANNOTATION: time}}}
 
 
 def pods_ready_condition(before: tuple[bool, str] | None, ready: bool) -> tuple[bool, str]:

@@ -37,7 +37,8 @@ from disttrain.operator.core.failures import queue_stop_cause
 from disttrain.operator.core.goodput import account
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo
-from disttrain.operator.core.queueing import at_admitted_size, queued, tell_kueue_finished, tell_kueue_pods_ready
+from disttrain.operator.core.queueing import (at_admitted_size, queued, tell_kueue_checkpoint, tell_kueue_finished,
+                                              tell_kueue_pods_ready)
 from disttrain.operator.core.recovery import (avoid_bad_nodes, lift_avoided_nodes, lost_workers, note_failures,
                                               recover_failures, replace_lost, restart_hung, stuck_words)
 from disttrain.operator.core.state import (ACTIVE_PHASES, TERMINAL_PHASES, Event, JobState, Plan, Policy, Refusal,
@@ -75,6 +76,7 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
     tell_kueue_finished(job, plan)
     tell_kueue_pods_ready(job, pods, plan)
+    tell_kueue_checkpoint(job, plan)
     _account_goodput(job, plan, newest(report, *(p.report for p in pods)))
     return plan
 

@@ -108,6 +108,16 @@ def tell_kueue_finished(job: JobState, plan: Plan) -> None:
     plan.finish_workload = (phase == "Succeeded", done.message if done is not None else phase)
 
 
+def tell_kueue_checkpoint(job: JobState, plan: Plan) -> None:
+    """The Workload of a queued job carries its newest committed checkpoint (step and
+    time), so that preemption tooling can prefer a victim that just saved (kueue#477)."""
+    wl, ck = job.workload, plan.status.checkpoint
+    if job.queue is None or wl is None or wl.finished or ck is None or ck.step is None or not ck.time:
+        return
+    if wl.checkpoint != (str(ck.step), ck.time):
+        plan.workload_checkpoint = (ck.step, ck.time)
+
+
 def tell_kueue_pods_ready(job: JobState, pods: list[PodInfo], plan: Plan) -> None:
     """An admitted job tells Kueue whether all its workers are Ready (or finished), as
     Kueue's own job kinds do: its waitForPodsReady evicts a Workload that never says so."""

@@ -100,6 +100,7 @@ class Plan:
     finish_workload: tuple[bool, str] | None = None
     workload_active: bool | None = None
     workload_pods_ready: tuple[bool, str] | None = None
+    workload_checkpoint: tuple[int, str] | None = None  # (step, time) to publish on it
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 

@@ -199,7 +199,7 @@ def job(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return cluster.get("dt", name, namespace)
 
 
-def wait_job(cluster: Cluster, namespace: str, name: str, what: str, predicate, stall: float = 300) -> dict[str, Any]:
+def wait_job(cluster: Cluster, namespace: str, name: str, what: str, predicate, stall: float = 600) -> dict[str, Any]:
     """The job once `predicate(job)` holds; fails when the job stops moving (no new phase,
     step, worker, condition or checkpoint for `stall` seconds), showing its status, pods
     and the operator's log."""

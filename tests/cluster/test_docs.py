@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +73,9 @@ def doc_shell(tmp_path_factory):
     env.pop("XDG_CACHE_HOME", None)
     yield scratch, env
     subprocess.run(["bash", str(ROOT / "hack" / "cluster.sh"), "down"], env=env, capture_output=True, timeout=300)
+    for made in Path(env["DISTTRAIN_CACHE"]).glob("checkout-*/.checkout"):  # the venvs a doc's hack/venv.sh made
+        if made.read_text().strip().startswith(str(scratch)):
+            shutil.rmtree(made.parent, ignore_errors=True)
 
 
 def checkout_copy(scratch: Path, doc: str) -> Path:

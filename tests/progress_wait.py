@@ -45,4 +45,3 @@ def wait_moving(
             shown = f"\n{describe()}" if describe is not None else ""
             pytest.fail(f"gave up waiting for {what}: {why}; last seen {mark!r}{shown}", pytrace=False)
         time.sleep(interval)
-

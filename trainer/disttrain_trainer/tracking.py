@@ -67,6 +67,10 @@ def eval_scalars(loss: float | None, metrics: Mapping[str, float]) -> dict[str, 
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
 
 
+def _checkpoint_tags(step: int, path: str) -> dict[str, str]:
+    return {"disttrain.checkpoint": path, "disttrain.checkpoint_step": str(step)}
+
+
 class _Guarded:
     """A tracker whose first failure turns it off with one warning."""
 
@@ -120,8 +124,8 @@ class MlflowSink(_Guarded):
         if self._saved == (info.step, info.path):  # the loop repeats the newest one every step
             return
         self._saved = (info.step, info.path)
-        self._try("logging the checkpoint", self.mlflow.set_tags,
-                  {"disttrain.checkpoint": info.path, "disttrain.checkpoint_step": str(info.step)}, synchronous=False)
+        self._try("logging the checkpoint", self.mlflow.set_tags, _checkpoint_tags(info.step, info.path),
+                  synchronous=False)
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         self._status = MLFLOW_STATUS.get(outcome, "FINISHED")
@@ -135,9 +139,7 @@ class MlflowSink(_Guarded):
         self.broken = False  # end the run even after a failed write
         self._try("flushing", self.mlflow.flush_async_logging)
         if self._saved is not None:  # async writes of one tag may land out of order: the newest wins last
-            step, path = self._saved
-            self._try("logging the checkpoint", self.mlflow.set_tags,
-                      {"disttrain.checkpoint": path, "disttrain.checkpoint_step": str(step)})
+            self._try("logging the checkpoint", self.mlflow.set_tags, _checkpoint_tags(*self._saved))
         if self.owned:
             self.broken = False
             self._try("ending the run", self.mlflow.end_run, status=status)

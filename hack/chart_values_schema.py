@@ -79,6 +79,9 @@ def values_schema() -> dict[str, Any]:
             "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"], "description": "image.pullPolicy: the container's imagePullPolicy."}}),
         "imagePullSecrets": {"type": "array", "description": "imagePullSecrets: Secrets to pull the operator image with (core/v1 LocalObjectReference: {name}).",
                              "items": api_type("io.k8s.api.core.v1.LocalObjectReference", "A Secret in the release namespace.")},
+        "trainerImage": obj("trainerImage: the image of every job that sets no spec.image, and the one instrument: auto copies disttrain from (DISTTRAIN_TRAINER_IMAGE). A job keeps the image it was first given.", {
+            "repository": {"type": "string", "minLength": 1, "description": "trainerImage.repository: the trainer image without its tag, e.g. your registry's copy after make push."},
+            "tag": {"type": "string", "description": "trainerImage.tag: the image tag; empty means the chart's appVersion. Use --set-string for numeric tags."}}),
         "nameOverride": {"type": "string", "maxLength": 40, "description": "nameOverride: resource names become <release>-<nameOverride> instead of <release>-operator; labels and selectors stay."},
         "fullnameOverride": {"type": "string", "maxLength": 52, "description": "fullnameOverride: the whole resource name prefix instead of <release>-operator; labels and selectors stay."},
         "serviceAccount": obj("serviceAccount: the operator's ServiceAccount.", {

@@ -15,6 +15,14 @@
 #                                   hack/kind.sh) besides BASE_IMAGE: the version and
 #                                   revision (the source key) for the OCI labels
 #   hack/images.sh sizes            print "NAME SIZE" per built image (uncompressed)
+#   hack/images.sh push REGISTRY    push the operator and trainer images as
+#                                   REGISTRY/{operator,trainer}:VERSION (make push); then
+#                                   print the helm flags that install from them.
+#                                   PUSH_TLS_VERIFY=false for a plain-HTTP registry; the
+#                                   credentials are buildah's (buildah login REGISTRY, or
+#                                   docker login's ~/.docker/config.json).
+#                                   PUSH_DIGESTS=DIR writes DIR/{operator,trainer}.digest,
+#                                   the manifest digest each push made (make release)
 #
 # The Dockerfile's base is the build arg BASE_IMAGE (default python:3.11-slim,
 # what Docker users get). Here it is a locally built stand-in,
@@ -207,6 +215,29 @@ cmd_stream() {
   wait "$pusher" || die "buildah push of $1 failed"
 }
 
+# push REGISTRY: the two published images (example-transformers is a test image, never
+# published), compressed as registries serve them.
+cmd_push() {
+  local registry=${1%/} name target dest start tls=() digest
+  [[ -n $registry && $registry != */ && $registry != *://* ]] \
+    || die "REGISTRY=${1:-} is not a registry path: give host[:port][/path], e.g. make push REGISTRY=registry.example.com/ml"
+  [[ ${PUSH_TLS_VERIFY:-true} == false ]] && tls=(--tls-verify=false)
+  for target in operator trainer; do
+    name=ghcr.io/disttrain/$target:$VERSION
+    bah inspect --type image "$name" >/dev/null 2>&1 || die "$name not built: run make images"
+    dest=$registry/$target:$VERSION
+    start=$SECONDS
+    log "push: $name -> $dest"
+    digest=()
+    [[ -n ${PUSH_DIGESTS:-} ]] && digest=(--digestfile "$PUSH_DIGESTS/$target.digest")
+    bah push --quiet "${tls[@]}" "${digest[@]}" "$name" "docker://$dest" >/dev/null \
+      || die "buildah push to $dest failed (log in with: buildah login ${registry%%/*}; a plain-HTTP registry needs PUSH_TLS_VERIFY=false)"
+    log "push: $dest in $((SECONDS - start))s"
+  done
+  echo "pushed $registry/operator:$VERSION and $registry/trainer:$VERSION; install with:"
+  echo "helm upgrade --install disttrain charts/disttrain -n disttrain-system --create-namespace --set image.repository=$registry/operator --set trainerImage.repository=$registry/trainer"
+}
+
 case "${1:-}" in
   build) cmd_build ;;
   import) [[ -n ${3:-} ]] || die "usage: $0 import SOCKET STAMPS"; cmd_import "$2" "$3" ;;
@@ -215,7 +246,8 @@ case "${1:-}" in
   build-args) build_args ;;
   sizes) for n in "${!TARGETS[@]}"; do bah images --noheading --format '{{.Name}}:{{.Tag}} {{.Size}}' "$n"; done ;;
   stream) [[ -n ${2:-} ]] || die "usage: $0 stream NAME"; cmd_stream "$2" ;;
+  push) cmd_push "${2:-}" ;;
   id) [[ -n ${2:-} ]] || die "usage: $0 id NAME"; bah inspect --type image --format '{{.FromImageID}}' "$2" ;;
   archive) [[ -n ${3:-} ]] || die "usage: $0 archive NAME OUT"; bah push "$2" "docker-archive:$3:$2" ;;
-  *) echo "usage: $0 build|import SOCKET STAMPS|names|pause-name|build-args|sizes|archive NAME OUT|stream NAME|id NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 build|import SOCKET STAMPS|names|pause-name|build-args|sizes|push REGISTRY|archive NAME OUT|stream NAME|id NAME" >&2; exit 2 ;;
 esac

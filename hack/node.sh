@@ -214,6 +214,10 @@ disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.opt',
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = '$PAUSE_IMAGE'
 
+# Per-registry settings (hosts.toml), read on every pull: a test's plain-HTTP registry.
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = '$NODE/certs.d'
+
 [plugins.'io.containerd.cri.v1.runtime']
   # root here lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj.
   restrict_oom_score_adj = true

@@ -43,6 +43,9 @@ VALUE_SETS = {
     "platform-team": ["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-disttrain",
                       "--set", "rbac.create=false", "--set", "nameOverride=dt",
                       "--set", "imagePullSecrets[0].name=regcred", "--set", "priorityClassName=system-cluster-critical",
+                      "--set", "image.repository=registry.example.com/ml/operator",
+                      "--set", "trainerImage.repository=registry.example.com/ml/trainer",
+                      "--set-string", "trainerImage.tag=0.1.0-patched",
                       "--set", "podAnnotations.team=ml-platform", "--set", "podLabels.cost-center=ml",
                       "--set", "topologySpreadConstraints[0].maxSkew=1",
                       "--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
@@ -147,6 +150,8 @@ def test_platform_values_land_where_kubernetes_reads_them(cluster):
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["DISTTRAIN_API_QPS"], env["DISTTRAIN_API_BURST"], env["DISTTRAIN_WORKERS"]) == ("200", "400", "32")
     assert env["DISTTRAIN_LEASE_NAME"] == "dt-leader" and container["args"][-1] == "-v"
+    assert container["image"] == "registry.example.com/ml/operator:0.1.0"  # the tag: the chart's appVersion
+    assert env["DISTTRAIN_TRAINER_IMAGE"] == "registry.example.com/ml/trainer:0.1.0-patched"
     pdb = objects[("PodDisruptionBudget", "rel-dt")]
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()  # it covers the operator pods

@@ -446,9 +446,31 @@ def test_a_spec_is_validated_once_per_generation():
     rec = JobRecord(uid="u1", key=KEY)
     from disttrain.operator.controller import WatchedJob
 
-    first = shell.validate(WatchedJob.of(body()), rec, KEY)
-    assert shell.validate(WatchedJob.of(body(status={"phase": "Running"})), rec, KEY) is first
-    assert shell.validate(WatchedJob.of(body(generation=2)), rec, KEY) is not first
+    first = shell.validate(WatchedJob.of(body()), rec, KEY, typed())
+    assert shell.validate(WatchedJob.of(body(status={"phase": "Running"})), rec, KEY, typed()) is first
+    assert shell.validate(WatchedJob.of(body(generation=2)), rec, KEY, typed()) is not first
+
+
+def test_a_job_without_an_image_runs_the_operators_trainer_image_and_keeps_it():
+    """DISTTRAIN_TRAINER_IMAGE (the chart's trainerImage) for a job that names none, recorded
+    in status.resolved.image; an operator restarted with another image keeps the job's."""
+    ours, newer = "registry.example.com/ml/trainer:0.1.0", "registry.example.com/ml/trainer:0.2.0"
+
+    async def first_pass(doc: dict, image: str) -> tuple[FakeKube, dict]:
+        shell, kube, _clock = with_job(doc, trainer_image=image)
+        await shell.queue.get()
+        await reconciled(shell)
+        return kube, shell.records["u1"].last_status
+
+    kube, status = run(first_pass(body(), ours))
+    assert {o["spec"]["containers"][0]["image"] for (k, _, _), o in kube.objects.items() if k == "Pod"} == {ours}
+    assert status.resolved.image == ours
+    # The operator comes back with a newer image; the job's status says what it ran.
+    kube, status = run(first_pass(body(status=written(status)), newer))
+    assert {o["spec"]["containers"][0]["image"] for (k, _, _), o in kube.objects.items() if k == "Pod"} == {ours}
+    # A new job gets the newer one; a job that names its image gets its own.
+    assert run(first_pass(body(), newer))[1].resolved.image == newer
+    assert run(first_pass(body(image="mine:1"), newer))[1].resolved.image == "mine:1"
 
 
 def test_deleting_a_job_forgets_everything_about_it():

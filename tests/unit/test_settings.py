@@ -69,6 +69,19 @@ def chart_env() -> dict[str, str]:
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
     if values["leaderElection"]["enabled"]:
         out["DISTTRAIN_LEADER_ELECTION"] = "true"  # as --leader-elect
+    for name, path, empty in re.findall(r"\{name: (DISTTRAIN_\w+), value: \{\{ \$root\.Values\.([\w.]+) \| join \",\""
+                                        r"(?: \| default \"(\w+)\")? \| quote \}\}\}",
+                                        (chart / "templates" / "deployment.yaml").read_text()):
+        value = values
+        for key in path.split("."):
+            value = value[key]
+        if value or empty:
+            out[name] = ",".join(value) or empty
+    template = (chart / "templates" / "deployment.yaml").read_text()
+    if "{name: DISTTRAIN_TRAINER_IMAGE, value: \"{{ $root.Values.trainerImage.repository }}:" in template:
+        app_version = yaml.safe_load((chart / "Chart.yaml").read_text())["appVersion"]
+        image = values["trainerImage"]
+        out["DISTTRAIN_TRAINER_IMAGE"] = f"{image['repository']}:{image['tag'] or app_version}"
     return out
 
 
@@ -108,3 +121,11 @@ def test_what_each_install_sets_is_what_the_table_says(install, read):
     for name, row in documented_settings().items():
         expected = sets.get(name, "—")
         assert row[install] == expected, f"{name}: docs/operations.md says {install} {row[install]!r}, it sets {expected!r}"
+
+
+def test_the_cli_reads_the_trainer_image_from_the_operators_variable():
+    """`disttrain render` shows what an operator with the same environment would create."""
+    from disttrain.api.defaults import TRAINER_IMAGE_ENV
+    from disttrain.operator.settings import ENV_NAMES
+
+    assert ENV_NAMES["trainer_image"] == TRAINER_IMAGE_ENV

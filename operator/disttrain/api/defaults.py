@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from disttrain.api import types as t
@@ -122,8 +124,40 @@ def _translated(dropped: list[str], command: list[str]) -> GuardrailWarning:
         f"`torchrun {' '.join(command)}`; write command: {command!r} to silence this")
 
 
-def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[GuardrailWarning], list[FieldError]]:
-    """Resolve topology, strategy and precision of a defaulted spec."""
+@dataclass(frozen=True, slots=True)
+class Images:
+    """What a job that names no image runs: the operator's trainer image
+    (DISTTRAIN_TRAINER_IMAGE, the chart's trainerImage), unless the job resolved one before."""
+
+    image: str = t.DEFAULT_IMAGE
+    instrument_image: str = t.DEFAULT_IMAGE
+
+    @classmethod
+    def of(cls, trainer_image: str, before: t.Resolved | None = None) -> Images:
+        """A job keeps the images it was first given, so an operator upgrade that changes its
+        trainer image never mixes two builds in one job's world (a recovered worker would
+        otherwise start from the new one)."""
+        return cls(image=(before and before.image) or trainer_image,
+                   instrument_image=(before and before.instrument_image) or trainer_image)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Images:
+        """The CLI's offline render shows what an operator with this setting would create."""
+        return cls.of(env.get(TRAINER_IMAGE_ENV) or t.DEFAULT_IMAGE)
+
+
+TRAINER_IMAGE_ENV = "DISTTRAIN_TRAINER_IMAGE"
+
+
+def with_image(job: t.Job, images: Images) -> t.Job:
+    if job.spec.image:
+        return job
+    return dataclasses.replace(job, spec=dataclasses.replace(job.spec, image=images.image))
+
+
+def resolve(spec: t.DistributedTrainingSpec, images: Images = Images()
+            ) -> tuple[t.Resolved, list[GuardrailWarning], list[FieldError]]:
+    """Resolve topology, strategy, precision and images of a defaulted spec."""
     warnings: list[GuardrailWarning] = []
     errors: list[FieldError] = []
     gpus = spec.gpus_per_node
@@ -141,7 +175,9 @@ def resolve(spec: t.DistributedTrainingSpec) -> tuple[t.Resolved, list[Guardrail
     warnings += image_warnings(spec)
     resolved = t.Resolved(strategy=strategy, nodes=nodes, min_nodes=min_nodes,
                           max_nodes=max_nodes, nproc_per_node=nproc, world_size=world,
-                          precision=precision)
+                          precision=precision, image=spec.image or images.image,
+                          instrument_image=(spec.trainer.instrument_image or images.instrument_image)
+                          if spec.trainer and spec.trainer.instrument == "auto" else None)
     return resolved, warnings, errors
 
 

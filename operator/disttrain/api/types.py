@@ -116,8 +116,8 @@ class TrainerSpec:
         "with command.")
     instrument_image: str | None = spec_field(
         "instrumentImage: the image instrument: auto copies disttrain's package from: any image that "
-        "holds it, such as the trainer image (the default, " + DEFAULT_IMAGE + ") or one built from it. "
-        "Only with instrument: auto.", max_length=1024)
+        "holds it, such as the trainer image (the default: the operator's trainer image, as for an "
+        "unset spec.image) or one built from it. Only with instrument: auto.", max_length=1024)
 
 
 # The same values, in the same order, as CheckpointStorageMode: typing caches equal Literals
@@ -354,8 +354,10 @@ class DistributedTrainingSpec:
     """spec: the desired training job."""
 
     image: str | None = spec_field(
-        "image: container image holding torch and the trainer (or your script).",
-        default=DEFAULT_IMAGE, max_length=1024, immutable_while_running=True)
+        "image: container image holding torch and the trainer (or your script). Unset: the "
+        "operator's trainer image (the chart's trainerImage; " + DEFAULT_IMAGE + " unless your "
+        "platform set another), kept in status.resolved.image for the job's life.",
+        max_length=1024, immutable_while_running=True)
     image_pull_policy: PullPolicy | None = spec_field(
         "imagePullPolicy: Always, IfNotPresent or Never.", default="IfNotPresent")
     trainer: TrainerSpec | None = spec_field(
@@ -479,6 +481,12 @@ class Resolved:
     world_size: int | None = spec_field("worldSize: nodes x nprocPerNode.")
     precision: str | None = spec_field("precision: after guardrails.")
 
+    image: str | None = spec_field(
+        "image: the workers' image: spec.image, else the operator's trainer image when the job "
+        "was first seen (an operator upgrade never changes a job's image).")
+    instrument_image: str | None = spec_field(
+        "instrumentImage: the image instrument: auto copies disttrain's package from, chosen the "
+        "same way.")
 
 @dataclass(kw_only=True, slots=True)
 class Workers:

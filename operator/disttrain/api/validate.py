@@ -12,7 +12,7 @@ from typing import Any
 
 from disttrain.api import types as t
 from disttrain.api.bounds import check_document_bounds
-from disttrain.api.defaults import apply_defaults, resolve, settle_trainer
+from disttrain.api.defaults import Images, apply_defaults, resolve, settle_trainer, with_image
 from disttrain.api.errors import FieldError, GuardrailWarning, InvalidSpec, unset
 from disttrain.api.names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from disttrain.api.parse import parse_job
@@ -44,30 +44,32 @@ class Validation:
         return not self.errors
 
 
-def validate_document(doc: Any, policy: PodPolicy = PodPolicy()) -> Validation:
+def validate_document(doc: Any, policy: PodPolicy = PodPolicy(), images: Images = Images()) -> Validation:
     """`policy`: what podTemplate may do beyond the sandbox (the operator's setting; the
-    default refuses, as the operator does unless its platform allows more)."""
+    default refuses, as the operator does unless its platform allows more). `images`: what a
+    job that names no image runs (the operator's trainer image, or the job's own from before)."""
     errors = check_document_bounds(doc)
     if errors:  # nothing else may walk a value this large or deep
         return Validation(None, None, errors)
     job, errors = parse_job(doc)
     if errors:
         return Validation(None, None, errors)
-    job = apply_defaults(job)
+    job = with_image(apply_defaults(job), images)
     job, trainer_warnings, errors = settle_trainer(job)
     errors += check_spec(job.spec)
     if job.spec.pod_template is not None:
         template = job.spec.pod_template
         errors += check_pod_policy(template.spec, job.namespace, policy,
                                    template.metadata.annotations if template.metadata else None)
-    resolved, warnings, topology_errors = resolve(job.spec)
+    resolved, warnings, topology_errors = resolve(job.spec, images)
     errors += topology_errors
     return Validation(job, None if errors else resolved, errors, trainer_warnings + warnings)
 
 
-def load_job(doc: Any, policy: PodPolicy = PodPolicy()) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
+def load_job(doc: Any, policy: PodPolicy = PodPolicy(), images: Images = Images()
+             ) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
     """validate_document for callers that want the job or an InvalidSpec exception."""
-    result = validate_document(doc, policy)
+    result = validate_document(doc, policy, images)
     if not result.ok:
         raise InvalidSpec(result.errors)
     return result.job, result.resolved, result.warnings

@@ -27,6 +27,7 @@ import yaml
 
 from disttrain.api import schema
 from disttrain.api import types as t
+from disttrain.api.defaults import Images
 from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
 from disttrain.cli.documents import Document, DocumentError, describe, is_distributed_training, load_documents
@@ -266,7 +267,7 @@ def validated_jobs(paths: list[str], namespace: str | None = None):
             data = doc.data
             if namespace:
                 data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": namespace}}
-            yield doc, validate_document(data)
+            yield doc, validate_document(data, images=Images.from_env(os.environ))
 
 
 def unusable(error: FieldError) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from disttrain.api.policy import PodPolicy
 from disttrain.api.types import DistributedTrainingStatus as Status
 from disttrain.integrations.kueue import workload as kueue
 from disttrain.operator.core.backoff import exponential
+from disttrain.api.defaults import Images
 from disttrain.api.validate import Validation, validate_document
 from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
@@ -260,8 +261,8 @@ class Controller:
                 return None
         rec.resync_due = clock.monotonic() + self.settings.resync_seconds
         namespace, name = key
-        validation = self.validate(view, rec, key)
         base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
+        validation = self.validate(view, rec, key, base)
         queue = kueue.queue_of(view.labels)
         workload = self._workload(key, view.uid) if self.settings.kueue and queue else None
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
@@ -298,15 +299,17 @@ class Controller:
             log.warning("%s/%s: ignoring a status field this operator does not write: %s", *key, error)
         return status
 
-    def validate(self, view: WatchedJob, rec: JobRecord, key: Key) -> Validation:
+    def validate(self, view: WatchedJob, rec: JobRecord, key: Key, status: Status) -> Validation:
         """The job's spec validated once per generation: the API server bumps it on every
-        spec change, and passes and progress polls between changes reuse the result."""
+        spec change, and passes and progress polls between changes reuse the result. A job
+        that names no image keeps the one its status says it resolved."""
         cached = rec.validation
         if cached is not None and view.generation is not None and cached[0] == view.generation:
             return cached[1]
         document = {"apiVersion": view.api_version, "kind": view.kind,
                     "metadata": {"name": key[1], "namespace": key[0]}, "spec": dict(view.spec)}
-        validation = validate_document(document, self.pod_policy)
+        validation = validate_document(document, self.pod_policy,
+                                       Images.of(self.settings.trainer_image, status.resolved))
         rec.validation = (view.generation, validation)
         return validation
 

@@ -22,7 +22,7 @@ import kopf
 from disttrain.api.bounds import RECURSION_LIMIT
 from disttrain.api.names import FINALIZER
 from disttrain.api.policy import PodPolicy, pod_policy_from_env
-from disttrain.api.types import GROUP
+from disttrain.api.types import DEFAULT_IMAGE, GROUP
 from disttrain.operator.leader import LeaseSettings
 from disttrain.operator.core.backoff import exponential
 from disttrain.render.network_policy import NetworkPolicySettings, network_policy_from_env
@@ -60,6 +60,10 @@ class Settings:
     """DISTTRAIN_LEASE_SECONDS: a standby takes over when the leader has not renewed the
     Lease for this long."""
     kueue: bool = False
+    trainer_image: str = DEFAULT_IMAGE
+    """DISTTRAIN_TRAINER_IMAGE: the image of a job that sets no spec.image, and the one
+    instrument: auto copies disttrain from (the chart's trainerImage: your registry's copy of
+    the trainer image). A job keeps the image it was first given (status.resolved.image)."""
     """DISTTRAIN_KUEUE: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission
     (a Workload each; the chart's kueue.enabled sets it and grants the RBAC). Off, the label
     is ignored with a Warning Event on the job."""

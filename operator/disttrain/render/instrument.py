@@ -28,7 +28,7 @@ def instrument(pod: dict, ctx: RenderContext) -> dict:
     container["volumeMounts"] = [*(container.get("volumeMounts") or []),
                                  {"name": VOLUME, "mountPath": FOLDER, "readOnly": True}]
     spec["initContainers"] = [{
-        "name": INIT_CONTAINER, "image": trainer.instrument_image or t.DEFAULT_IMAGE,
+        "name": INIT_CONTAINER, "image": ctx.resolved.instrument_image,
         "imagePullPolicy": ctx.spec.image_pull_policy,
         "command": ["python", "-m", "disttrain_trainer.instrument.install", FOLDER],
         "volumeMounts": [{"name": VOLUME, "mountPath": FOLDER}],

@@ -112,6 +112,9 @@ def values_schema() -> dict[str, Any]:
         "podPolicy": obj("podPolicy: which namespaces' jobs may set podTemplate settings that leave the sandbox (docs/security.md).", {
             "allowAll": boolean("podPolicy.allowAll: allow podTemplate settings that leave the sandbox in every namespace."),
             "allowNamespaces": {"type": "array", "uniqueItems": True, "items": DNS_LABEL, "description": "podPolicy.allowNamespaces: allow podTemplate settings that leave the sandbox in these namespaces only."}}),
+        "nodeHealth": obj("nodeHealth: what makes a Ready node unhealthy for training: its workers move off it, checkpoint first, and the job avoids it (docs/operations.md, Unhealthy nodes).", {
+            "conditions": {"type": "array", "uniqueItems": True, "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._/-]*=(True|False|Unknown)$"}, "description": "nodeHealth.conditions: node conditions as TYPE=STATUS (DISTTRAIN_UNHEALTHY_NODE_CONDITIONS); [] for none."},
+            "taints": {"type": "array", "uniqueItems": True, "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._/-]*$"}, "description": "nodeHealth.taints: taint keys whose NoSchedule or NoExecute taint makes the node unhealthy (DISTTRAIN_UNHEALTHY_NODE_TAINTS)."}}),
         "networkPolicy": obj("networkPolicy: a NetworkPolicy per job and one for the operator (needs a CNI that enforces it).", {
             "enabled": boolean("networkPolicy.enabled: give every job a NetworkPolicy (its workers accept traffic only from their own job, the operator and metricsFrom) and the operator's Pod one (only metricsFrom reaches its metrics port, which names every tenant's jobs); needs a CNI that enforces it."),
             "metricsFrom": {"type": "array", "description": "networkPolicy.metricsFrom: NetworkPolicyPeers allowed to scrape the workers' and the operator's metrics ports (where Prometheus runs).",

@@ -46,6 +46,7 @@ VALUE_SETS = {
                       "--set", "image.repository=registry.example.com/ml/operator",
                       "--set", "trainerImage.repository=registry.example.com/ml/trainer",
                       "--set-string", "trainerImage.tag=0.1.0-patched",
+                      "--set-json", "nodeHealth.conditions=[]", "--set", "nodeHealth.taints[0]=example.com/gpu-health",
                       "--set", "podAnnotations.team=ml-platform", "--set", "podLabels.cost-center=ml",
                       "--set", "topologySpreadConstraints[0].maxSkew=1",
                       "--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
@@ -152,6 +153,12 @@ def test_platform_values_land_where_kubernetes_reads_them(cluster):
     assert env["DISTTRAIN_LEASE_NAME"] == "dt-leader" and container["args"][-1] == "-v"
     assert container["image"] == "registry.example.com/ml/operator:0.1.0"  # the tag: the chart's appVersion
     assert env["DISTTRAIN_TRAINER_IMAGE"] == "registry.example.com/ml/trainer:0.1.0-patched"
+    # nodeHealth: no condition watched (an empty list is "none", not the default), one taint.
+    assert (env["DISTTRAIN_UNHEALTHY_NODE_CONDITIONS"], env["DISTTRAIN_UNHEALTHY_NODE_TAINTS"]) == (
+        "none", "example.com/gpu-health")
+    from disttrain.operator.settings import Settings
+    rules = Settings.from_env(env).node_rules()
+    assert (rules.conditions, rules.taints) == (frozenset(), {"example.com/gpu-health"})
     pdb = objects[("PodDisruptionBudget", "rel-dt")]
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()  # it covers the operator pods

@@ -645,6 +645,25 @@ def test_a_node_event_queues_the_jobs_on_that_node_and_only_when_its_health_chan
     shell.node_event("bad", deleted=True)  # gone: the jobs on it look again
     assert shell.queue.pending(a)
 
+    # Ready, but a watched condition comes up (nodes.NodeRules): the jobs look again; an
+    # unwatched condition changing does not queue them.
+    shell.queue.discard(a)
+    ready = dataclasses.replace(health("True"), conditions=(("MemoryPressure", "False", "", ""),),
+                                allocatable=(("nvidia.com/gpu", "8"),))
+    shell.nodes_index = {"bad": [ready]}
+    shell.node_event("bad")
+    assert not shell.queue.pending(a)
+    shell.nodes_index = {"bad": [dataclasses.replace(ready, conditions=(("MemoryPressure", "True", "", ""),))]}
+    shell.node_event("bad")
+    assert not shell.queue.pending(a)
+    shell.nodes_index = {"bad": [dataclasses.replace(ready, conditions=(("XidCriticalError", "True", "Xid79", ""),))]}
+    shell.node_event("bad")
+    assert shell.queue.pending(a)
+    shell.queue.discard(a)
+    shell.nodes_index = {"bad": [dataclasses.replace(ready, allocatable=(("nvidia.com/gpu", "7"),))]}
+    shell.node_event("bad")  # a GPU fewer offered
+    assert shell.queue.pending(a)
+
 
 def test_workers_are_created_away_from_the_nodes_the_job_avoids():
     avoided = [{"node": "bad-node", "time": "2026-11-24T12:00:00Z", "failures": 2},

@@ -53,6 +53,7 @@ NODE_AVOIDED = "NodeAvoided"            # the job failed on a node often enough:
 NODE_AVOIDANCE_LIFTED = "NodeAvoidanceLifted"  # a worker fit nowhere else: the job avoids no node any more
 HUNG = "Hung"                          # no step for failurePolicy.hangSeconds: every worker restarted
 NODE_DRAINED = "NodeDrained"            # a worker's node was cordoned: workers moved, checkpoint first
+NODE_UNHEALTHY = "NodeUnhealthy"        # a worker's Ready node reports a problem: workers moved off it, checkpoint first
 NODE_LOST = "NodeLost"                  # a worker's node stopped being Ready: force-deleted, recreated elsewhere
 UNSCHEDULABLE = "Unschedulable"        # the scheduler cannot place a worker (its message follows)
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"  # a worker cannot pull its image (the kubelet's message follows)

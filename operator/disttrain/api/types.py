@@ -198,7 +198,8 @@ class FailurePolicy:
         "avoidNodeAfterFailures: after this many failures of this job on one node (ExitCode, "
         "OOMKilled, NodeLost or Hung entries of status.failures), new workers of the job avoid "
         "that node (a required node affinity); never so many that a worker cannot be placed: "
-        "then the job stops avoiding. 0 never avoids a node.", default=2, minimum=0, maximum=16)
+        "then the job stops avoiding. A node its workers were moved off as unhealthy (NodeUnhealthy) "
+        "is avoided at once. 0 never avoids a node.", default=2, minimum=0, maximum=16)
     hang_seconds: int | None = spec_field(
         "hangSeconds: restart every worker (reason Hung, counted against backoffLimit) when the "
         "running trainer has completed no step for this long, as its /status reports it. Unset: "
@@ -480,13 +481,13 @@ class Resolved:
     nproc_per_node: int | None = spec_field("nprocPerNode: processes per worker.")
     world_size: int | None = spec_field("worldSize: nodes x nprocPerNode.")
     precision: str | None = spec_field("precision: after guardrails.")
-
     image: str | None = spec_field(
         "image: the workers' image: spec.image, else the operator's trainer image when the job "
         "was first seen (an operator upgrade never changes a job's image).")
     instrument_image: str | None = spec_field(
         "instrumentImage: the image instrument: auto copies disttrain's package from, chosen the "
         "same way.")
+
 
 @dataclass(kw_only=True, slots=True)
 class Workers:
@@ -525,7 +526,8 @@ class Progress:
 
 
 FailureCause = Literal["NodeLost", "Evicted", "Preempted", "OOMKilled", "ExitCode", "Hung",
-                       "ImagePullBackOff", "Unschedulable", "PodsReadyTimeout", "QueueEvicted", "NodeDrain"]
+                       "ImagePullBackOff", "Unschedulable", "PodsReadyTimeout", "QueueEvicted", "NodeDrain",
+                       "NodeUnhealthy"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -545,7 +547,9 @@ class FailureRecord:
         "workload, PodsReadyTimeout (Kueue's waitForPodsReady: its workers were not all Ready "
         "in time), QueueEvicted (Kueue evicted it for another reason: a stopped queue, a "
         "deactivated Workload), NodeDrain (a worker's node was cordoned: it moved, checkpoint "
-        "first).")
+        "first), NodeUnhealthy (a worker's node stayed Ready but reported a health problem: a "
+        "condition or taint the operator watches, or fewer GPUs than its workers were given; "
+        "it moved, checkpoint first, and the node is avoided).")
     node: str | None = spec_field("node: the node the pod ran on (empty if it never got one).",
                                   max_length=253)
     pod: str | None = spec_field("pod: the worker pod's name.", max_length=253)
@@ -564,7 +568,7 @@ class FailureRecord:
         "checkpoint was taken at the step it stopped on.")
 
 
-StopReason = Literal["Suspended", "Evicted", "NodeDrain"]
+StopReason = Literal["Suspended", "Evicted", "NodeDrain", "NodeUnhealthy"]
 Handshake = Literal["Requested", "Checkpointed", "TimedOut", "NotSupported", "NotRunning", "Off", "Cancelled"]
 
 
@@ -576,7 +580,8 @@ class Eviction:
     reason: StopReason | None = spec_field(
         "reason: Suspended (spec.suspend); Evicted (Kueue evicted the job's Workload: a "
         "preemption, a deactivation, a stopped queue; the message says which); NodeDrain (a "
-        "worker's node was cordoned: the workers were moved to other nodes).")
+        "worker's node was cordoned: the workers were moved to other nodes); NodeUnhealthy (a "
+        "worker's node reported a health problem while Ready: the workers were moved off it).")
     request_time: str | None = spec_field("requestTime: when the operator decided to stop the job (RFC 3339).")
     step: int | None = spec_field("step: the trainer's step when the operator asked for a checkpoint.")
     handshake: Handshake | None = spec_field(

@@ -119,7 +119,7 @@ class Controller:
         self.nodes_index: Any = None  # kopf's index of node health by node name
         self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
         self._local_queues: dict[Key, tuple[str | None, float]] = {}  # -> (its ClusterQueue, read again after)
-        self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned), as last seen: to act on changes only
+        self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned, health signals), as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
         self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
 
@@ -155,16 +155,19 @@ class Controller:
                 self.queue.add(key)
 
     def node_event(self, name: str, deleted: bool = False) -> None:
-        """A node was lost or came back, cordoned or uncordoned: queue the jobs with workers
-        on it (heartbeats that change nothing cost one comparison)."""
+        """A node was lost or came back, cordoned or uncordoned, or one of the signals of
+        its health (nodes.NodeRules: a watched condition, a taint, its allocatable devices)
+        changed: queue the jobs with workers on it (heartbeats that change nothing cost one
+        comparison)."""
         health = None if deleted else self._node(name)
-        seen = (health.lost_since(), health.cordoned) if health is not None else (None, False)
-        if self._node_seen.get(name, (None, False)) == seen:
-            return
-        if seen == (None, False):
-            self._node_seen.pop(name, None)
-        else:
+        seen = (health.lost_since(), health.cordoned, self._health_signals(health)) if health is not None else None
+        first = name not in self._node_seen
+        before = self._node_seen.pop(name, None)
+        if seen is not None:
             self._node_seen[name] = seen
+        # A node seen for the first time matters only when it is not plainly healthy.
+        if seen == before or (first and seen is not None and seen[:2] == (None, False) and not any(seen[2][:2])):
+            return
         for key, pods in list((self.pods_index or {}).items()):
             if any(p.node == name for p in pods):
                 self.queue.add(key)
@@ -702,6 +705,11 @@ class Controller:
         return silent_poll_seconds(self.settings.progress_seconds, rec.silent_polls)
 
     # ---- small glue ------------------------------------------------------------------
+
+    def _health_signals(self, health: NodeHealth) -> tuple:
+        rules = self.policy.node_rules
+        return (tuple(c for c in health.conditions if (c[0], c[1]) in rules.conditions),
+                tuple(t for t in health.taints if t[0] in rules.taints), health.allocatable)
 
     def _node(self, name: str) -> NodeHealth | None:
         try:

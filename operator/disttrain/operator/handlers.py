@@ -63,7 +63,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     controller = Controller(
         settings=ours, kube=kube, metrics=metrics,
         policy=Policy(backoff_base_seconds=ours.restart_backoff_seconds,
-                      backoff_max_seconds=ours.restart_backoff_max_seconds),
+                      backoff_max_seconds=ours.restart_backoff_max_seconds, node_rules=ours.node_rules()),
         pod_policy=pod_policy, network_policy=network_policy)
     pods = PodWatch(kube, on_change=controller.pod_event, on_synced=controller.pods_synced,
                     cluster_wide=bool(memo.get("cluster_wide")), clock=controller.clock)

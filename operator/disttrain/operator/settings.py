@@ -25,6 +25,7 @@ from disttrain.api.policy import PodPolicy, pod_policy_from_env
 from disttrain.api.types import DEFAULT_IMAGE, GROUP
 from disttrain.operator.leader import LeaseSettings
 from disttrain.operator.core.backoff import exponential
+from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules
 from disttrain.render.network_policy import NetworkPolicySettings, network_policy_from_env
 
 
@@ -59,14 +60,25 @@ class Settings:
     lease_seconds: float = 15.0
     """DISTTRAIN_LEASE_SECONDS: a standby takes over when the leader has not renewed the
     Lease for this long."""
-    kueue: bool = False
     trainer_image: str = DEFAULT_IMAGE
     """DISTTRAIN_TRAINER_IMAGE: the image of a job that sets no spec.image, and the one
     instrument: auto copies disttrain from (the chart's trainerImage: your registry's copy of
     the trainer image). A job keeps the image it was first given (status.resolved.image)."""
+    kueue: bool = False
     """DISTTRAIN_KUEUE: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission
     (a Workload each; the chart's kueue.enabled sets it and grants the RBAC). Off, the label
     is ignored with a Warning Event on the job."""
+    unhealthy_node_conditions: str = DEFAULT_UNHEALTHY_CONDITIONS
+    """DISTTRAIN_UNHEALTHY_NODE_CONDITIONS: node conditions (TYPE=STATUS, comma-separated)
+    that make a Ready node unhealthy: its workers move off it, checkpoint first, and the job
+    avoids it (the chart's nodeHealth.conditions); none: no condition counts."""
+    unhealthy_node_taints: str = ""
+    """DISTTRAIN_UNHEALTHY_NODE_TAINTS: taint keys (comma-separated) whose NoSchedule or
+    NoExecute taint makes a node unhealthy the same way, e.g. a GPU health controller's
+    (the chart's nodeHealth.taints)."""
+
+    def node_rules(self) -> NodeRules:
+        return NodeRules.parse(self.unhealthy_node_conditions, self.unhealthy_node_taints)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -92,6 +104,10 @@ class Settings:
             raise SystemExit("DISTTRAIN_API_QPS must be > 0 and DISTTRAIN_API_BURST >= 1")
         if settings.workers < 1 or settings.lease_seconds < 3:
             raise SystemExit("DISTTRAIN_WORKERS must be >= 1 and DISTTRAIN_LEASE_SECONDS >= 3")
+        try:
+            settings.node_rules()
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
         return settings
 
 

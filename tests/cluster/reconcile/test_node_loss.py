@@ -106,3 +106,89 @@ def test_a_worker_on_a_lost_node_is_replaced_on_another_node(cluster, namespace,
     finally:
         cluster.kubectl("label", "node", spare, f"{POOL}-", check=False)
         cluster.kubectl("delete", "node", lost_node, "--ignore-not-found", "--wait=false", check=False)
+
+
+UNHEALTHY_TAINT = "example.com/gpu-health"
+XID = {"type": "XidCriticalError", "status": "True", "reason": "Xid79", "message": "GPU has fallen off the bus"}
+
+
+@pytest.mark.parametrize("signal", ["condition", "taint", "allocatable"])
+def test_a_worker_on_a_ready_but_unhealthy_node_moves_and_the_job_avoids_the_node(
+        cluster, namespace, operator_kubeconfig, signal):
+    """Issue 53 item 2: the node stays Ready; one of the signals GPU clusters publish says
+    it is sick. The operator (cluster-wide; both modes' node rights are proven above) moves
+    the worker off it at once (no trainer answers on KWOK: nothing to checkpoint), records a
+    NodeUnhealthy stop, and the new worker avoids the node."""
+    from .conftest import running_operator
+
+    sick = f"sick-{signal[:5]}-{namespace}"[:63]
+    spare = json.loads(cluster.kubectl("get", "nodes", "-l", "type=kwok", "-o", "json").stdout)["items"]
+    spare = next(n["metadata"]["name"] for n in spare if "gpu" in n["metadata"]["name"])
+    status = node_status("True", "KubeletReady", now())
+    for key in ("capacity", "allocatable"):
+        status["status"][key]["nvidia.com/gpu"] = "1"
+    cluster.apply({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": sick, "labels": {POOL: namespace, "kubernetes.io/hostname": sick}}})
+    with running_operator(cluster, namespace, operator_kubeconfig, DISTTRAIN_UNHEALTHY_NODE_TAINTS=UNHEALTHY_TAINT):
+        try:
+            cluster.kubectl("patch", "node", sick, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+            cluster.apply(job_manifest("sick", nodes=1, gpusPerNode=1, scheduling={"nodeSelector": {POOL: namespace}}),
+                          namespace=namespace)
+
+            def placed():
+                pods = pods_of(cluster, namespace, "sick")
+                return pods[0] if pods and pods[0]["spec"].get("nodeName") == sick else None
+
+            pod = cluster.wait_for(placed, timeout=60, what="the worker bound to the test's node")
+            cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--subresource=status",
+                            "--type=merge", "-p", json.dumps({"status": {
+                                "phase": "Running", "podIP": "10.254.0.10",
+                                "conditions": [{"type": "Ready", "status": "True"}],
+                                "containerStatuses": [{"name": "trainer", "image": pod["spec"]["containers"][0]["image"],
+                                                       "imageID": "", "ready": True, "restartCount": 0, "started": True,
+                                                       "state": {"running": {"startedAt": now()}}}]}}))
+            wait_phase(cluster, namespace, "sick", "Running")
+
+            # Another node may take it now; then the node, still Ready, says it is sick.
+            cluster.kubectl("label", "node", spare, f"{POOL}={namespace}", "--overwrite")
+            if signal == "condition":
+                status["status"]["conditions"].append({**XID, "lastHeartbeatTime": now(), "lastTransitionTime": now()})
+                why = "condition XidCriticalError=True (Xid79: GPU has fallen off the bus)"
+            elif signal == "taint":
+                cluster.kubectl("taint", "node", sick, f"{UNHEALTHY_TAINT}=xid:NoSchedule")
+                why = f"taint {UNHEALTHY_TAINT}:NoSchedule"
+            else:
+                status["status"]["allocatable"]["nvidia.com/gpu"] = "0"  # the device plugin lost the GPU
+                why = "0 nvidia.com/gpu allocatable where its workers were given 1"
+            cluster.kubectl("patch", "node", sick, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+
+            # The operator deletes the worker; play its kubelet, which ends a deleted pod.
+            cluster.wait_for(lambda: (pods_of(cluster, namespace, "sick") or [{}])[0].get("metadata", {})
+                             .get("deletionTimestamp"), timeout=60, what="the worker on the sick node deleted")
+            cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--grace-period=0", "--force",
+                            check=False)
+
+            def replaced():
+                fresh = [p for p in pods_of(cluster, namespace, "sick") if p["metadata"]["uid"] != pod["metadata"]["uid"]]
+                return fresh[0] if fresh and fresh[0]["spec"].get("nodeName") == spare else None
+
+            new = cluster.wait_for(replaced, timeout=90, what="the worker recreated on another node")
+            terms = new["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                "nodeSelectorTerms"]
+            assert {"key": "metadata.name", "operator": "NotIn", "values": [sick]} in terms[0]["matchFields"]
+            job = wait_job(cluster, namespace, "sick", lambda j: any(
+                f.get("cause") == "NodeUnhealthy" for f in j["status"].get("failures") or []),
+                what="the move recorded")
+            [entry] = [f for f in job["status"]["failures"] if f["cause"] == "NodeUnhealthy"]
+            assert (entry["node"], entry["message"]) == (sick, f"node {sick} was unhealthy: {why}"), dump(job["status"])
+            assert job["status"]["restarts"] == 0 and job["status"]["eviction"]["reason"] == "NodeUnhealthy"
+            assert [a["node"] for a in job["status"]["avoidedNodes"]] == [sick]
+            events = json.loads(cluster.kubectl("get", "events", "-n", namespace, "--field-selector",
+                                                "involvedObject.name=sick", "-o", "json").stdout)["items"]
+            assert any(e["reason"] == "NodeUnhealthy" and e["type"] == "Warning"
+                       and e["message"].startswith(f"node {sick} is unhealthy: {why}") for e in events), events
+        finally:
+            cluster.kubectl("label", "node", spare, f"{POOL}-", check=False)
+            cluster.kubectl("delete", "dt", "sick", "-n", namespace, "--wait=false", check=False)
+            cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", check=False)
+            cluster.kubectl("delete", "node", sick, "--ignore-not-found", "--wait=false", check=False)

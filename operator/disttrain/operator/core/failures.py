@@ -32,7 +32,8 @@ UNSCHEDULABLE = "Unschedulable"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 QUEUE_EVICTED = "QueueEvicted"
 NODE_DRAIN = "NodeDrain"
-STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN})
+NODE_UNHEALTHY = "NodeUnhealthy"  # one entry per node the workers were moved off
+STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN, NODE_UNHEALTHY})
 CAUSES: tuple[str, ...] = get_args(FailureCause)  # the API's list, in its order
 
 HISTORY_LIMIT = 16  # status.failures' maxItems
@@ -162,11 +163,11 @@ def queue_stop_cause(kueue_reason: str) -> str:
     return _BY_QUEUE_REASON.get(kueue_reason, QUEUE_EVICTED)
 
 
-def stop_record(cause: str, message: str, eviction: Eviction) -> FailureRecord:
+def stop_record(cause: str, message: str, eviction: Eviction, node: str | None = None) -> FailureRecord:
     """The entry of a stop of the whole job it did not ask for, once its pods were deleted:
     when, why (Kueue's or the node's words; a preemption names its preemptor's uid) and
-    what it cost, as status.eviction settled it."""
-    return FailureRecord(time=eviction.stop_time, cause=cause, message=message[:1024] or None,
+    what it cost, as status.eviction settled it. `node`: the node it was moved off, if one."""
+    return FailureRecord(time=eviction.stop_time, cause=cause, node=node, message=message[:1024] or None,
                          resumed_from_step=eviction.resume_from_step, steps_lost=eviction.steps_lost)
 
 
@@ -193,16 +194,19 @@ AVOIDED_LIMIT = 16  # status.avoidedNodes' maxItems
 
 def nodes_to_avoid(history: Iterable[FailureRecord], avoided: Iterable[AvoidedNode], threshold: int,
                    stamp: str) -> tuple[list[AvoidedNode], list[AvoidedNode]]:
-    """(avoidedNodes with the nodes that now reach `threshold` failures of the job added;
-    the new entries). A node once avoided, lifted or not, is never added again; 0 avoids
-    nothing."""
+    """(avoidedNodes with the nodes that now reach `threshold` failures of the job added,
+    and those its workers were moved off as unhealthy, at once; the new entries). A node
+    once avoided, lifted or not, is never added again; 0 avoids nothing."""
     kept = list(avoided)
     if threshold <= 0:
         return kept, []
+    history = list(history)
     counts = Counter(f.node for f in history if f.node and f.cause in NODE_FAULTS)
+    unhealthy = {f.node for f in history if f.node and f.cause == NODE_UNHEALTHY}
     known = {a.node for a in kept}
-    new = [AvoidedNode(node=node, time=stamp, failures=count) for node, count in sorted(counts.items())
-           if count >= threshold and node not in known]
+    new = [AvoidedNode(node=node, time=stamp, failures=counts.get(node, 0))
+           for node in sorted(set(counts) | unhealthy)
+           if (counts.get(node, 0) >= threshold or node in unhealthy) and node not in known]
     return _bounded(kept + new), new
 
 

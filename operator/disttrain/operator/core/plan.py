@@ -45,7 +45,7 @@ from disttrain.operator.core.state import (ACTIVE_PHASES, TERMINAL_PHASES, Event
                                            creation_refused, set_reported, workers)
 from disttrain.operator.core.instrumentation import instrumented
 from disttrain.operator.core.status import checkpoint_age, checkpoint_staleness, global_batch, seconds_per_step
-from disttrain.operator.core.stopping import after_a_drain, drain, suspend
+from disttrain.operator.core.stopping import after_a_drain, drain, move_off_unhealthy, suspend
 from disttrain.render import template_hash
 
 
@@ -158,6 +158,8 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         return failed_plan
     replace_lost(pods, plan, lost)
     drained, drain_wake = drain(job, pods, plan, nodes, report, checkpoint_refused)
+    if not drained and not lost:
+        drained, drain_wake = move_off_unhealthy(job, pods, plan, nodes, policy.node_rules, report, checkpoint_refused)
     hung, hang_wake = False, None
     if not crashed and not lost and not drained:
         hung, hang_wake, failed_plan = restart_hung(job, pods, plan, report)
@@ -278,7 +280,8 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
     running = [p for p in live if p.phase == "Running"]
     # crashed covers the back-off wait and the restart round alike (the crashed pods are
     # still there); disrupted pods are recreated in this very pass.
-    disrupted = any(why in (c.WORKER_DISRUPTED, c.NODE_LOST, c.NODE_DRAINED) for _, why in plan.delete)
+    disrupted = any(why in (c.WORKER_DISRUPTED, c.NODE_LOST, c.NODE_DRAINED, c.NODE_UNHEALTHY)
+                    for _, why in plan.delete)
     if crashed or disrupted or hung or (old_phase == "Restarting" and len(running) < resolved.nodes):
         phase = "Restarting"
     elif running and len(running) >= resolved.min_nodes:

@@ -14,7 +14,7 @@ from disttrain.api.types import DistributedTrainingStatus as Status
 from disttrain.api.types import FailureRecord
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.core.ends import fail
-from disttrain.operator.core.failures import (HUNG, add_failure, avoiding, lift_avoidance, nodes_to_avoid,
+from disttrain.operator.core.failures import (HUNG, NODE_UNHEALTHY, add_failure, avoiding, lift_avoidance, nodes_to_avoid,
                                               record_failures, steps_lost)
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo
@@ -169,9 +169,11 @@ def avoid_bad_nodes(plan: Plan, threshold: int) -> None:
     st = plan.status
     avoided, new = nodes_to_avoid(st.failures or (), st.avoided_nodes or (), threshold, plan.stamp)
     st.avoided_nodes = avoided or None
+    unhealthy = {f.node for f in st.failures or () if f.cause == NODE_UNHEALTHY}
     for entry in new:
-        plan.events.append(Event("Warning", c.NODE_AVOIDED, f"node {entry.node} was the place of {entry.failures} "
-                                 f"failures of this job: its new workers avoid it (failurePolicy."
+        why = (f"node {entry.node} was unhealthy: the workers were moved off it" if entry.node in unhealthy else
+               f"node {entry.node} was the place of {entry.failures} failures of this job")
+        plan.events.append(Event("Warning", c.NODE_AVOIDED, f"{why}: its new workers avoid it (failurePolicy."
                                  f"avoidNodeAfterFailures {threshold})"))
 
 

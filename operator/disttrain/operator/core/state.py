@@ -15,6 +15,7 @@ from disttrain.api.types import DistributedTrainingStatus as Status
 from disttrain.api.types import FailureRecord, Workers
 from disttrain.api.validate import Validation
 from disttrain.integrations.kueue.workload import WorkloadView
+from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.status import checkpoint_age
 
@@ -36,6 +37,7 @@ class Policy:
 
     backoff_base_seconds: float = 10.0
     backoff_max_seconds: float = 300.0
+    node_rules: NodeRules = NodeRules.parse(DEFAULT_UNHEALTHY_CONDITIONS, "")  # what makes a Ready node unhealthy
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
-"""Stopping a job without losing steps: a suspend and a drained node ask the trainer for
-a checkpoint first (checkpoint-then-evict, eviction.py) and delete the pods once it is
-written, or once the trainer cannot answer.
+"""Stopping a job without losing steps: a suspend, a drained node and an unhealthy one ask
+the trainer for a checkpoint first (checkpoint-then-evict, eviction.py) and delete the pods
+once it is written, or once the trainer cannot answer.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
 from disttrain.api.times import parse_time
 from disttrain.operator.core.eviction import cancelled, in_progress, settle, stop
-from disttrain.operator.core.failures import NODE_DRAIN, add_failure, stop_record
-from disttrain.operator.core.nodes import NodeHealth
+from disttrain.operator.core.failures import NODE_DRAIN, NODE_UNHEALTHY, add_failure, stop_record
+from disttrain.operator.core.nodes import NodeHealth, NodeRules
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, workers
 
@@ -46,13 +46,14 @@ def suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | Non
 
 
 def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why: str, *, stopped: bool,
-               report: TrainerReport | None, refused: str | None, record: tuple[str, str] | None = None) -> bool:
+               report: TrainerReport | None, refused: str | None,
+               record: list[tuple[str, str, str | None]] | None = None) -> bool:
     """A stop on purpose, checkpoint first (eviction.py): ask the trainer, wait, then delete
     the pods (`why` is the deletion's reason). False while the trainer checkpoints: the
     job keeps its phase meanwhile, the plan asks and wakes when the grace runs out. True
     once the pods go (or are gone); status.eviction then says what the job resumes from.
-    `record`: (cause, message) of a stop the job did not ask for, added to its history
-    when the pods go."""
+    `record`: (cause, message, node) of a stop the job did not ask for, one history entry
+    each, added when the pods go."""
     st = plan.status
     grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
     running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
@@ -64,16 +65,18 @@ def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why:
         plan.wake_at = step.wake_at
         if step.began:
             message = step.eviction.message if step.eviction is not None else ""
-            doing = {"Suspended": "suspending", "Evicted": "evicted by Kueue"}.get(reason, "a worker's node is cordoned")
+            doing = {"Suspended": "suspending", "Evicted": "evicted by Kueue",
+                     "NodeUnhealthy": "a worker's node is unhealthy"}.get(reason, "a worker's node is cordoned")
             plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
         return False
     before = st.eviction
     st.eviction = settle(step.eviction, st.checkpoint, st.progress)
-    if record is not None and st.eviction is not None and st.eviction.stop_time is not None and (
+    if record and st.eviction is not None and st.eviction.stop_time is not None and (
             before is None or before.stop_time != st.eviction.stop_time):
-        entry = stop_record(*record, st.eviction)
-        st.failures = add_failure(st.failures, entry)
-        plan.new_failures.append(entry)
+        for cause, message, node in record:
+            entry = stop_record(cause, message, st.eviction, node)
+            st.failures = add_failure(st.failures, entry)
+            plan.new_failures.append(entry)
     already = {name for name, _ in plan.delete}
     plan.delete += [(p.name, why) for p in pods if not p.terminating and p.name not in already]
     return True
@@ -89,26 +92,85 @@ def draining_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth]) -> li
     return out
 
 
+def move(job: JobState, pods: list[PodInfo], plan: Plan, moving: list[PodInfo], reason: str, *,
+         report: TrainerReport | None, refused: str | None, record: list[tuple[str, str, str | None]],
+         at_once: bool = False) -> tuple[bool, datetime | None, str | None]:
+    """Move every worker off the nodes of `moving`, checkpoint first: every worker goes (a
+    partial world would only rendezvous again) and is recreated on the nodes left, as a
+    disruption: backoffLimit is not spent. A move begun for `reason` whose nodes are fine
+    again before the pods go is called off. `at_once`: the move happens even with
+    evictGraceSeconds 0 (nothing else would move the job). (moving?, when the checkpoint's
+    grace runs out, the eviction's message once the pods went.)"""
+    st = plan.status
+    if not moving or not (at_once or job.validation.job.spec.checkpoint.evict_grace_seconds):
+        cancel_move(plan, reason)
+        return False, None, None
+    deleted = {"NodeDrain": c.NODE_DRAINED, "NodeUnhealthy": c.NODE_UNHEALTHY}[reason]
+    if not stop_first(job, pods, plan, reason, deleted, stopped=False, report=report, refused=refused, record=record):
+        return True, plan.wake_at, None
+    return True, None, st.eviction.message if st.eviction is not None else ""
+
+
+def cancel_move(plan: Plan, reason: str) -> None:
+    """The node is usable again (uncordoned, healthy) before the pods went: call it off."""
+    st = plan.status
+    if in_progress(st.eviction) and st.eviction.reason == reason:  # type: ignore[union-attr]
+        st.eviction = cancelled(st.eviction)  # type: ignore[arg-type]
+
+
 def drain(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Mapping[str, NodeHealth],
           report: TrainerReport | None, refused: str | None) -> tuple[bool, datetime | None]:
-    """A worker's node is cordoned: the job moves checkpoint first. Every worker goes (a
-    partial world would only rendezvous again) and is recreated on the nodes left, as a
-    disruption: backoffLimit is not spent. The job's PodDisruptionBudget holds the drain's
-    evictions back meanwhile. (draining?, when the checkpoint's grace runs out.)"""
-    st = plan.status
+    """A worker's node is cordoned: the job moves checkpoint first (move). The job's
+    PodDisruptionBudget holds the drain's evictions back meanwhile. (draining?, when the
+    checkpoint's grace runs out.)"""
     draining = draining_workers(pods, nodes)
-    if not draining or not job.validation.job.spec.checkpoint.evict_grace_seconds:
-        if in_progress(st.eviction) and st.eviction.reason == "NodeDrain":  # type: ignore[union-attr]
-            st.eviction = cancelled(st.eviction)  # type: ignore[arg-type]  (uncordoned before the pods went)
-        return False, None
-    where = ", ".join(sorted({p.node for p in draining}))
-    if not stop_first(job, pods, plan, "NodeDrain", c.NODE_DRAINED, stopped=False, report=report, refused=refused,
-                      record=(NODE_DRAIN, f"node {where} was cordoned: the workers moved, checkpoint first")):
-        return True, plan.wake_at
-    message = st.eviction.message if st.eviction is not None else ""
-    plan.events.append(Event("Normal", c.NODE_DRAINED, f"node {where} is cordoned: {message}; recreating the "
-                             "workers on other nodes (does not count against backoffLimit)"))
-    return True, None
+    where = ", ".join(sorted({p.node for p in draining if p.node}))
+    moving, wake, message = move(job, pods, plan, draining, "NodeDrain", report=report, refused=refused, record=[
+        (NODE_DRAIN, f"node {where} was cordoned: the workers moved, checkpoint first", None)])
+    if message is not None:
+        plan.events.append(Event("Normal", c.NODE_DRAINED, f"node {where} is cordoned: {message}; recreating the "
+                                 "workers on other nodes (does not count against backoffLimit)"))
+    return moving, wake
+
+
+def unhealthy_nodes(job: JobState, pods: list[PodInfo], nodes: Mapping[str, NodeHealth],
+                    rules: NodeRules) -> dict[str, str]:
+    """The nodes of the job's workers that are Ready (not lost) but unhealthy, with why."""
+    spec = job.validation.job.spec
+    given: dict[str, int] = {}
+    for pod in pods:
+        if pod.active and pod.node:
+            given[pod.node] = given.get(pod.node, 0) + (spec.gpus_per_node or 0)
+    out = {}
+    for name, gpus in sorted(given.items()):
+        node = nodes.get(name)
+        if node is not None and node.lost_since() is None:
+            why = node.unhealthy(rules, spec.gpu_resource_name, gpus)
+            if why is not None:
+                out[name] = why
+    return out
+
+
+def move_off_unhealthy(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Mapping[str, NodeHealth],
+                       rules: NodeRules, report: TrainerReport | None,
+                       refused: str | None) -> tuple[bool, datetime | None]:
+    """A worker's node is Ready but unhealthy (nodes.NodeRules): the job moves off it,
+    checkpoint first while the trainer still answers, at once when it does not or when
+    evictGraceSeconds is 0. Each node gets a history entry (NodeUnhealthy, which spends no
+    backoffLimit) and is avoided by the new workers (avoid_bad_nodes)."""
+    sick = unhealthy_nodes(job, pods, nodes, rules)
+    moving = [p for p in pods if p.active and p.node in sick]
+    if sick and not (in_progress(plan.status.eviction) and plan.status.eviction.reason == "NodeUnhealthy"):  # type: ignore[union-attr]
+        for name, why in sick.items():
+            plan.events.append(Event("Warning", c.NODE_UNHEALTHY, f"node {name} is unhealthy: {why}; moving the "
+                                     "workers off it, checkpoint first"))
+    record = [(NODE_UNHEALTHY, f"node {name} was unhealthy: {why}", name) for name, why in sick.items()]
+    moved, wake, message = move(job, pods, plan, moving, "NodeUnhealthy", report=report, refused=refused,
+                                record=record, at_once=True)
+    if message is not None:
+        plan.events.append(Event("Normal", c.NODE_UNHEALTHY, f"{message}; recreating the workers on other nodes "
+                                 "(does not count against backoffLimit)"))
+    return moved, wake
 
 
 # Workers moved off a cordoned node are recreated this long after they were deleted.

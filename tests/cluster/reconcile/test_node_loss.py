@@ -39,6 +39,24 @@ def node_status(ready: str, reason: str, since: str) -> dict:
                         "lastHeartbeatTime": since, "lastTransitionTime": since}]}}
 
 
+def runs_on(cluster, namespace: str, job: str, node: str, ip: str) -> dict:
+    """The job's one worker, once bound to the test's `node`, Running there: the test plays
+    that node's kubelet. Returns the pod as bound."""
+    def placed():
+        pods = pods_of(cluster, namespace, job)
+        return pods[0] if pods and pods[0]["spec"].get("nodeName") == node else None
+
+    pod = cluster.wait_for(placed, timeout=60, what="the worker bound to the test's node")
+    cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": {
+                        "phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}],
+                        "containerStatuses": [{"name": "trainer", "image": pod["spec"]["containers"][0]["image"],
+                                               "imageID": "", "ready": True, "restartCount": 0, "started": True,
+                                               "state": {"running": {"startedAt": now()}}}]}}))
+    wait_phase(cluster, namespace, job, "Running")
+    return pod
+
+
 def test_a_worker_on_a_lost_node_is_replaced_on_another_node(cluster, namespace, operator, install_mode):
     lost_node = f"lost-{namespace}"[:63]
     spare = json.loads(cluster.kubectl("get", "nodes", "-l", "type=kwok", "-o", "json").stdout)["items"]
@@ -51,20 +69,7 @@ def test_a_worker_on_a_lost_node_is_replaced_on_another_node(cluster, namespace,
         cluster.apply(job_manifest("lost", nodes=1, failurePolicy={"nodeLostSeconds": 3},
                                    scheduling={"nodeSelector": {POOL: namespace}}), namespace=namespace)
 
-        def placed():
-            pods = pods_of(cluster, namespace, "lost")
-            return pods[0] if pods and pods[0]["spec"].get("nodeName") == lost_node else None
-
-        pod = cluster.wait_for(placed, timeout=60, what="the worker bound to the test's node")
-        # Play its kubelet: the worker runs.
-        cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--subresource=status",
-                        "--type=merge", "-p", json.dumps({"status": {
-                            "phase": "Running", "podIP": "10.254.0.9",
-                            "conditions": [{"type": "Ready", "status": "True"}],
-                            "containerStatuses": [{"name": "trainer", "image": pod["spec"]["containers"][0]["image"],
-                                                   "imageID": "", "ready": True, "restartCount": 0, "started": True,
-                                                   "state": {"running": {"startedAt": now()}}}]}}))
-        wait_phase(cluster, namespace, "lost", "Running")
+        pod = runs_on(cluster, namespace, "lost", lost_node, "10.254.0.9")
 
         # Another node may take it now; then the kubelet goes silent.
         cluster.kubectl("label", "node", spare, f"{POOL}={namespace}", "--overwrite")
@@ -135,19 +140,7 @@ def test_a_worker_on_a_ready_but_unhealthy_node_moves_and_the_job_avoids_the_nod
             cluster.apply(job_manifest("sick", nodes=1, gpusPerNode=1, scheduling={"nodeSelector": {POOL: namespace}}),
                           namespace=namespace)
 
-            def placed():
-                pods = pods_of(cluster, namespace, "sick")
-                return pods[0] if pods and pods[0]["spec"].get("nodeName") == sick else None
-
-            pod = cluster.wait_for(placed, timeout=60, what="the worker bound to the test's node")
-            cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--subresource=status",
-                            "--type=merge", "-p", json.dumps({"status": {
-                                "phase": "Running", "podIP": "10.254.0.10",
-                                "conditions": [{"type": "Ready", "status": "True"}],
-                                "containerStatuses": [{"name": "trainer", "image": pod["spec"]["containers"][0]["image"],
-                                                       "imageID": "", "ready": True, "restartCount": 0, "started": True,
-                                                       "state": {"running": {"startedAt": now()}}}]}}))
-            wait_phase(cluster, namespace, "sick", "Running")
+            pod = runs_on(cluster, namespace, "sick", sick, "10.254.0.10")
 
             # Another node may take it now; then the node, still Ready, says it is sick.
             cluster.kubectl("label", "node", spare, f"{POOL}={namespace}", "--overwrite")

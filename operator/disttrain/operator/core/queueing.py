@@ -44,7 +44,7 @@ def queued(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport
         stopped = (evicting is not None and evicting.status == "True" and st.eviction is not None
                    and st.eviction.reason == "Evicted" and st.eviction.stop_time is not None)
         if not stop_first(job, pods, plan, "Evicted", c.EVICTED, stopped=stopped, report=report, refused=refused,
-                          record=(queue_stop_cause(reason), f"evicted by Kueue ({reason}): {message}")):
+                          record=[(queue_stop_cause(reason), f"evicted by Kueue ({reason}): {message}", None)]):
             plan.condition(c.EVICTED, True, reason, f"{message}; {st.eviction.message if st.eviction else ''}")
             return plan
         plan.release_workload = wl.quota_reserved and gone(pods)

@@ -47,11 +47,14 @@ def alive_in_groups(groups: set[int]) -> list[str]:
     return alive
 
 
-def shims() -> list[str]:
+def shims(state: Path) -> list[str]:
+    """The runc shims of this node's containerd (its socket under `state`): kind's nodes, in
+    a group beside this one, have shims of their own."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if b"containerd-shim-runc-v2" in cmdline.read_bytes():
+            line = cmdline.read_bytes()
+            if b"containerd-shim-runc-v2" in line and str(state).encode() in line:
                 found.append(cmdline.parent.name)
         except OSError:
             continue
@@ -78,7 +81,7 @@ def test_down_undoes_everything_and_a_second_up_starts_clean(node_cluster):
     try:
         assert down.returncode == 0, down.stderr
         # `down` returned: every process it started has exited already
-        assert alive_in_groups(groups) == [] and shims() == []
+        assert alive_in_groups(groups) == [] and shims(state) == []
         after = host_state(state)
         assert after == {"mounts": set(), "cgroups": set(), "bridges": set(), "chains": set()}, \
             (after, down.stderr[-3000:])

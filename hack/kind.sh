@@ -9,6 +9,12 @@
 #   hack/kind.sh down    delete the cluster and undo what `up` did to this machine: the
 #                        Docker engine it started, the empty /lib/modules it made (make kind-down)
 #   hack/kind.sh print   the kind config, helm values and objects `up` uses (no Docker)
+#   hack/kind.sh registry HOST:PORT
+#                        let both nodes pull from the registry on this machine at HOST:PORT
+#                        (localhost or 127.0.0.1, as `make push`/`make release` named it):
+#                        a containerd hosts.toml in each node sends those pulls, over plain
+#                        HTTP, to this machine's address on kind's network (the nodes'
+#                        default gateway); the registry must listen there too (0.0.0.0)
 #
 # Where the images come from (DISTTRAIN_KIND_IMAGES):
 #   registry  kind's own node image (kindest/node, pulled), our two images built with
@@ -81,6 +87,8 @@ containerdConfigPatches:
 - |
   [plugins."io.containerd.grpc.v1.cri"]
     restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "/etc/containerd/certs.d"
 nodes:
 EOF
   local role
@@ -218,6 +226,28 @@ up() {
   echo "export KUBECONFIG=$KUBECONFIG"
 }
 
+# registry HOST:PORT: each node's pulls of HOST:PORT/... go to this machine (hosts.toml is
+# read on every pull: no restart).
+registry() {
+  local host=${1:-} port node gateway
+  [[ $host =~ ^(localhost|127\.0\.0\.1):[0-9]+$ ]] \
+    || die "registry ${host:-(none)}: give the registry on this machine as localhost:PORT or 127.0.0.1:PORT, the name make release REGISTRY=... pushed to"
+  port=${host##*:}
+  [[ -f $STATE/engine ]] && DOCKER_HOST=$(bash "$HACK/kind/dockerd.sh" host) && export DOCKER_HOST
+  kind get clusters 2>/dev/null | grep -qx "$NAME" || die "no kind cluster $NAME: run make kind-up first"
+  for node in $(nodes); do
+    gateway=$(docker exec "$node" ip -4 route show default | awk '{print $3; exit}')
+    [[ -n $gateway ]] || die "node $node has no default route to this machine"
+    docker exec -i "$node" sh -c "mkdir -p /etc/containerd/certs.d/$host && cat >/etc/containerd/certs.d/$host/hosts.toml" <<EOF
+server = "http://$gateway:$port"
+
+[host."http://$gateway:$port"]
+  capabilities = ["pull", "resolve"]
+EOF
+    log "$node pulls $host/... from http://$gateway:$port"
+  done
+}
+
 down() {
   [[ -f $STATE/engine ]] && DOCKER_HOST=$(bash "$HACK/kind/dockerd.sh" host) && export DOCKER_HOST
   if command -v kind >/dev/null && docker info >/dev/null 2>&1; then
@@ -238,5 +268,6 @@ case "${1:-up}" in
   up) up ;;
   down) down ;;
   print) echo "# kind config ($(mode) images)"; config "$(mode)"; echo "# values.yaml"; values; echo "# objects"; objects ;;
-  *) echo "usage: $0 [up|down|print]" >&2; exit 2 ;;
+  registry) registry "${2:-}" ;;
+  *) echo "usage: $0 [up|down|print|registry HOST:PORT]" >&2; exit 2 ;;
 esac

@@ -14,10 +14,13 @@ nothing patched. Every test here carries the markers ``cluster`` and ``e2e``.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -370,3 +373,65 @@ def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class Registry:
+    """The CNCF distribution registry (`registry serve`, hack/tools/registry) on a free port,
+    storing under `root`, over plain HTTP; images are named 127.0.0.1:PORT/... (`host`).
+    `listen`: the address it serves on (0.0.0.0 where kind's nodes reach it through their
+    gateway). It dies with the test process (PR_SET_PDEATHSIG): a killed run leaves no
+    server behind."""
+
+    def __init__(self, root: Path, listen: str = "127.0.0.1") -> None:
+        with socket.socket() as s:
+            s.bind((listen, 0))
+            port = s.getsockname()[1]
+        self.host = f"127.0.0.1:{port}"
+        root.mkdir(parents=True)
+        config = root / "config.yml"
+        config.write_text(yaml.safe_dump({
+            "version": 0.1, "log": {"level": "warn"}, "http": {"addr": f"{listen}:{port}"},
+            "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}}}))
+        self.log = root / "registry.log"
+        libc = ctypes.CDLL(None, use_errno=True)
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen([str(tools_bin() / "registry"), "serve", str(config)],
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))  # PR_SET_PDEATHSIG
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if self.get("/v2/") == {}:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"the registry did not start on {self.host}:\n{self.log.read_text()[-3000:]}",
+                            pytrace=False)
+            time.sleep(0.2)
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://{self.host}{path}", timeout=10) as reply:
+            return json.loads(reply.read() or b"{}")
+
+    def digest(self, repository: str, tag: str) -> str:
+        """The manifest digest the registry serves for repository:tag."""
+        accept = ", ".join(("application/vnd.oci.image.manifest.v1+json",
+                            "application/vnd.docker.distribution.manifest.v2+json"))
+        request = urllib.request.Request(f"http://{self.host}/v2/{repository}/manifests/{tag}", method="HEAD",
+                                         headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.headers["Docker-Content-Digest"]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+def pulled(cluster, namespace: str, pod: str, image: str) -> bool:
+    """The kubelet's Pulled event for this pod says it pulled `image` (not "already present")."""
+    out = cluster.kubectl("get", "events", "-n", namespace, "--field-selector",
+                          f"involvedObject.name={pod},reason=Pulled", "-o", "json").stdout
+    return any(f'Successfully pulled image "{image}"' in e.get("message", "") for e in json.loads(out)["items"])

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import EXAMPLE, HACK, Cluster, tools_bin
+from .conftest import EXAMPLE, HACK, OPERATOR_NS, REPO, Cluster, Registry, pulled, tools_bin
 
 KIND = HACK / "kind.sh"
 NAME = "disttrain"
@@ -84,10 +84,11 @@ def worker_pods(cluster: Cluster, job: str) -> list[dict[str, Any]]:
     return pods["items"]
 
 
-def spread_example(steps: int) -> dict[str, Any]:
+def spread_example(steps: int, name: str | None = None) -> dict[str, Any]:
     """The shipped CPU example, longer, with one worker per node (a required pod anti-affinity
     in spec.scheduling, as a user spreads workers): on two nodes, the two land on both."""
     job = yaml.safe_load(EXAMPLE.read_text())
+    job["metadata"]["name"] = name or job["metadata"]["name"]
     job["spec"]["trainer"]["builtin"]["steps"] = steps
     selector = {"matchLabels": {"disttrain.dev/job": job["metadata"]["name"]}}
     job["spec"]["scheduling"] = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -151,6 +152,56 @@ def test_the_cpu_example_trains_across_two_kind_nodes_and_resumes_after_a_worker
     assert resumed and max(resumed) >= at_delete, (at_delete, resumed)
     again = {p["metadata"]["name"]: p for p in worker_pods(cluster, name)}[victim]
     assert again["metadata"]["uid"] != victim_uid and again["spec"]["nodeName"] == f"{NAME}-worker", again["spec"]
+
+
+@pytest.mark.timeout(2400)
+def test_make_release_then_its_chart_installs_on_kind_from_a_registry_on_this_machine(kind_cluster, tmp_path):
+    """docs/local-cluster.md, "From a registry": `make release` to a registry on this machine,
+    `hack/kind.sh registry` points both nodes at it, and the doc's helm upgrade moves kind-up's
+    release onto the packaged chart, whose operator and trainer images both nodes pull from
+    that registry (the names are the registry's: nothing loaded by hand); a job that names no
+    image Succeeds."""
+    cluster = kind_cluster
+    registry = Registry(tmp_path / "registry", listen="0.0.0.0")  # the nodes come in through their gateway
+    repo = f"{registry.host}/disttrain"
+    dist = tmp_path / "dist"
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+        release = subprocess.run(["make", "release", f"REGISTRY={repo}", f"DIST={dist}", "PUSH_TLS_VERIFY=false"],
+                                 cwd=REPO, capture_output=True, text=True, timeout=3600, env=env)
+        assert release.returncode == 0, release.stderr[-4000:] + release.stdout[-2000:]
+        pointed = kind("registry", registry.host, timeout=120)
+        assert pointed.returncode == 0, pointed.stderr[-3000:]
+        # docs/local-cluster.md's upgrade of kind-up's release: its loaded-image values dropped.
+        proc = subprocess.run([str(tools_bin() / "helm"), "upgrade", "disttrain", str(dist / "disttrain-0.1.0.tgz"),
+                               "-n", OPERATOR_NS, "--reset-values", "--wait", "--timeout", "10m"],
+                              capture_output=True, text=True, env=cluster.env, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        operator_image, trainer_image = f"{repo}/operator:0.1.0", f"{repo}/trainer:0.1.0"
+
+        def rolled_out():
+            pods = json.loads(cluster.kubectl("get", "pods", "-n", OPERATOR_NS, "-l",
+                                              "app.kubernetes.io/component=operator", "-o", "json").stdout)["items"]
+            return pods if [p["spec"]["containers"][0]["image"] for p in pods] == [operator_image] else None
+        [pod] = cluster.wait_for(rolled_out, timeout=180, what="the old operator pod gone, the new one left")
+        assert pulled(cluster, OPERATOR_NS, pod["metadata"]["name"], operator_image)
+
+        name = "from-registry"
+        job = spread_example(20, name)
+        job["spec"]["checkpoint"] = {"storage": "none"}
+        job["spec"].pop("image", None)
+        cluster.apply(job, namespace="default")
+        done = cluster.wait_job("default", name, lambda o: o.get("status", {}).get("phase") in ("Succeeded", "Failed"),
+                                what="Succeeded or Failed", stall=900, interval=2)
+        assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
+        assert done["status"]["resolved"]["image"] == trainer_image
+        workers = worker_pods(cluster, name)
+        assert {p["spec"]["nodeName"] for p in workers} == NODES  # both nodes pulled it
+        for worker in workers:
+            assert worker["spec"]["containers"][0]["image"] == trainer_image
+            assert pulled(cluster, "default", worker["metadata"]["name"], trainer_image)
+    finally:
+        registry.stop()
 
 
 def test_kind_down_leaves_nothing_behind(kind_cluster):

@@ -10,80 +10,22 @@ is given are the registry's, never loaded into the node by hand: the kubelet pul
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
-from .conftest import (OPERATOR_NS, REPO, example_job, helm, job_story, operator_log, phase, tools_bin,
-                       wait_job, wait_operator_ready, worker_pods)
+from .conftest import (OPERATOR_NS, REPO, Registry, example_job, helm, job_story, operator_log, phase, pulled,
+                       tools_bin, wait_job, wait_operator_ready, worker_pods)
 
 pytestmark = [pytest.mark.slow]
 
 VERSION = next(line.split('"')[1] for line in (REPO / "pyproject.toml").read_text().splitlines()
                if line.startswith("version = "))
-
-
-class Registry:
-    """`registry serve` on a free loopback port, storing under `root`. It dies with the test
-    process (PR_SET_PDEATHSIG): a killed run leaves no server behind."""
-
-    def __init__(self, root: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.host = f"127.0.0.1:{port}"
-        root.mkdir(parents=True)
-        config = root / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "version": 0.1, "log": {"level": "warn"}, "http": {"addr": self.host},
-            "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}}}))
-        self.log = root / "registry.log"
-        libc = ctypes.CDLL(None, use_errno=True)
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen([str(tools_bin() / "registry"), "serve", str(config)],
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))  # PR_SET_PDEATHSIG
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.get("/v2/") == {}:
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"the registry did not start on {self.host}:\n{self.log.read_text()[-3000:]}",
-                            pytrace=False)
-            time.sleep(0.2)
-
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(f"http://{self.host}{path}", timeout=10) as reply:
-            return json.loads(reply.read() or b"{}")
-
-    def digest(self, repository: str, tag: str) -> str:
-        """The manifest digest the registry serves for repository:tag."""
-        accept = ", ".join(("application/vnd.oci.image.manifest.v1+json",
-                            "application/vnd.docker.distribution.manifest.v2+json"))
-        request = urllib.request.Request(f"http://{self.host}/v2/{repository}/manifests/{tag}", method="HEAD",
-                                         headers={"Accept": accept})
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return reply.headers["Docker-Content-Digest"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
 
 
 def check_sample(first_line: str, output: str, *replace: tuple[str, str]) -> None:
@@ -100,13 +42,6 @@ def check_sample(first_line: str, output: str, *replace: tuple[str, str]) -> Non
     assert shown is not None, f"docs/operations.md shows no sample session of {first_line!r}"
     wrong = doc_blocks.output_matches(shown, output)
     assert not wrong, f"docs/operations.md shows {wrong!r} where make printed:\n{output}"
-
-
-def pulled(cluster, namespace: str, pod: str, image: str) -> bool:
-    """The kubelet's Pulled event for this pod says it pulled `image` (not "already present")."""
-    out = cluster.kubectl("get", "events", "-n", namespace, "--field-selector",
-                          f"involvedObject.name={pod},reason=Pulled", "-o", "json").stdout
-    return any(f'Successfully pulled image "{image}"' in e.get("message", "") for e in json.loads(out)["items"])
 
 
 def test_make_push_then_the_printed_helm_install_runs_jobs_from_the_registry_and_so_does_the_release(
@@ -174,11 +109,15 @@ def test_make_push_then_the_printed_helm_install_runs_jobs_from_the_registry_and
         assert sums.returncode == 0 and sums.stdout.count(": OK") == 3, sums.stdout + sums.stderr
         printed = release.stdout.strip().splitlines()
         assert printed[-2:] == [
-            f"helm upgrade --install disttrain {dist}/disttrain-{VERSION}.tgz -n {OPERATOR_NS} --create-namespace",
+            f"helm install disttrain {dist}/disttrain-{VERSION}.tgz -n {OPERATOR_NS} --create-namespace",
             f"pip install '{dist}/{wheel.name}[cli]'"], release.stdout
         check_sample("$ make release REGISTRY=registry.example.com/ml", release.stdout,
                      (str(dist), "dist"), (repo, "registry.example.com/ml"))
+        # A fresh install of the packaged chart, as printed: no --set, the registry's images.
+        helm(node_cluster, "uninstall", "disttrain", "-n", OPERATOR_NS, "--wait", "--timeout=120s")
+        installed = False
         helm(node_cluster, *shlex.split(printed[-2])[1:])
+        installed = True
         [deployment] = json.loads(node_cluster.kubectl("get", "deployments", "-n", OPERATOR_NS, "-o", "json").stdout)["items"]
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert container["image"] == operator_image
@@ -186,7 +125,8 @@ def test_make_push_then_the_printed_helm_install_runs_jobs_from_the_registry_and
         assert deployment["metadata"]["labels"]["helm.sh/chart"] == f"disttrain-{VERSION}"
         # No values given: the images are the packaged chart's own defaults.
         assert json.loads(helm(node_cluster, "get", "values", "disttrain", "-n", OPERATOR_NS, "-o", "json")) in (None, {})
-        wait_operator_ready(node_cluster, timeout=300)
+        pod = wait_operator_ready(node_cluster, timeout=300)
+        assert pod["status"]["containerStatuses"][0]["image"] == operator_image
     finally:
         if installed:
             helm(node_cluster, "uninstall", "disttrain", "-n", OPERATOR_NS, "--wait", "--timeout=120s")

@@ -160,13 +160,17 @@ class Controller:
         changed: queue the jobs with workers on it (heartbeats that change nothing cost one
         comparison)."""
         health = None if deleted else self._node(name)
-        seen = (health.lost_since(), health.cordoned, self._health_signals(health)) if health is not None else None
         first = name not in self._node_seen
         before = self._node_seen.pop(name, None)
-        if seen is not None:
+        seen = None
+        if health is not None:
+            watched = health.watched(self.policy.node_rules)
+            seen = (health.lost_since(), health.cordoned, watched, health.allocatable)
             self._node_seen[name] = seen
-        # A node seen for the first time matters only when it is not plainly healthy.
-        if seen == before or (first and seen is not None and seen[:2] == (None, False) and not any(seen[2][:2])):
+            # A node seen for the first time matters only when it is not plainly healthy.
+            if first and seen[:3] == (None, False, ((), ())):
+                return
+        if seen == before:
             return
         for key, pods in list((self.pods_index or {}).items()):
             if any(p.node == name for p in pods):
@@ -705,11 +709,6 @@ class Controller:
         return silent_poll_seconds(self.settings.progress_seconds, rec.silent_polls)
 
     # ---- small glue ------------------------------------------------------------------
-
-    def _health_signals(self, health: NodeHealth) -> tuple:
-        rules = self.policy.node_rules
-        return (tuple(c for c in health.conditions if (c[0], c[1]) in rules.conditions),
-                tuple(t for t in health.taints if t[0] in rules.taints), health.allocatable)
 
     def _node(self, name: str) -> NodeHealth | None:
         try:

@@ -44,13 +44,19 @@ class NodeHealth:
     taints: tuple[tuple[str, str], ...] = ()  # (key, effect) of its NoSchedule/NoExecute taints
     allocatable: tuple[tuple[str, str], ...] = ()  # (name, quantity) of its extended resources
 
+    def watched(self, rules: NodeRules) -> tuple[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str], ...]]:
+        """(its conditions, its taints) that `rules` count against it."""
+        return (tuple(c for c in self.conditions if (c[0], c[1]) in rules.conditions),
+                tuple(t for t in self.taints if t[0] in rules.taints))
+
     def unhealthy(self, rules: NodeRules, gpu_resource: str | None = None, gpus_given: int = 0) -> str | None:
         """Why a Ready node should not run training, in the cluster's words; None while it
         is healthy. `gpus_given`: how many `gpu_resource` the job's workers there requested."""
+        conditions, taints = self.watched(rules)
         why = [f"condition {kind}={status}" + (f" ({reason}: {message})" if reason and message else
                                                 f" ({reason or message})" if reason or message else "")
-               for kind, status, reason, message in self.conditions if (kind, status) in rules.conditions]
-        why += [f"taint {key}:{effect}" for key, effect in self.taints if key in rules.taints]
+               for kind, status, reason, message in conditions]
+        why += [f"taint {key}:{effect}" for key, effect in taints]
         offered = dict(self.allocatable).get(gpu_resource or "")
         # A resource the node does not list at all is not judged (its status is not in yet);
         # a device plugin that loses a GPU lowers the count, to 0 when it stops.

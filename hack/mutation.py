@@ -57,7 +57,7 @@ MODULES = [
     "operator/disttrain/api/conditions.py",
     "operator/disttrain/operator/core/plan.py",
     "operator/disttrain/operator/core/state.py",
-    "operator/disttrain/operator/core/queueing.py",
+    "operator/disttrain/integrations/kueue/admission.py",
     "operator/disttrain/operator/core/stopping.py",
     "operator/disttrain/operator/core/recovery.py",
     "operator/disttrain/operator/core/ends.py",

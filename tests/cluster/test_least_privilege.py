@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from disttrain.integrations.kueue.shell import Kueue
 from disttrain.operator import permissions as p
 from operator_reading import chart_objects, kustomize_text, operator_deployment, operator_reading
 
@@ -113,7 +114,7 @@ def expectations(mode: Mode) -> list[tuple[str, str, str, str, str | None, bool]
     out = []
     allowed: dict[tuple[str, str], set[str]] = {}
     for u in p.USES:
-        on = u.feature == p.ALWAYS or (u.feature == p.KUEUE and mode.kueue)
+        on = u.feature == p.ALWAYS or (u.feature == Kueue.feature and mode.kueue)
         resource, _, sub = u.resource.partition("/")
         if on:
             allowed.setdefault((u.group, u.resource), set()).update(u.verbs)

@@ -6,10 +6,14 @@ Kueue; here each rule is pinned on its own."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 from disttrain.api import conditions as c
 from disttrain.operator.core import failures
 from disttrain.integrations.kueue import workload as kueue
+from disttrain.integrations.kueue.admission import (ActivateWorkload, CreateWorkload, DeleteWorkload, FinishWorkload,
+                                                    PublishCheckpoint, Queued, QueueIgnored, ReleaseWorkload,
+                                                    SetPodsReady, queue_stop_cause)
 from disttrain.api import load_job
 from disttrain.operator.core.state import JobState
 from disttrain.operator.core.plan import decide
@@ -60,9 +64,24 @@ def evicted(reason="Preempted", message="Preempted to accommodate a workload (UI
     return status
 
 
-def queued(spec: dict, status=None, wl: dict | None = None) -> JobState:
+def queued(spec: dict, status=None, wl: dict | None = None, cluster_queue: str | None = None) -> JobState:
     base = state(status, **spec)
-    return dataclasses.replace(base, queue="team-a", workload=kueue.view_of(wl) if wl is not None else None)
+    seen = Queued(queue="team-a", workload=kueue.view_of(wl) if wl is not None else None, cluster_queue=cluster_queue)
+    return dataclasses.replace(base, joined=(seen,))
+
+
+def asked(plan) -> SimpleNamespace:
+    """What the plan asks of the Workload (its Kueue steps), one name each."""
+    steps = {type(step): step for step in plan.steps if step.integration == "kueue"}
+    finish, ready = steps.get(FinishWorkload), steps.get(SetPodsReady)
+    published, active = steps.get(PublishCheckpoint), steps.get(ActivateWorkload)
+    return SimpleNamespace(
+        create_workload=CreateWorkload in steps, delete_workload=DeleteWorkload in steps,
+        release_workload=ReleaseWorkload in steps,
+        finish_workload=(finish.succeeded, finish.message) if finish else None,
+        workload_pods_ready=(ready.ready, ready.reason) if ready else None,
+        workload_checkpoint=(published.step, published.time) if published else None,
+        workload_active=active.active if active else None)
 
 
 # ---- the Workload ------------------------------------------------------------------
@@ -150,19 +169,19 @@ def test_finish_marks_the_workload_finished_once():
 
 def test_a_labelled_job_creates_its_workload_and_no_worker():
     plan = decide(queued(GPU), [], NOW, POLICY)
-    assert plan.create_workload and not plan.create
+    assert asked(plan).create_workload and not plan.create
     assert plan.status.phase == "Pending"
     assert cond(plan, c.QUEUED)["status"] == "True" and cond(plan, c.QUEUED)["reason"] == c.WORKLOAD_CREATED
 
 
 def test_a_job_waiting_for_quota_says_kueues_reason_and_runs_nothing():
     plan = decide(queued(GPU, wl=workload(GPU, status=PENDING)), [], NOW, POLICY)
-    assert not plan.create and not plan.create_workload
+    assert not plan.create and not asked(plan).create_workload
     queued_cond = cond(plan, c.QUEUED)
     assert queued_cond["status"] == "True" and queued_cond["reason"] == "Pending"
     assert "insufficient unused quota for nvidia.com/gpu in flavor gpu-a, 8 more needed" in queued_cond["message"]
     assert "LocalQueue team-a" in queued_cond["message"]
-    named = decide(dataclasses.replace(queued(GPU, wl=workload(GPU, status=PENDING)), cluster_queue="cq-a"), [],
+    named = decide(queued(GPU, wl=workload(GPU, status=PENDING), cluster_queue="cq-a"), [],
                    NOW, POLICY)
     assert cond(named, c.QUEUED)["message"].startswith("waiting in LocalQueue team-a (ClusterQueue cq-a): couldn't")
     assert plan.status.phase == "Pending" and plan.status.workers.desired == 0
@@ -180,7 +199,7 @@ def test_a_workload_kueue_has_not_evaluated_says_why_it_has_no_words():
 def test_a_workload_of_an_older_spec_is_replaced_while_it_waits():
     old = workload({**GPU, "nodes": 3}, status=PENDING)
     plan = decide(queued(GPU, wl=old), [], NOW, POLICY)
-    assert plan.delete_workload and not plan.create_workload and not plan.create
+    assert asked(plan).delete_workload and not asked(plan).create_workload and not plan.create
 
 
 def test_an_admitted_job_creates_its_workers_and_says_where():
@@ -212,7 +231,7 @@ def test_an_evicted_job_checkpoints_first_then_its_pods_go_then_the_quota():
     pods = [pod(i, **spec) for i in range(2)]
     report = TrainerReport(step=250, checkpoint=CheckpointStatus(step=200, time=iso(at(-30))))
     asking = decide(queued(spec, RUNNING, wl), pods, NOW, POLICY, report=report)
-    assert asking.ask_checkpoint == (120, 60.0) and not asking.delete and not asking.release_workload
+    assert asking.ask_checkpoint == (120, 60.0) and not asking.delete and not asked(asking).release_workload
     assert asking.status.eviction.reason == "Evicted" and asking.status.eviction.handshake == "Requested"
     assert cond(asking, c.EVICTED)["reason"] == "Preempted"
     assert asking.status.phase == "Running"  # it keeps its phase while it checkpoints
@@ -220,14 +239,14 @@ def test_an_evicted_job_checkpoints_first_then_its_pods_go_then_the_quota():
     held = TrainerReport(step=250, held_at_step=250, checkpoint=CheckpointStatus(step=250, time=iso(at(1))))
     stopping = decide(queued(spec, asking.status, wl), pods, at(2), POLICY, report=held)
     assert sorted(name for name, _ in stopping.delete) == ["demo-worker-0", "demo-worker-1"]
-    assert not stopping.release_workload  # the workers still hold the GPUs
+    assert not asked(stopping).release_workload  # the workers still hold the GPUs
     assert stopping.status.eviction.handshake == "Checkpointed" and stopping.status.eviction.steps_lost == 0
     assert stopping.status.phase == "Pending" and cond(stopping, c.QUEUED)["status"] == "True"
 
     ending = [pod(i, terminating=True, **spec) for i in range(2)]
-    assert not decide(queued(spec, stopping.status, wl), ending, at(3), POLICY).release_workload
+    assert not asked(decide(queued(spec, stopping.status, wl), ending, at(3), POLICY)).release_workload
     gone = decide(queued(spec, stopping.status, wl), [], at(5), POLICY)
-    assert gone.release_workload and not gone.create
+    assert asked(gone).release_workload and not gone.create
     assert gone.status.eviction.resume_from_step == 250
 
 
@@ -235,7 +254,7 @@ def test_readmitted_after_an_eviction_the_job_runs_again_with_its_progress():
     spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
     wl = workload(spec, status=evicted())
     gone = decide(queued(spec, RUNNING, wl), [], NOW, POLICY)
-    assert gone.release_workload and cond(gone, c.EVICTED)["status"] == "True"
+    assert asked(gone).release_workload and cond(gone, c.EVICTED)["status"] == "True"
     again = decide(queued(spec, gone.status, workload(spec, status=admitted())), [], at(30), POLICY)
     assert again.create == [0, 1]
     assert cond(again, c.EVICTED)["status"] == "False" and cond(again, c.QUEUED)["status"] == "False"
@@ -273,7 +292,7 @@ def test_a_kueue_eviction_is_a_stop_in_the_history_and_its_wait_is_lost_to_it():
 
 
 def test_each_kueue_eviction_reason_has_a_cause_users_can_filter_on():
-    assert [failures.queue_stop_cause(r) for r in ("Preempted", "PodsReadyTimeout", "ClusterQueueStopped",
+    assert [queue_stop_cause(r) for r in ("Preempted", "PodsReadyTimeout", "ClusterQueueStopped",
                                                    "InactiveWorkload", "NodeFailures")] == [
         "Preempted", "PodsReadyTimeout", "QueueEvicted", "QueueEvicted", "QueueEvicted"]
     assert {"PodsReadyTimeout", "QueueEvicted", "NodeDrain"} <= set(failures.CAUSES)
@@ -283,20 +302,20 @@ def test_a_finished_job_finishes_its_workload():
     spec = {**GPU, "nodes": 1}
     done = [pod(0, phase="Succeeded", exit_code=0, **spec)]
     plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), done, NOW, POLICY)
-    assert plan.status.phase == "Succeeded" and plan.finish_workload == (True, "training finished (demo-worker-0 "
+    assert plan.status.phase == "Succeeded" and asked(plan).finish_workload == (True, "training finished (demo-worker-0 "
                                                                                "exited 0)")
 
 
 def test_a_suspended_job_deactivates_its_workload_and_gives_the_quota_back():
     spec = {**GPU, "suspend": True}
     plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), [], NOW, POLICY)
-    assert plan.status.phase == "Suspended" and plan.workload_active is False and not plan.release_workload
+    assert plan.status.phase == "Suspended" and asked(plan).workload_active is False and not asked(plan).release_workload
     wl = workload(spec, status=evicted("InactiveWorkload", "The workload is deactivated"))
     wl["spec"]["active"] = False
     released = decide(queued(spec, plan.status, wl), [], at(1), POLICY)
-    assert released.release_workload and released.workload_active is None
+    assert asked(released).release_workload and asked(released).workload_active is None
     resumed = decide(queued(GPU, released.status, {**wl, "status": PENDING}), [], at(2), POLICY)
-    assert resumed.workload_active is True and not resumed.create
+    assert asked(resumed).workload_active is True and not resumed.create
 
 
 def with_pods_ready(status: dict, value: bool, reason: str) -> dict:
@@ -312,19 +331,19 @@ def test_pods_ready_follows_the_workers_as_kueues_own_job_kinds_say_it():
     spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
     starting = [pod(0, **spec), pod(1, phase="Pending", ready=False, **spec)]
     plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), starting, NOW, POLICY)
-    assert plan.workload_pods_ready == (False, "WaitForStart")
+    assert asked(plan).workload_pods_ready == (False, "WaitForStart")
     both = [pod(i, **spec) for i in range(2)]
     wl = workload(spec, status=with_pods_ready(admitted(), False, "WaitForStart"))
-    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready == (True, "Started")
+    assert asked(decide(queued(spec, RUNNING, wl), both, NOW, POLICY)).workload_pods_ready == (True, "Started")
     wl = workload(spec, status=with_pods_ready(admitted(), True, "Started"))
-    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready is None  # said already
+    assert asked(decide(queued(spec, RUNNING, wl), both, NOW, POLICY)).workload_pods_ready is None  # said already
     # A worker crashed after the start: False until its replacement is Ready, then Recovered.
     crashed = [pod(0, **spec), pod(1, phase="Failed", exit_code=1, **spec)]
-    assert decide(queued(spec, RUNNING, wl), crashed, NOW, POLICY).workload_pods_ready == (False, "WaitForRecovery")
+    assert asked(decide(queued(spec, RUNNING, wl), crashed, NOW, POLICY)).workload_pods_ready == (False, "WaitForRecovery")
     wl = workload(spec, status=with_pods_ready(admitted(), False, "WaitForRecovery"))
     replaced = [pod(0, **spec), pod(1, phase="Pending", ready=False, **spec)]
-    assert decide(queued(spec, RUNNING, wl), replaced, NOW, POLICY).workload_pods_ready is None
-    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_pods_ready == (True, "Recovered")
+    assert asked(decide(queued(spec, RUNNING, wl), replaced, NOW, POLICY)).workload_pods_ready is None
+    assert asked(decide(queued(spec, RUNNING, wl), both, NOW, POLICY)).workload_pods_ready == (True, "Recovered")
 
 
 def test_the_workload_carries_the_newest_committed_checkpoint_for_preemption_tooling():
@@ -334,28 +353,28 @@ def test_the_workload_carries_the_newest_committed_checkpoint_for_preemption_too
     both = [pod(i, **spec) for i in range(2)]
     saved = {**RUNNING, "checkpoint": {"step": 200, "time": iso(at(-60)), "path": "/checkpoints/step-00000200"}}
     wl = workload(spec, status=with_pods_ready(admitted(), True, "Started"))
-    assert decide(queued(spec, RUNNING, wl), both, NOW, POLICY).workload_checkpoint is None  # none saved yet
+    assert asked(decide(queued(spec, RUNNING, wl), both, NOW, POLICY)).workload_checkpoint is None  # none saved yet
     plan = decide(queued(spec, saved, wl), both, NOW, POLICY)
-    assert plan.workload_checkpoint == (200, iso(at(-60)))
-    wl["metadata"]["annotations"].update(kueue.checkpoint_annotations(*plan.workload_checkpoint)["metadata"]["annotations"])
+    assert asked(plan).workload_checkpoint == (200, iso(at(-60)))
+    wl["metadata"]["annotations"].update(kueue.checkpoint_annotations(*asked(plan).workload_checkpoint)["metadata"]["annotations"])
     assert wl["metadata"]["annotations"]["disttrain.dev/checkpoint-step"] == "200"
-    assert decide(queued(spec, saved, wl), both, NOW, POLICY).workload_checkpoint is None  # said already
+    assert asked(decide(queued(spec, saved, wl), both, NOW, POLICY)).workload_checkpoint is None  # said already
     newer = {**saved, "checkpoint": {"step": 300, "time": iso(at(-1)), "path": "/checkpoints/step-00000300"}}
-    assert decide(queued(spec, newer, wl), both, NOW, POLICY).workload_checkpoint == (300, iso(at(-1)))
+    assert asked(decide(queued(spec, newer, wl), both, NOW, POLICY)).workload_checkpoint == (300, iso(at(-1)))
     wl["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded", "message": "",
                                        "lastTransitionTime": iso(at(-1))})
-    assert decide(queued(spec, newer, wl), both, NOW, POLICY).workload_checkpoint is None
+    assert asked(decide(queued(spec, newer, wl), both, NOW, POLICY)).workload_checkpoint is None
 
 
 def test_pods_ready_is_left_to_kueue_while_the_workload_waits_is_evicted_or_ends():
     spec = {**GPU, "checkpoint": {"intervalSteps": 100}}
     both = [pod(i, **spec) for i in range(2)]
     for status in (PENDING, evicted(), evicted("PodsReadyTimeout", "Exceeded the PodsReady timeout")):
-        assert decide(queued(spec, RUNNING, workload(spec, status=status)), both, NOW, POLICY).workload_pods_ready \
+        assert asked(decide(queued(spec, RUNNING, workload(spec, status=status)), both, NOW, POLICY)).workload_pods_ready \
             is None, status
     done = [pod(i, phase="Succeeded", exit_code=0, **spec) for i in range(2)]
     plan = decide(queued(spec, RUNNING, workload(spec, status=admitted())), done, NOW, POLICY)
-    assert plan.status.phase == "Succeeded" and plan.finish_workload and plan.workload_pods_ready is None
+    assert plan.status.phase == "Succeeded" and asked(plan).finish_workload and asked(plan).workload_pods_ready is None
 
 
 def test_release_starts_pods_ready_over_so_a_readmission_waits_for_a_start_not_a_recovery():
@@ -381,7 +400,7 @@ def test_the_pods_ready_write_changes_only_that_condition_and_only_while_admitte
 
 
 def test_the_label_on_an_operator_without_kueue_runs_the_job_and_warns():
-    plan = decide(dataclasses.replace(state(None, **GPU), queue_ignored="team-a"), [], NOW, POLICY)
+    plan = decide(dataclasses.replace(state(None, **GPU), joined=(QueueIgnored(queue="team-a"),)), [], NOW, POLICY)
     assert plan.create == [0, 1]
     assert any(e.reason == c.QUEUE_IGNORED and "kueue.x-k8s.io/queue-name=team-a" in e.message for e in plan.events)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from disttrain.integrations.kueue.shell import Kueue
 from disttrain.operator import kube, permissions as p
 
 from .helpers import ROOT
@@ -54,16 +55,22 @@ def test_every_kind_the_client_addresses_has_a_row():
 
 
 def kopf_watches() -> set[tuple[str, str]]:
-    """(group, plural) of every resource handlers.py hands to kopf.index or kopf.on.event."""
-    from disttrain.operator import handlers
+    """(group, plural) of every resource handlers.py, or an integration's watch, hands to
+    kopf.index or kopf.on.event."""
+    import sys
+
     from disttrain.integrations.kueue import workload as kueue
-    names = {"GROUP": handlers.GROUP, "PLURAL": handlers.PLURAL, "kueue.GROUP": kueue.GROUP}
-    tree = ast.parse(Path(handlers.__file__).read_text())  # wherever the package is (mutation mirrors it)
+    from disttrain.integrations.registry import REGISTRY
+    from disttrain.operator import handlers
+    names = {"GROUP": handlers.GROUP, "PLURAL": handlers.PLURAL, "kueue.GROUP": kueue.GROUP,
+             "kueue.VERSION": kueue.VERSION}
+    files = {handlers.__file__, *(sys.modules[kind.__module__].__file__ for kind in REGISTRY)}
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("kopf.index", "kopf.on.event"):
-            args = [names.get(ast.unparse(a), getattr(a, "value", None)) for a in node.args]
-            found.add(("", args[0]) if len(args) == 1 else (args[0], args[2]))
+    for file in files:  # wherever the package is (mutation mirrors it)
+        for node in ast.walk(ast.parse(Path(file).read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("kopf.index", "kopf.on.event"):
+                args = [names.get(ast.unparse(a), getattr(a, "value", None)) for a in node.args]
+                found.add(("", args[0]) if len(args) == 1 else (args[0], args[2]))
     return found
 
 
@@ -90,4 +97,4 @@ def used(scopes: tuple[str, ...], feature: str) -> set[tuple[str, str, str]]:
 def test_the_shipped_roles_grant_exactly_the_listed_calls():
     assert granted("manifests/rbac/cluster-role.yaml", "ClusterRole") == used((p.WATCHED, p.CLUSTER), p.ALWAYS)
     assert granted("manifests/rbac/leader-election.yaml", "Role") == used((p.OWN,), p.ALWAYS)
-    assert granted("manifests/kueue/rbac.yaml", "ClusterRole", "Role") == used((p.WATCHED, p.CLUSTER), p.KUEUE)
+    assert granted("manifests/kueue/rbac.yaml", "ClusterRole", "Role") == used((p.WATCHED, p.CLUSTER), Kueue.feature)

@@ -32,7 +32,8 @@ from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
 from disttrain.cli.documents import Document, DocumentError, describe, is_distributed_training, load_documents
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, queue_of
-from disttrain.render import render_children
+from disttrain.integrations.registry import owned_children
+from disttrain.render import render_pod
 from disttrain.sweep import command as sweep_command
 
 
@@ -369,7 +370,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         for w in report(doc, result)["warnings"]:
             print(f"{doc.path}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}",
                   file=sys.stderr)
-        objects.extend(render_children(result.job, result.resolved, network_policy))  # the operator's order
+        job, resolved = result.job, result.resolved
+        objects.extend(owned_children(job, resolved, network_policy))  # the operator's order, then its pods
+        objects.extend(render_pod(job, resolved, i) for i in range(resolved.nodes))
     if failed:
         return 1
     dump(objects, args.output, sys.stdout, multi=True)

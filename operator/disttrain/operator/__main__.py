@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from disttrain.operator import handlers  # registers the handlers on kopf's default registry
     from disttrain.operator.settings import Settings
 
-    if Settings.from_env().kueue:
-        handlers.watch_workloads()
+    handlers.watch_integrations(Settings.from_env())
 
     kopf.configure(verbose=args.verbose, log_format=fmt)
     return asyncio.run(serve(args, kopf))
@@ -110,13 +109,14 @@ async def _signals_end_the_process(ready: asyncio.Event, current: list[asyncio.E
 
 async def _a_watched_crd_is_gone() -> bool:
     """Whether discovery lacks one of the resources kopf watches for us."""
+    from disttrain.integrations.registry import integrations
     from disttrain.operator.handlers import needed_crds
     from disttrain.operator.kube import Kube, login
     from disttrain.operator.settings import Settings
 
     kube = Kube(login(), qps=5.0, burst=5)
     try:
-        for _name, group, version, plural in needed_crds(Settings.from_env().kueue):
+        for _name, group, version, plural in needed_crds(integrations(Settings.from_env())):
             if not await kube.served(group, version, plural):
                 return True
         return False

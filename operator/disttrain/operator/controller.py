@@ -27,7 +27,9 @@ from disttrain.api import conditions as c
 from disttrain.api.names import worker_name
 from disttrain.api.policy import PodPolicy
 from disttrain.api.types import DistributedTrainingStatus as Status
-from disttrain.integrations.kueue import workload as kueue
+from disttrain.integrations.protocol import Integration, Placement
+from disttrain.integrations.registry import integrations as configured_integrations
+from disttrain.integrations.registry import owned_children
 from disttrain.operator.core.backoff import exponential
 from disttrain.api.defaults import Images
 from disttrain.api.validate import Validation, validate_document
@@ -35,6 +37,7 @@ from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
 from disttrain.operator.kube import ApiError, Kube, kind_of
 from disttrain.operator.metrics import OperatorMetrics
+from disttrain.operator.core.integration import Joined
 from disttrain.operator.core.state import TRAINING_PHASES, JobState, Plan, Policy, Refusal
 from disttrain.operator.core.plan import decide, refusal_retry_seconds
 from disttrain.operator.core.writes import look_again_in, routine_write, status_write
@@ -42,7 +45,7 @@ from disttrain.operator.core.failures import avoiding
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo, controller_uid
 from disttrain.operator.record import JobRecord, Key, describe, foreign_conflicts, moved
-from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_owned, render_pod, template_hash
+from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_pod, template_hash
 from disttrain.render.network_policy import NetworkPolicySettings
 from disttrain.api.report import parse_report
 from disttrain.operator.settings import Settings
@@ -105,8 +108,11 @@ class Controller:
 
     def __init__(self, *, settings: Settings, kube: Kube, metrics: OperatorMetrics, policy: Policy,
                  clock: Clock | None = None, pod_policy: PodPolicy = PodPolicy(),
-                 network_policy: NetworkPolicySettings | None = None):
+                 network_policy: NetworkPolicySettings | None = None,
+                 integrations: tuple[Integration, ...] | None = None):
         self.settings, self.kube, self.metrics, self.policy = settings, kube, metrics, policy
+        # The controllers we cooperate with (integrations/registry.py), each behind one protocol.
+        self.integrations = integrations if integrations is not None else configured_integrations(settings)
         self.clock = clock or Clock()
         self.pod_policy, self.network_policy = pod_policy, network_policy
         self.queue: WorkQueue[Key] = WorkQueue(self.clock, RateLimiter(self.clock, cap=RETRY_MAX_SECONDS),
@@ -117,8 +123,6 @@ class Controller:
         self.pods_index: Any = None  # our pods by (namespace, job): the PodWatch's cache (informer.py)
         self.pod_watch: PodWatch | None = None  # None (unit tests): pods_index is complete from the start
         self.nodes_index: Any = None  # kopf's index of node health by node name
-        self.workloads_index: Any = None  # kopf's index of our Kueue Workloads by (namespace, job)
-        self._local_queues: dict[Key, tuple[str | None, float]] = {}  # -> (its ClusterQueue, read again after)
         self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned, health signals), as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
         self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
@@ -270,13 +274,10 @@ class Controller:
         namespace, name = key
         base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
         validation = self.validate(view, rec, key, base)
-        queue = kueue.queue_of(view.labels)
-        workload = self._workload(key, view.uid) if self.settings.kueue and queue else None
+        joined = tuple([found for integration in self.integrations
+                        if (found := await integration.observe(self, key, view)) is not None])
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
-                       validation=validation, queue=queue if self.settings.kueue else None, workload=workload,
-                       queue_ignored=queue if not self.settings.kueue else None,
-                       cluster_queue=await self._cluster_queue(namespace, queue)
-                       if workload is not None and not workload.admitted else None)
+                       validation=validation, joined=joined)
         pods, foreign = rec.own_pods(self._observed(key), clock.monotonic())
         await self._recheck_conflicts(namespace, rec)
         conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
@@ -337,7 +338,7 @@ class Controller:
             if uids.get(pod_name):
                 rec.expect_delete(uids[pod_name], clock.monotonic())
         if not plan.create:
-            if not plan.create_workload:
+            if not any(step.creates for step in plan.steps):
                 rec.refusal, rec.refusals = None, 0  # nothing left to create: nothing refused
         elif clock.monotonic() >= rec.refused_until and not rec.creating:
             # Creating is the one step that must not act on a job that is gone (a deleted
@@ -349,108 +350,54 @@ class Controller:
             self._start_creating(plan, job, view, rec)
         if plan.delete_job:
             await kube.delete_job(job.namespace, job.name)
-        await self._carry_out_kueue(plan, job, view, rec)
+        for integration in self.integrations:
+            joined = job.joined_to(integration.name)
+            steps = [step for step in plan.steps if step.integration == integration.name]
+            if joined is not None and steps:
+                await integration.carry_out(self, rec, job, view, joined, steps)
         if plan.ask_checkpoint is not None and plan.status.eviction is not None:
             self._ask_checkpoint(plan.status.eviction.request_time, plan.ask_checkpoint, job, pods, rec)
         return True
 
-    async def _carry_out_kueue(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
-        """The Workload steps of the plan (integrations/kueue/workload.py)."""
-        wl, ns, kube = job.workload, job.namespace, self.kube
-        if plan.delete_workload and wl is not None:
-            await kube.delete(ns, WORKLOAD, wl.name)
-        if plan.create_workload and job.queue is not None and job.validation.ok:
-            await self._create_workload(job, view, rec)
-        if wl is None:
-            return
-        if plan.workload_active is not None:
-            await kube.patch(ns, WORKLOAD, wl.name, {"spec": {"active": plan.workload_active}})
-        if plan.workload_checkpoint is not None:
-            await kube.patch(ns, WORKLOAD, wl.name, kueue.checkpoint_annotations(*plan.workload_checkpoint))
-        now = iso(self.clock.now())
-        if plan.release_workload:
-            await self._update_workload(job, wl.name, lambda body: kueue.release(body, now))
-        if plan.workload_pods_ready is not None:
-            ready, reason = plan.workload_pods_ready
-            await self._update_workload(job, wl.name, lambda body: kueue.pods_ready(body, ready, reason, now))
-        if plan.finish_workload is not None:
-            succeeded, message = plan.finish_workload
-            await self._update_workload(job, wl.name, lambda body: kueue.finish(body, succeeded, message, now))
+    # ---- what the integrations' shells may use (integrations/protocol.py: Shell) ------------
 
-    async def _create_workload(self, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
-        """Make the job's Workload, with its priority read from the class that sets it; a
-        class that does not exist is said on the job (PodCreationForbidden) and retried."""
-        key = (job.namespace, job.name)
-        if self.clock.monotonic() < rec.refused_until:
-            return  # refused lately: the job's pass after the back-off tries again
-        owned = dataclasses.replace(job.validation.job, uid=view.uid)
-        resolved = job.validation.resolved
-        priority = None
-        source = kueue.priority_source(owned, view.labels)
-        if source is not None:
-            kind, name = source
-            group = "scheduling.k8s.io" if kind == "PriorityClass" else kueue.GROUP
-            found = await self.kube.get("", f"{kind}.{group}", name)
-            if found is None:  # said on the job and retried after the refusals' back-off
-                where = ("spec.scheduling.priorityClassName" if kind == "PriorityClass"
-                         else f"the label {kueue.PRIORITY_LABEL}")
-                missing = ApiError(404, "NotFound", f"{kind} {name!r} (from {where}) does not exist",
-                                   f"reading {kind} {name}")
-                self._refused(rec, key, f"the Workload of {job.name}", missing, {404: f"create it, or change {where}"})
-                return
-            priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
-        body = kueue.render_workload(owned, resolved, render_pod(owned, resolved, 0), job.queue or "", priority,
-                                     template_hash(job.validation.job, resolved))
+    async def create_or_refuse(self, record: JobRecord, key: Key, body: dict, hints: Mapping[int, str]) -> bool:
         try:
             result = await self.kube.create(body)
         except ApiError as exc:
-            self._refused(rec, key, f"Workload {body['metadata']['name']}", exc, _WORKLOAD_HINTS)
-            return
-        rec.refusal, rec.refusals = None, 0
-        if result.created:
-            log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], job.queue)
+            self._refused(record, key, f"{body['kind']} {body['metadata']['name']}", exc, hints)
+            return False
+        record.refusal, record.refusals = None, 0
+        return bool(result.created)
 
-    async def _update_workload(self, job: JobState, name: str, change: Any) -> None:
-        """Read the Workload, change its status (kueue.release, pods_ready, finish), write it with
-        its resourceVersion; when Kueue wrote it meanwhile, the job's next pass tries again."""
-        body = await self.kube.get(job.namespace, WORKLOAD, name)
-        status = change(body) if body is not None else None
-        if status is None:
-            return
-        if await self.kube.replace({**body, "status": status}, "status") is None:  # type: ignore[dict-item]
-            self.queue.add_after((job.namespace, job.name), COALESCE_SECONDS)
+    def refuse(self, record: JobRecord, key: Key, what: str, code: int, reason: str, message: str,
+               hints: Mapping[int, str]) -> None:
+        self._refused(record, key, what, ApiError(code, reason, message, f"reading {what}"), hints)
 
-    async def _cluster_queue(self, namespace: str, queue: str | None) -> str | None:
-        """The ClusterQueue a LocalQueue feeds, for the words of a waiting job; read at most
-        once a minute per LocalQueue (None: it does not exist, Kueue says so itself)."""
-        if queue is None:
-            return None
-        now = self.clock.monotonic()
-        known = self._local_queues.get((namespace, queue))
-        if known is None or now >= known[1]:
-            found = await self.kube.get(namespace, LOCAL_QUEUE, queue)
-            known = ((found or {}).get("spec") or {}).get("clusterQueue"), now + 60.0
-            self._local_queues[(namespace, queue)] = known
-        return known[0]
+    def refused_lately(self, record: JobRecord) -> bool:
+        return self.clock.monotonic() < record.refused_until
 
-    def _workload(self, key: Key, uid: str) -> kueue.WorkloadView | None:
-        """The job's own Workload as the watch shows it (a finished one only if no other)."""
-        try:
-            found = list(self.workloads_index.get(key, [])) if self.workloads_index is not None else []
-        except (KeyError, TypeError):
-            return None
-        own = [w for w in found if w.owner_uid == uid]
-        return next((w for w in own if not w.finished), own[0] if own else None)
+    def look_again(self, key: Key) -> None:
+        self.queue.add_after(key, COALESCE_SECONDS)
 
-    async def _placement(self, wl: kueue.WorkloadView | None) -> kueue.Placement:
-        """Where an admitted job's workers go: its ResourceFlavors read now (a flavor
-        changed since the admission is taken as it is)."""
-        if wl is None or not wl.admitted:
-            return kueue.Placement()
-        flavors = {}
-        for name in sorted(set(wl.flavors.values())):
-            flavors[name] = await self.kube.get("", FLAVOR, name) or {}
-        return kueue.placement_of(wl, flavors)
+    async def _placement(self, joined: tuple[Joined, ...]) -> Placement:
+        """Where the workers go: the node labels and tolerations of every integration's
+        admission (a queue's flavors), merged in the registry's order."""
+        selector: dict[str, str] = {}
+        tolerations: list[dict[str, Any]] = []
+        for integration in self.integrations:
+            part = next((j for j in joined if j.integration == integration.name), None)
+            found = await integration.placement(self, part) if part is not None else None
+            if found is not None:
+                selector.update(found.node_selector)
+                tolerations += [t for t in found.tolerations if t not in tolerations]
+        return Placement(node_selector=selector, tolerations=tuple(tolerations))
+
+    def _refusal_hints(self, kind: str) -> Mapping[int, str] | None:
+        """The fix to name when the API refuses a child of this kind an integration adds
+        (None: a refusal of it fails the pass, as for any call)."""
+        return next((integration.refusal_hints[kind] for integration in self.integrations
+                     if kind in integration.refusal_hints), None)
 
     @staticmethod
     def _checkpoint_refused(status: Status, rec: JobRecord) -> str | None:
@@ -496,15 +443,15 @@ class Controller:
         other job's status back behind this job's pods. The pods count as present (Pending,
         of the template sent) from now on, so no pass creates them twice; one whose creation
         fails stops counting and the job is queued again."""
-        owned = dataclasses.replace(job.validation.job, uid=view.uid)
+        # The job as stored: its uid (owner references) and labels (an integration's shape reads them).
+        owned = dataclasses.replace(job.validation.job, uid=view.uid, labels=dict(view.labels))
         template = template_hash(job.validation.job, job.validation.resolved)
         for index in plan.create:
             rec.expect_create(worker_name(job.name, index), template, self.clock.monotonic())
         rec.creating = True
         task = asyncio.create_task(self._create_children(owned, job.validation.resolved, list(plan.create),
                                                          (job.namespace, job.name), rec,
-                                                         avoiding(plan.status.avoided_nodes),
-                                                         job.workload if job.queue is not None else None))
+                                                         avoiding(plan.status.avoided_nodes), job.joined))
         self._creators.add(task)
         task.add_done_callback(self._creators.discard)
 
@@ -515,15 +462,15 @@ class Controller:
 
     async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
                                rec: JobRecord, avoid_nodes: tuple[str, ...] = (),
-                               workload: kueue.WorkloadView | None = None) -> None:
+                               joined: tuple[Joined, ...] = ()) -> None:
         """What the job owns besides its pods (render_owned's order; restored if someone
         deleted them), then the pods, in index order, paced as one batch; a refused pod stops the batch and is said on
         the job, a name held by a stranger is a NameConflict. Each pod is rendered just
         before it is sent: hundreds of jobs waiting for their turn hold no manifests."""
         left = list(indices)
         try:
-            placement = await self._placement(workload)
-            children = render_owned(owned, resolved, self.network_policy)
+            placement = await self._placement(joined)
+            children = owned_children(owned, resolved, self.network_policy, self.integrations)
             # Every write of the batch paid for at once: one left out waits for its own token
             # behind every other job's batch (at 2,000 jobs, a job's last pod came 7 minutes
             # after the others).
@@ -534,9 +481,10 @@ class Controller:
                             self.queue.add(key)  # the conflict goes into status next pass
                             return
                     except ApiError as exc:
-                        if child["kind"] != "PodGroup":  # a missing PodGroup CRD is said on the job
+                        hints = self._refusal_hints(child["kind"])
+                        if hints is None:  # a refused kind of an integration's (its CRD missing) is said on the job
                             raise
-                        self._refused(rec, key, f"PodGroup {child['metadata']['name']}", exc, _POD_GROUP_HINTS)
+                        self._refused(rec, key, f"{child['kind']} {child['metadata']['name']}", exc, hints)
                         return
                 while left:
                     pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,
@@ -742,21 +690,3 @@ class Controller:
 
 
 CREATED, OURS, TAKEN = "created", "ours", "taken"
-WORKLOAD, FLAVOR, LOCAL_QUEUE = ("Workload.kueue.x-k8s.io", "ResourceFlavor.kueue.x-k8s.io",
-                                 "LocalQueue.kueue.x-k8s.io")
-
-# What to do when the API refuses a job's Workload (Kueue).
-_WORKLOAD_HINTS = {
-    404: "the Workload kind is not served: install Kueue (v0.19 or later), or remove the label "
-         "kueue.x-k8s.io/queue-name",
-    403: "the operator may not create Workloads: install the chart with kueue.enabled=true (or apply "
-         "manifests/rbac/kueue.yaml), or remove the label kueue.x-k8s.io/queue-name",
-}
-
-# What to do when the API refuses a job's PodGroup (spec.scheduling.gang).
-_POD_GROUP_HINTS = {
-    404: "the PodGroup kind is not served: install the CRD of the scheduler that reads it (for coscheduling, "
-         "manifests/coscheduling/crd.yaml of scheduler-plugins), or remove spec.scheduling.gang",
-    403: "the operator may not create PodGroups: install the chart of this version (its RBAC grants podgroups), "
-         "or remove spec.scheduling.gang",
-}

@@ -11,9 +11,10 @@ controller.py's queue.
   came back (failures.py, recovery.lost_workers).
 - `job_changed` (and a changed pod, through the pod watch) put the job's key on the work
   queue: reactions take milliseconds, not a timer.
-- `watch_workloads` (with DISTTRAIN_KUEUE only: without it the operator needs no right on
-  Kueue's objects, nor Kueue installed) indexes the Workloads it made by (namespace, job)
-  and queues the job when Kueue changes one (integrations/kueue/workload.py).
+- `watch_integrations` registers the watches of each integration that is on
+  (integrations/registry.py; one that is off, as the settings say, needs no right on its
+  controller's objects, nor that controller installed): a change of one of their objects
+  queues its job.
 - `crd_changed` follows the CRDs of the watches above (crds.py): when one that was gone
   is back, kopf is started over (__main__.serve) so that it serves it again; the `crds`
   probe puts their state in the liveness answer.
@@ -36,9 +37,10 @@ from typing import Any
 
 import kopf
 
-from disttrain.integrations.kueue import workload as kueue
 from disttrain.api.names import JOB_LABEL
 from disttrain.api.types import GROUP, PLURAL, VERSION
+from disttrain.integrations.protocol import Integration
+from disttrain.integrations.registry import REGISTRY
 from disttrain.operator.controller import Controller
 from disttrain.operator.crds import RESUME_SECONDS, CrdState
 from disttrain.operator.informer import PodWatch
@@ -70,10 +72,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     controller.pods_index, controller.pod_watch = pods.cache, pods
     pods.start()
     controller.nodes_index = node_health
-    controller.workloads_index = indices.get("job_workloads")  # with Kueue only (watch_workloads)
+    for integration in controller.integrations:
+        integration.attach(indices)  # the indexes its watches keep (watch_integrations)
     memo.controller = controller
-    memo.crds = CrdState(needed=frozenset(name for name, *_ in needed_crds(ours.kueue)))
-    for name, group, version, plural in needed_crds(ours.kueue):
+    memo.crds = CrdState(needed=frozenset(name for name, *_ in needed_crds(controller.integrations)))
+    for name, group, version, plural in needed_crds(controller.integrations):
         if not await kube.served(group, version, plural):
             memo.crds.missing(name, time.monotonic())
             logger.warning(f"the CRD {name} is not installed: no {plural} are served until it is created "
@@ -84,11 +87,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
         logger.info(f"metrics on :{ours.metrics_port}/metrics")
 
 
-def needed_crds(with_kueue: bool) -> list[tuple[str, str, str, str]]:
-    """(name, group, version, plural) of each CRD whose objects kopf watches for us."""
+def needed_crds(integrations: tuple[Integration, ...] | None = None) -> list[tuple[str, str, str, str]]:
+    """(name, group, version, plural) of each CRD whose objects kopf watches for us: the
+    jobs', and those of each integration that is on (None: of every integration)."""
     found = [(f"{PLURAL}.{GROUP}", GROUP, VERSION, PLURAL)]
-    if with_kueue:
-        found.append((f"workloads.{kueue.GROUP}", kueue.GROUP, kueue.VERSION, "workloads"))
+    for integration in integrations if integrations is not None else tuple(kind() for kind in REGISTRY):
+        if integrations is None or integration.on:
+            found += [(crd.name, crd.group, crd.version, crd.plural) for crd in integration.crds]
     return found
 
 
@@ -145,7 +150,7 @@ async def crd_changed(name: str, body: kopf.Body, type: str | None, memo: kopf.M
             logger.error(f"the CRD {name} was deleted, and every object of its kind with it: nothing of that "
                          "kind is served until it is created again (then this operator serves it at once)")
         return
-    group, version, plural = next((g, v, p) for n, g, v, p in needed_crds(True) if n == name)
+    group, version, plural = next((g, v, p) for n, g, v, p in needed_crds() if n == name)
     for _attempt in range(int(RESUME_SECONDS)):  # discovery lists it a moment after Established
         if await memo.controller.kube.served(group, version, plural):
             break
@@ -195,13 +200,13 @@ async def job_changed(namespace: str, name: str, body: kopf.Body, type: str | No
     memo.controller.job_event((namespace, name), body, type)
 
 
-def watch_workloads() -> None:
-    """Watch the Workloads this operator makes (__main__ calls this when Kueue is on)."""
+def watch_integrations(settings: Settings) -> None:
+    """Register the watches of each integration that is on (__main__ calls this before
+    kopf starts): a change of one of their objects queues its job."""
+    for integration in (kind.of(settings) for kind in REGISTRY):
+        if integration.on:
+            integration.watch(_integration_changed)
 
-    @kopf.index(kueue.GROUP, kueue.VERSION, "workloads", labels={JOB_LABEL: kopf.PRESENT}, id="job_workloads")
-    async def job_workloads(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict:
-        return {(namespace, labels[JOB_LABEL]): kueue.view_of(body)}
 
-    @kopf.on.event(kueue.GROUP, kueue.VERSION, "workloads", labels={JOB_LABEL: kopf.PRESENT}, id="workload_changed")
-    async def workload_changed(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
-        memo.controller.pod_event((namespace, labels[JOB_LABEL]))
+def _integration_changed(memo: kopf.Memo, key: tuple[str, str]) -> None:
+    memo.controller.pod_event(key)

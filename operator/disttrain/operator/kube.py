@@ -32,6 +32,7 @@ import kopf
 
 from disttrain.api.server import retry_after_seconds
 from disttrain.api.types import GROUP, PLURAL, VERSION
+from disttrain.integrations.registry import REGISTRY
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.clock import Clock, sleep_until_woken
 from disttrain.operator.permissions import check as check_use
@@ -420,20 +421,15 @@ class Kube:
         return (data, None, True) if isinstance(data, dict) else (None, "POST /checkpoint answered no report", True)
 
 
-# Where each kind of child lives in the API. A kind that two API groups define (PodGroup)
-# is named kubectl's way, KIND.GROUP (kind_of).
+# Where each kind of child lives in the API. A kind that two API groups define (an
+# integration's) is named kubectl's way, KIND.GROUP (kind_of).
 _PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services",
           "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
           "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
           "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-          "PodGroup.scheduling.x-k8s.io": "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
-          "PodGroup.scheduling.volcano.sh": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
-          # Kueue (integrations/kueue/workload.py); the last three are cluster-scoped (their namespace is "").
-          "Workload.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads",
-          "LocalQueue.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues",
-          "ResourceFlavor.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
-          "WorkloadPriorityClass.kueue.x-k8s.io": "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
-          "PriorityClass.scheduling.k8s.io": "/apis/scheduling.k8s.io/v1/priorityclasses"}
+          # Each integration's kinds, as it declares them (integrations/protocol.py); a
+          # cluster-scoped kind's namespace is "".
+          **{kind: path for integration in REGISTRY for kind, path in integration.paths.items()}}
 
 
 def kind_of(obj: dict[str, Any]) -> str:

@@ -15,11 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from disttrain.integrations.registry import REGISTRY
+
 # Where a row applies: in each namespace the operator watches (every namespace when it
 # watches the whole cluster), in its own namespace only, or cluster-scoped.
 WATCHED, OWN, CLUSTER = "watched", "own", "cluster"
-# Rows of a feature apply only when it is on (the chart's kueue.enabled, --kueue).
-ALWAYS, KUEUE = "", "kueue"
+# Rows of a feature apply only when it is on (an integration's install switch, the chart's
+# `<feature>.enabled`); ALWAYS rows apply always.
+ALWAYS = ""
+FEATURES = tuple(sorted({kind.feature for kind in REGISTRY} - {ALWAYS}))
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
@@ -38,7 +42,7 @@ def _use(group: str, resource: str, verbs: str, scope: str, why: str, feature: s
     return Use(group, resource, frozenset(verbs.split()), scope, why, feature)
 
 
-USES: tuple[Use, ...] = (
+OWN_USES: tuple[Use, ...] = (
     _use("disttrain.dev", "distributedtrainings", "list watch get delete", WATCHED,
          "kopf watches the jobs; the job of a name is read before acting on a view that may be stale; TTL deletes"),
     _use("disttrain.dev", "distributedtrainings", "patch", WATCHED,
@@ -48,23 +52,18 @@ USES: tuple[Use, ...] = (
          "the workers: listed and watched (informer.py), created, read on a name conflict, deleted to restart"),
     _use("", "services", "create get", WATCHED, "the rendezvous Service, restored when deleted"),
     _use("networking.k8s.io", "networkpolicies", "create get", WATCHED, "the job's NetworkPolicy"),
-    _use("scheduling.x-k8s.io", "podgroups", "create get", WATCHED, "gang scheduling (coscheduling)"),
-    _use("scheduling.volcano.sh", "podgroups", "create get", WATCHED, "gang scheduling (Volcano)"),
     _use("policy", "poddisruptionbudgets", "create get", WATCHED, "keeps voluntary evictions off running workers"),
     _use("", "events", "create", WATCHED, "Events about the jobs"),
     _use("coordination.k8s.io", "leases", "get create update", OWN, "leader election"),
     _use("", "nodes", "list watch", CLUSTER, "node health: lost and cordoned nodes"),
     _use("", "namespaces", "list watch", CLUSTER, "kopf's namespace observer"),
     _use("apiextensions.k8s.io", "customresourcedefinitions", "list watch", CLUSTER, "kopf's resource observer; the CRDs of our watches, followed as they go and come back (crds.py)"),
-    _use("kueue.x-k8s.io", "workloads", "list watch create get patch delete", WATCHED,
-         "the job's Workload: created, activated or deactivated, deleted", KUEUE),
-    _use("kueue.x-k8s.io", "workloads/status", "update", WATCHED,
-         "releases the quota of a finished or stopped job", KUEUE),
-    _use("kueue.x-k8s.io", "localqueues", "get", WATCHED, "names the ClusterQueue a job waits in", KUEUE),
-    _use("kueue.x-k8s.io", "resourceflavors", "get", CLUSTER, "where an admitted job's workers go", KUEUE),
-    _use("kueue.x-k8s.io", "workloadpriorityclasses", "get", CLUSTER, "a Workload's priority", KUEUE),
-    _use("scheduling.k8s.io", "priorityclasses", "get", CLUSTER, "a Workload's priority", KUEUE),
 )
+
+
+# Each integration declares its own rows (integrations/protocol.py), under its feature.
+USES: tuple[Use, ...] = OWN_USES + tuple(
+    _use(u.group, u.resource, u.verbs, u.scope, u.why, kind.feature) for kind in REGISTRY for u in kind.uses)
 
 
 class UndeclaredApiUse(Exception):

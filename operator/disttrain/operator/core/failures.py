@@ -153,16 +153,6 @@ def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], s
     return (kept + new)[-HISTORY_LIMIT:], new
 
 
-# Kueue's eviction reasons -> the cause of the stop: its preemptions are preemptions;
-# every other reason (a stopped queue, a deactivation, node failures) is QueueEvicted.
-_BY_QUEUE_REASON = {"Preempted": PREEMPTED, "PodsReadyTimeout": PODS_READY_TIMEOUT}
-
-
-def queue_stop_cause(kueue_reason: str) -> str:
-    """The cause a Kueue eviction of the job is recorded under."""
-    return _BY_QUEUE_REASON.get(kueue_reason, QUEUE_EVICTED)
-
-
 def stop_record(cause: str, message: str, eviction: Eviction, node: str | None = None) -> FailureRecord:
     """The entry of a stop of the whole job it did not ask for, once its pods were deleted:
     when, why (Kueue's or the node's words; a preemption names its preemptor's uid) and

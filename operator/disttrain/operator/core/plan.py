@@ -12,7 +12,7 @@ the one serialisation is `writes.status_write`, which turns the change into the 
 The rules are written down for users in docs/operations.md ("Lifecycle rules").
 
 `_decide` reads as the job's life: validation, then the stages in their own modules:
-queueing (Kueue's admission), stopping (suspend and drain, checkpoint first), recovery
+the integrations' hooks (integration.py: a queue's admission), stopping (suspend and drain, checkpoint first), recovery
 (crashes, disruptions, hangs, lost nodes), ends (success, failure, TTL); state.py holds
 what a pass reads and the Plan it builds.
 """
@@ -29,16 +29,12 @@ from disttrain.api.report import TrainerReport, newest
 from disttrain.api.times import parse_time
 from disttrain.api.types import DistributedTrainingStatus as Status
 from disttrain.api.types import Progress
-from disttrain.integrations.kueue.workload import QUEUE_LABEL
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.core.ends import already_finished, fail, succeeded, success
 from disttrain.operator.core.eviction import cancelled, in_progress
-from disttrain.operator.core.failures import queue_stop_cause
 from disttrain.operator.core.goodput import account
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo
-from disttrain.operator.core.queueing import (at_admitted_size, queued, tell_kueue_checkpoint, tell_kueue_finished,
-                                              tell_kueue_pods_ready)
 from disttrain.operator.core.recovery import (avoid_bad_nodes, lift_avoided_nodes, lost_workers, note_failures,
                                               recover_failures, replace_lost, restart_hung, stuck_words)
 from disttrain.operator.core.state import (ACTIVE_PHASES, TERMINAL_PHASES, Event, JobState, Plan, Policy, Refusal,
@@ -74,9 +70,8 @@ def decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy = P
     plan = _decide(job, pods, now, policy, report=report, conflicts=conflicts, refusal=refusal, nodes=nodes or {},
                    checkpoint_refused=checkpoint_refused)
     plan.checkpoint_age = checkpoint_age(plan.status.checkpoint, now)
-    tell_kueue_finished(job, plan)
-    tell_kueue_pods_ready(job, pods, plan)
-    tell_kueue_checkpoint(job, plan)
+    for joined in job.joined:  # what the integrations' own objects must say now (integration.py)
+        joined.tell(job, pods, plan)
     _account_goodput(job, plan, newest(report, *(p.report for p in pods)))
     return plan
 
@@ -91,10 +86,10 @@ def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) ->
     lost_to = None
     if job.validation.ok:
         step = seconds_per_step(report, global_batch(job.validation.job.spec, job.validation.resolved))
-        evicted = c.get_condition(old.conditions, c.EVICTED)
-        if job.queue is not None and old.phase == "Pending" and evicted is not None and evicted.status == "True":
-            # Back in the queue after Kueue evicted it: its workers' time is lost to that.
-            lost_to, desired = queue_stop_cause(evicted.reason or ""), job.validation.resolved.nodes
+        for joined in job.joined:  # waiting after a stop it did not ask for (a queue's eviction)
+            cause = joined.lost_to(job)
+            if cause is not None:
+                lost_to, desired = cause, job.validation.resolved.nodes
     plan.status.goodput, plan.lost_seconds = account(old.goodput, old.phase, desired or 0, plan.now,
                                                      plan.new_failures, step, waiting_lost_to=lost_to)
 
@@ -112,10 +107,6 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
             return _spec_invalid(job, pods, plan, report)
         return _invalid(job, pods, plan)
     _validated(job, plan)
-    if job.queue_ignored:
-        plan.events.append(Event("Warning", c.QUEUE_IGNORED, f"the label {QUEUE_LABEL}={job.queue_ignored} is "
-                                 "ignored: this operator runs without Kueue (DISTTRAIN_KUEUE, the chart's "
-                                 "kueue.enabled), so the job starts without waiting for quota"))
     plan.condition(c.SPEC_INVALID, False, c.VALID, "the spec is valid again", only_if_present=True)
     spec = job.validation.job.spec
     old_phase = old.phase
@@ -140,11 +131,11 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     elif in_progress(plan.status.eviction) and plan.status.eviction.reason == "Suspended":  # type: ignore[union-attr]
         plan.status.eviction = cancelled(plan.status.eviction)  # type: ignore[arg-type]
         plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "the stop was called off before the pods were deleted")
-    if job.queue is not None:
-        waiting = queued(job, pods, plan, report, checkpoint_refused, refusal)
+    for joined in job.joined:  # a queue or a gate of an integration holds the job before it runs
+        waiting = joined.hold(job, pods, plan, report=report, checkpoint_refused=checkpoint_refused, refusal=refusal)
         if waiting is not None:
             return waiting
-        job = at_admitted_size(job)
+        job = joined.sized(job)
 
     start = parse_time(plan.status.start_time)
     deadline = spec.active_deadline_seconds

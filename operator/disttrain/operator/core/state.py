@@ -14,7 +14,7 @@ from disttrain.api.times import iso
 from disttrain.api.types import DistributedTrainingStatus as Status
 from disttrain.api.types import FailureRecord, Workers
 from disttrain.api.validate import Validation
-from disttrain.integrations.kueue.workload import WorkloadView
+from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.status import checkpoint_age
@@ -49,10 +49,10 @@ class JobState:
     generation: int | None
     status: Status
     validation: Validation
-    queue: str | None = None  # the Kueue LocalQueue it asks for (None: Kueue is not involved)
-    workload: WorkloadView | None = None  # its Workload, once made
-    queue_ignored: str | None = None  # the LocalQueue it names while this operator runs without Kueue
-    cluster_queue: str | None = None  # the ClusterQueue its LocalQueue feeds (None: not known)
+    joined: tuple[Joined, ...] = ()  # its part in each integration it takes part in (integration.py)
+
+    def joined_to(self, integration: str) -> Joined | None:
+        return next((j for j in self.joined if j.integration == integration), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,16 +93,8 @@ class Plan:
     # Checkpoint-then-evict (eviction.py): ask the trainer for a checkpoint and a hold of
     # this many seconds, waiting up to the second number for it (None: do not ask).
     ask_checkpoint: tuple[int, float] | None = None
-    # Kueue (integrations/kueue/workload.py): make the job's Workload; delete it (an older spec's, while it
-    # waits); give its quota back after an eviction; mark it Finished (succeeded?, why);
-    # set its spec.active (a suspend deactivates it); set its PodsReady (status, reason).
-    create_workload: bool = False
-    delete_workload: bool = False
-    release_workload: bool = False
-    finish_workload: tuple[bool, str] | None = None
-    workload_active: bool | None = None
-    workload_pods_ready: tuple[bool, str] | None = None
-    workload_checkpoint: tuple[int, str] | None = None  # (step, time) to publish on it
+    # What the integrations' shells are asked to do (integration.py), in the order asked.
+    steps: list[Step] = field(default_factory=list)
     # When to look again even if nothing happens (a back-off ends, a deadline or TTL runs out).
     wake_at: datetime | None = None
 

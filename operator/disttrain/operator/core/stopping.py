@@ -37,11 +37,8 @@ def suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | Non
     plan.condition(c.SUSPENDED, True, c.JOB_SUSPENDED, "spec.suspend is true")
     plan.condition(c.RUNNING, False, c.JOB_SUSPENDED, "suspended", only_if_present=True)
     st.workers = workers(pods, 0)
-    if job.queue is not None and job.workload is not None:
-        # Suspended by its user, the job gives its quota back: its Workload is deactivated
-        # (Kueue evicts it), and released once no worker is left.
-        plan.workload_active = False if job.workload.active else None
-        plan.release_workload = job.workload.evicted is not None and job.workload.quota_reserved and gone(pods)
+    for joined in job.joined:  # e.g. a queue's quota given back (integration.py)
+        joined.suspended(job, pods, plan)
     return plan
 
 

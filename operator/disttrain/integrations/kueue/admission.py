@@ -1,0 +1,266 @@
+"""Admission through Kueue, the pure half of the Kueue integration (a `Joined`, see
+operator/core/integration.py): a queued job waits for its Workload's admission, runs at
+the admitted size, stops when Kueue evicts it, gives its quota back when suspended, and
+tells Kueue when its pods are ready, its newest checkpoint and when it ended. The steps
+it asks for are carried out by shell.py; workload.py is the Workload itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from disttrain.api import conditions as c
+from disttrain.api.report import TrainerReport
+from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition
+from disttrain.operator.core.eviction import in_progress, settle
+from disttrain.operator.core.failures import PODS_READY_TIMEOUT, PREEMPTED, QUEUE_EVICTED, price_stop
+from disttrain.operator.core.integration import Joined, Step
+from disttrain.operator.core.pods import PodInfo
+from disttrain.operator.core.state import TERMINAL_PHASES, Event, JobState, Plan, Refusal, creation_refused, workers
+from disttrain.operator.core.stopping import gone, stop_first
+from disttrain.render import template_hash
+
+NAME = "kueue"
+
+
+# The steps a pass asks of the Workload, carried out in this order (shell.py).
+@dataclass(frozen=True, slots=True)
+class WorkloadStep(Step):
+    integration: ClassVar[str] = NAME
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteWorkload(WorkloadStep):
+    """Delete it: one of an older spec, while it waits."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateWorkload(WorkloadStep):
+    """Make the job's Workload (with its priority read from its class)."""
+
+    creates: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class ActivateWorkload(WorkloadStep):
+    """Set its spec.active: a suspend deactivates it (Kueue evicts it), a resume activates it."""
+
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PublishCheckpoint(WorkloadStep):
+    """Annotate it with the job's newest committed checkpoint (kueue#477)."""
+
+    step: int
+    time: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseWorkload(WorkloadStep):
+    """Give its quota back after an eviction, once no worker is left."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetPodsReady(WorkloadStep):
+    """Set its PodsReady condition."""
+
+    ready: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinishWorkload(WorkloadStep):
+    """Mark it Finished: Kueue frees the quota."""
+
+    succeeded: bool
+    message: str
+
+
+STEP_ORDER = (DeleteWorkload, CreateWorkload, ActivateWorkload, PublishCheckpoint, ReleaseWorkload, SetPodsReady,
+              FinishWorkload)
+
+
+# Kueue's eviction reasons -> the cause of the stop: its preemptions are preemptions;
+# every other reason (a stopped queue, a deactivation, node failures) is QueueEvicted.
+_BY_QUEUE_REASON = {"Preempted": PREEMPTED, "PodsReadyTimeout": PODS_READY_TIMEOUT}
+
+
+def queue_stop_cause(kueue_reason: str) -> str:
+    """The cause a Kueue eviction of the job is recorded under."""
+    return _BY_QUEUE_REASON.get(kueue_reason, QUEUE_EVICTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Queued(Joined):
+    """A job in a Kueue LocalQueue, with its Workload as the watch shows it."""
+
+    integration: ClassVar[str] = NAME
+    queue: str  # the LocalQueue it asks for
+    workload: WorkloadView | None = None  # its Workload, once made
+    cluster_queue: str | None = None  # the ClusterQueue its LocalQueue feeds (None: not known)
+
+    def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
+             checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
+        return queued(self, job, pods, plan, report, checkpoint_refused, refusal)
+
+    def sized(self, job: JobState) -> JobState:
+        return at_admitted_size(self.workload, job)
+
+    def suspended(self, job: JobState, pods: list[PodInfo], plan: Plan) -> None:
+        """Suspended by its user, the job gives its quota back: its Workload is deactivated
+        (Kueue evicts it), and released once no worker is left."""
+        wl = self.workload
+        if wl is None:
+            return
+        if wl.active:
+            plan.steps.append(ActivateWorkload(active=False))
+        if wl.evicted is not None and wl.quota_reserved and gone(pods):
+            plan.steps.append(ReleaseWorkload())
+
+    def tell(self, job: JobState, pods: list[PodInfo], plan: Plan) -> None:
+        tell_kueue_finished(self.workload, plan)
+        tell_kueue_pods_ready(self.workload, job, pods, plan)
+        tell_kueue_checkpoint(self.workload, plan)
+
+    def lost_to(self, job: JobState) -> str | None:
+        """Back in the queue after Kueue evicted it: its workers' time is lost to that."""
+        old = job.status
+        evicted = c.get_condition(old.conditions, c.EVICTED)
+        if old.phase == "Pending" and evicted is not None and evicted.status == "True":
+            return queue_stop_cause(evicted.reason or "")
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueIgnored(Joined):
+    """A job that names a LocalQueue while this operator runs without Kueue: it starts
+    without waiting for quota, and says so."""
+
+    integration: ClassVar[str] = NAME
+    queue: str
+
+    def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
+             checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
+        plan.events.append(Event("Warning", c.QUEUE_IGNORED, f"the label {QUEUE_LABEL}={self.queue} is "
+                                 "ignored: this operator runs without Kueue (DISTTRAIN_KUEUE, the chart's "
+                                 "kueue.enabled), so the job starts without waiting for quota"))
+        return None
+
+
+UNEVALUATED = ("not evaluated by Kueue yet (a StrictFIFO ClusterQueue evaluates only its head: a job behind "
+               "one that does not fit waits without Kueue's words)")
+
+
+def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
+           refused: str | None, refusal: Refusal | None) -> Plan | None:
+    """A job in a Kueue queue runs only while its Workload is admitted. Returns the plan
+    when it may not run now (it waits, or is being evicted); None when it is admitted and
+    the rest of decide applies, at the admitted size."""
+    wl, st = seen.workload, plan.status
+    queue = f"{seen.queue} (ClusterQueue {seen.cluster_queue})" if seen.cluster_queue else seen.queue
+    if wl is None or (not wl.quota_reserved and wl.template != template_hash(job.validation.job,
+                                                                              job.validation.resolved)):
+        # No Workload yet, or one of an older spec while it waits: (re)made, and Kueue looks again.
+        plan.steps.append(CreateWorkload() if wl is None else DeleteWorkload())
+        if refusal is not None:  # the Workload could not be made: said, and tried again
+            creation_refused(plan, refusal)
+        return _waiting(job, pods, plan, c.WORKLOAD_CREATED,
+                        f"waiting for Kueue in LocalQueue {queue}: its Workload was just made")
+    if not wl.active:  # resumed after a suspend
+        plan.steps.append(ActivateWorkload(active=True))
+    evicting = c.get_condition(st.conditions, c.EVICTED)
+    if wl.evicted is not None and (wl.quota_reserved or not gone(pods)):
+        reason, message = wl.evicted
+        stopped = (evicting is not None and evicting.status == "True" and st.eviction is not None
+                   and st.eviction.reason == "Evicted" and st.eviction.stop_time is not None)
+        if not stop_first(job, pods, plan, "Evicted", c.EVICTED, stopped=stopped, report=report, refused=refused,
+                          record=[(queue_stop_cause(reason), f"evicted by Kueue ({reason}): {message}", None)]):
+            plan.condition(c.EVICTED, True, reason, f"{message}; {st.eviction.message if st.eviction else ''}")
+            return plan
+        if wl.quota_reserved and gone(pods):
+            plan.steps.append(ReleaseWorkload())
+        plan.condition(c.EVICTED, True, reason, message)
+        return _waiting(job, pods, plan, reason, f"evicted by Kueue ({reason}: {message}); waiting in LocalQueue "
+                        f"{queue} to be admitted again, to resume from the newest checkpoint")
+    if not wl.admitted:
+        # No word from Kueue yet. A StrictFIFO ClusterQueue evaluates its head only: the
+        # Workloads behind a head that does not fit get no condition at all, Kueue's own
+        # batch Jobs' as ours (seen on Kueue v0.19.2: docs/operations.md, "Kueue").
+        reason, message = wl.pending or ("Pending", UNEVALUATED)
+        return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
+    resolved = job.validation.resolved
+    size = (f"{wl.count} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"
+            if wl.count is not None and wl.count < resolved.nodes else f"{resolved.nodes} workers")
+    before = c.get_condition(st.conditions, c.ADMITTED)
+    plan.condition(c.ADMITTED, True, c.QUOTA_RESERVED, f"admitted by ClusterQueue {wl.cluster_queue}: {size}")
+    if before is None or before.status != "True":
+        plan.events.append(Event("Normal", c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}: {size}"))
+    plan.condition(c.QUEUED, False, c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}", only_if_present=True)
+    plan.condition(c.EVICTED, False, c.ADMITTED, "admitted again", only_if_present=True)
+    return None
+
+
+def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, message: str) -> Plan:
+    """The job waits in its queue: no worker runs (any left go), its progress is kept."""
+    st = plan.status
+    before = c.get_condition(st.conditions, c.QUEUED)
+    if before is None or before.status != "True":
+        plan.events.append(Event("Normal", c.QUEUED, message))
+    plan.condition(c.QUEUED, True, reason, message)
+    plan.condition(c.ADMITTED, False, reason, message, only_if_present=True)
+    plan.condition(c.RUNNING, False, c.QUEUED, "waiting in its queue", only_if_present=True)
+    plan.delete = plan.delete or [(p.name, c.QUEUED) for p in pods if p.active]
+    if st.eviction is not None and st.eviction.reason == "Evicted" and not in_progress(st.eviction):
+        st.eviction = settle(st.eviction, st.checkpoint, st.progress)  # the final reports come in late
+        st.failures = price_stop(st.failures, st.eviction)
+    st.phase = "Pending"
+    st.start_time = st.next_restart_time = None  # time in a queue does not count towards activeDeadlineSeconds
+    st.workers = workers(pods, 0)
+    return plan
+
+
+def at_admitted_size(wl: WorkloadView | None, job: JobState) -> JobState:
+    """An elastic job Kueue admitted with fewer workers than nodes (partial admission, at
+    least minNodes) runs at that size."""
+    resolved = job.validation.resolved
+    if wl is None or wl.count is None or wl.count >= resolved.nodes:
+        return job
+    smaller = dataclasses.replace(resolved, nodes=wl.count, world_size=wl.count * (resolved.nproc_per_node or 1))
+    return dataclasses.replace(job, validation=dataclasses.replace(job.validation, resolved=smaller))
+
+
+def tell_kueue_finished(wl: WorkloadView | None, plan: Plan) -> None:
+    """A job that ended marks its Workload Finished: Kueue frees the quota."""
+    phase = plan.status.phase
+    if wl is None or wl.finished or phase not in TERMINAL_PHASES:
+        return
+    done = c.get_condition(plan.status.conditions, c.SUCCEEDED if phase == "Succeeded" else c.FAILED)
+    plan.steps.append(FinishWorkload(succeeded=phase == "Succeeded",
+                                     message=done.message if done is not None else phase))  # type: ignore[arg-type]
+
+
+def tell_kueue_checkpoint(wl: WorkloadView | None, plan: Plan) -> None:
+    """The Workload of a queued job carries its newest committed checkpoint (step and
+    time), so that preemption tooling can prefer a victim that just saved (kueue#477)."""
+    ck = plan.status.checkpoint
+    if wl is None or wl.finished or ck is None or ck.step is None or not ck.time:
+        return
+    if wl.checkpoint != (str(ck.step), ck.time):
+        plan.steps.append(PublishCheckpoint(step=ck.step, time=ck.time))
+
+
+def tell_kueue_pods_ready(wl: WorkloadView | None, job: JobState, pods: list[PodInfo], plan: Plan) -> None:
+    """An admitted job tells Kueue whether all its workers are Ready (or finished), as
+    Kueue's own job kinds do: its waitForPodsReady evicts a Workload that never says so."""
+    st = plan.status
+    if (wl is None or not wl.admitted or wl.evicted is not None or wl.finished
+            or st.phase in TERMINAL_PHASES or not job.validation.ok or job.validation.job.spec.suspend):
+        return
+    desired = st.workers.desired if st.workers is not None else 0
+    ready = sum(p.active and p.ready for p in pods) + sum(p.succeeded for p in pods)
+    wanted = pods_ready_condition(wl.pods_ready, bool(desired) and ready >= desired)
+    if wanted != wl.pods_ready:
+        plan.steps.append(SetPodsReady(ready=wanted[0], reason=wanted[1]))

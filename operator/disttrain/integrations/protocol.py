@@ -1,0 +1,142 @@
+"""What an integration can do for a job, named once.
+
+An integration is a controller disttrain cooperates with (Kueue's quota, a gang
+scheduler's PodGroups, Volcano's queues ...). It lives in its own folder under
+integrations/ and is one line of registry.py; the controller, the handlers, the
+permissions table and `disttrain render` know this protocol, never an integration's name.
+
+  declared   `paths`          where the API serves the kinds it reads and writes
+             `uses`           its rows of the permissions table (operator/permissions.py),
+                              which the shipped RBAC is checked against
+             `crds`           the CRDs of what it watches: followed as they go and come back
+             `refusal_hints`  the fix to name when the API refuses one of its children
+  watch      `watch`          kopf handlers for its own resources, registered before kopf
+                              starts; an object that changes queues its job
+             `attach`         the kopf indexes those handlers keep
+  observe    `observe`        what a pass of `decide` needs of it for one job: a `Joined`
+                              (operator/core/integration.py: hold, sized, suspended, tell,
+                              lost_to), None when the job does not take part
+  children   `shape`          the job's owned children (rendered) adjusted or added to
+             `placement`      node labels and tolerations its admission puts the workers on
+  carry out  `carry_out`      the `Step`s a pass asked of it, with the shell's API calls
+
+Every hook does nothing by default. An integration that needs a setting reads it in `of`.
+The shell lends each hook what it may use (`Shell`): its API client, its clock, how to
+say a refusal on the job and how to look at the job again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from disttrain.api import types as t
+from disttrain.operator.core.integration import Joined, Step
+from disttrain.operator.core.state import JobState
+
+Key = tuple[str, str]  # a job's (namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """A row of the permissions table: `verbs` on `group`/`resource` in `scope`
+    ("watched": each namespace the operator watches, "own": its namespace, "cluster")."""
+
+    group: str
+    resource: str
+    verbs: str
+    scope: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Crd:
+    """A CRD whose objects an integration watches."""
+
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where an admitted job's workers go: node labels and tolerations to add, and how
+    many workers were admitted (None: as many as the job asks)."""
+
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    count: int | None = None
+
+
+class Shell(Protocol):
+    """What the controller lends an integration's shell hooks."""
+
+    kube: Any  # operator/kube.py's Kube: get, create, patch, replace, delete (async)
+    clock: Any  # operator/clock.py's Clock: monotonic(), now()
+
+    async def create_or_refuse(self, record: Any, key: Key, body: dict, hints: Mapping[int, str]) -> bool:
+        """Create `body`; a refusal of the API (not one of the API server's own errors,
+        which fail the pass) is said on the job and tried again after the refusals'
+        back-off. True: created now (False: refused, or it was there already)."""
+
+    def refuse(self, record: Any, key: Key, what: str, code: int, reason: str, message: str,
+               hints: Mapping[int, str]) -> None:
+        """Say on the job that `what` could not be made, as for a refused creation."""
+
+    def refused_lately(self, record: Any) -> bool:
+        """A creation of the job was refused and its back-off has not run out."""
+
+    def look_again(self, key: Key) -> None:
+        """Queue the job for a pass soon (an object changed under us)."""
+
+
+class Integration:
+    """The protocol: override what the integration's controller needs."""
+
+    name: ClassVar[str] = ""
+    feature: ClassVar[str] = ""  # the install switch its RBAC ships behind (the chart's kueue.enabled); "": always
+    uses: ClassVar[tuple[Use, ...]] = ()
+    crds: ClassVar[tuple[Crd, ...]] = ()
+    refusal_hints: ClassVar[Mapping[str, Mapping[int, str]]] = {}  # child kind -> HTTP status -> the fix
+    # Where the API serves each kind it reads or writes: KIND.GROUP -> its path, "{ns}" for
+    # the namespace of a namespaced kind (operator/kube.py).
+    paths: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def of(cls, settings: Any) -> Integration:
+        """The integration as the operator's settings configure it."""
+        return cls()
+
+    @property
+    def on(self) -> bool:
+        """Whether it watches and may call the API (its `uses` are granted)."""
+        return True
+
+    def watch(self, queue_job: Callable[[Any, Key], None]) -> None:
+        """Register kopf handlers; one that sees a change calls queue_job(memo, key)
+        with the memo kopf gave it."""
+        return None
+
+    def attach(self, indices: Mapping[str, Any]) -> None:
+        return None
+
+    async def observe(self, shell: Shell, key: Key, view: Any) -> Joined | None:
+        """`view`: the job as the watch delivered it (controller.WatchedJob: uid, labels,
+        spec), read whether or not its spec validates."""
+        return None
+
+    def shape(self, children: list[dict], job: t.Job) -> list[dict]:
+        return children
+
+    async def placement(self, shell: Shell, joined: Joined) -> Placement | None:
+        return None
+
+    async def carry_out(self, shell: Shell, record: Any, job: JobState, view: Any, joined: Joined,
+                        steps: list[Step]) -> None:
+        """Only called with this integration's own steps, when the job takes part."""
+        return None

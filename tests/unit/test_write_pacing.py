@@ -122,3 +122,17 @@ def test_a_status_patch_behind_a_waiting_batch_waits_for_its_own_token_not_the_b
     assert [name for name, _ in served] == ["status", "batch"]
     assert served[0][1] <= 0.03, served  # its one token (0.02 s), not the batch's 0.22 s
     assert served[1][1] >= 0.24, served  # the batch's 11 tokens come after the status's one
+
+
+def test_a_field_gone_from_a_nested_status_object_is_removed_on_the_server_too():
+    """The status goes out as a merge patch, which merges objects key by key: a sub-field
+    the new status no longer has is sent as null, or the server would keep the old one (a
+    grown job's admission kept naming the growth slice it had waited for)."""
+    from disttrain.operator.core.writes import status_patch
+
+    old = {"phase": "Running", "admission": {"nodes": 2, "growthWorkload": "w-1", "message": "waits"},
+           "progress": {"step": 3, "loss": 1.5}}
+    new = {"phase": "Running", "admission": {"nodes": 4, "workload": "w-1"}, "progress": {"step": 3, "loss": 1.5}}
+    assert status_patch(old, new) == {"admission": {"nodes": 4, "workload": "w-1", "growthWorkload": None,
+                                                    "message": None}}
+    assert status_patch(new, {"phase": "Running"}) == {"admission": None, "progress": None}

@@ -601,6 +601,23 @@ class Eviction:
 
 
 @dataclass(kw_only=True, slots=True)
+class Admission:
+    """admission: the size Kueue admitted the job at, what it asks for, and why it runs at
+    that size (only for a job in a Kueue queue, while admitted)."""
+
+    cluster_queue: str | None = spec_field("clusterQueue: the ClusterQueue that admitted it.", max_length=253)
+    workload: str | None = spec_field("workload: the Workload (or Workload slice) it runs on.", max_length=253)
+    nodes: int | None = spec_field("nodes: the workers its admission holds quota for.")
+    requested_nodes: int | None = spec_field(
+        "requestedNodes: the workers it asks Kueue for (spec.nodes); more than nodes while a "
+        "growth slice waits for quota.")
+    growth_workload: str | None = spec_field(
+        "growthWorkload: the Workload slice that asks for requestedNodes and waits for quota.", max_length=253)
+    message: str | None = spec_field("message: why it runs at this size, in Kueue's words where it has some.",
+                                     max_length=1024)
+
+
+@dataclass(kw_only=True, slots=True)
 class AvoidedNode:
     """An entry of avoidedNodes: a node this job's new workers stay away from."""
 
@@ -664,6 +681,9 @@ class DistributedTrainingStatus:
         "avoidedNodes: nodes this job's new workers avoid after failing there "
         "(failurePolicy.avoidNodeAfterFailures); an entry with liftedTime is avoided no more.",
         max_items=16)
+    admission: Admission | None = spec_field(
+        "admission: for a job in a Kueue queue, the size it was admitted at, what it asks "
+        "for and why it runs at that size.")
     eviction: Eviction | None = spec_field(
         "eviction: the latest stop on purpose (suspend): the checkpoint it asked for, the "
         "step training resumes from and the steps that stop lost.")

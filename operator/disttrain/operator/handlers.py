@@ -37,7 +37,6 @@ from typing import Any
 
 import kopf
 
-from disttrain.api.names import JOB_LABEL
 from disttrain.api.types import GROUP, PLURAL, VERSION
 from disttrain.integrations.protocol import Integration
 from disttrain.integrations.registry import REGISTRY

@@ -8,138 +8,19 @@ namespace. The fake GPU nodes have 8 GPUs each; a job of 2 workers x 4 GPUs take
 from __future__ import annotations
 
 import calendar
-import contextlib
-import dataclasses
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
-from .conftest import (CHECKPOINT_CLAIM, KUEUE_PODS_READY_TIMEOUT_SECONDS, MANIFESTS, REPO, annotate_exit, condition,
-                       free_port, get_job, job_manifest, kill, pods_of, start_operator_process, wait_job, wait_phase)
+from .conftest import (CHECKPOINT_CLAIM, KUEUE_PODS_READY_TIMEOUT_SECONDS, REPO, annotate_exit, condition, free_port,
+                       get_job, job_manifest, pods_of, wait_job, wait_phase)
+from .kueue_helpers import (QUEUE, finish, pods_ready_of, queued_job, queued_operator, queues, running,
+                            start_trainer, status_of, status_of_job, stop_trainer, trainer_log, workload_of, workloads)
 
 pytestmark = pytest.mark.cluster
 
-QUEUE = "team"
-KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": QUEUE}
-
-
-@pytest.fixture
-def queued_operator(cluster, namespace, kueue, operator_kubeconfig, tmp_path) -> Iterator[Logs]:
-    """The operator's real entry point with DISTTRAIN_KUEUE=true, as its ServiceAccount with
-    the Kueue rights applied from manifests/kueue/rbac.yaml. Yields its log and Kueue's; at
-    the end it must never have been refused by RBAC."""
-    cluster.kubectl("apply", "-f", str(MANIFESTS / "kueue" / "rbac.yaml"))
-    health = free_port()
-    log = tmp_path / "operator.log"
-    proc = start_operator_process(namespace, operator_kubeconfig, log, liveness=f"http://127.0.0.1:{health}/healthz",
-                                  env={"DISTTRAIN_KUEUE": "true"})
-    try:
-        cluster.wait_for(lambda: _answers(proc, health, log), timeout=60, what="the operator's /healthz")
-        yield Logs(operator=log, kueue=kueue)
-    finally:
-        kill(proc, signal.SIGTERM)
-    output = log.read_text(errors="replace")
-    assert "forbidden" not in output.lower(), "\n".join(line for line in output.splitlines()
-                                                       if "forbidden" in line.lower())[:3000]
-
-
-@dataclasses.dataclass(frozen=True)
-class Logs:
-    operator: Path
-    kueue: Path
-
-    def tails(self) -> str:
-        """The last lines of both, for a failure's message."""
-        return "".join(f"--- {name} log ---\n{_tail(path, lines)}\n"
-                       for name, path, lines in (("operator", self.operator, 40), ("kueue", self.kueue, 30)))
-
-
-def _tail(path: Path, lines: int) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _answers(proc: subprocess.Popen, port: int, log: Path) -> bool:
-    if proc.poll() is not None:
-        pytest.fail(f"the operator exited {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}",
-                    pytrace=False)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def queues(cluster, namespace: str, *, gpus: int = 8, flavor: dict | None = None,
-           preemption: dict | None = None) -> str:
-    """A ResourceFlavor, a ClusterQueue with `gpus` of quota on it (StrictFIFO: jobs of one
-    priority are admitted in the order their Workloads were made; BestEffortFIFO may admit
-    a later one first when quota frees), and the LocalQueue QUEUE in `namespace`. Returns
-    the ClusterQueue's name."""
-    name = f"cq-{namespace}"[:63]
-    flavor_name = f"fl-{namespace}"[:63]
-    cq_spec = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-               "queueingStrategy": "StrictFIFO",
-               "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                   {"name": flavor_name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}
-    if preemption:
-        cq_spec["preemption"] = preemption
-    cluster.apply([
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor_name},
-         "spec": flavor or {}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": cq_spec},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": QUEUE, "namespace": namespace}, "spec": {"clusterQueue": name}}])
-    return name
-
-
-def queued_job(name: str, labels: dict | None = None, **spec) -> dict:
-    doc = job_manifest(name, **{"nodes": 2, "gpusPerNode": 4, **spec})
-    doc["metadata"]["labels"] = {**KUEUE_LABELS, **(labels or {})}
-    return doc
-
-
-def running(cluster, namespace: str, name: str, logs: Logs) -> dict:
-    """The job once Running; on a timeout the failure also shows the namespace's Workloads
-    (Kueue's side) and the tails of the operator's and Kueue's logs."""
-    def current():
-        job = cluster.try_get("dt", name, namespace) or {}
-        return job if (job.get("status") or {}).get("phase") == "Running" else None
-
-    def seen() -> str:
-        job = cluster.try_get("dt", name, namespace) or {}
-        wls = [{"name": w["metadata"]["name"], "active": w["spec"].get("active"),
-                "conditions": [(c["type"], c["status"], c.get("reason"), c.get("message", "")[:160])
-                               for c in (w.get("status") or {}).get("conditions", [])]}
-               for w in workloads(cluster, namespace)]
-        return yaml.safe_dump({"status": job.get("status"), "workloads": wls}, sort_keys=False) + logs.tails()
-
-    return cluster.wait_for(current, timeout=180, interval=0.3, what=f"{name}: Running", describe=seen)
-
-
-def status_of(cluster, namespace: str, name: str, type_: str) -> str | None:
-    found = condition(get_job(cluster, namespace, name), type_)
-    return found["status"] if found else None
-
-
-def workloads(cluster, namespace: str) -> list[dict]:
-    return yaml.safe_load(cluster.kubectl("get", "workloads.kueue.x-k8s.io", "-n", namespace, "-o", "json").stdout)[
-        "items"]
-
-
-def finish(cluster, namespace: str, name: str) -> None:
-    """Every worker of the job exits 0 (KWOK plays the kubelet)."""
-    for pod in pods_of(cluster, namespace, name):
-        annotate_exit(cluster, namespace, pod["metadata"]["name"], 0)
-    wait_phase(cluster, namespace, name, "Succeeded")
+__all__ = ["queued_operator"]  # the fixture, shared with the other Kueue tests
 
 
 def test_three_jobs_on_quota_for_one_run_one_at_a_time_in_order(cluster, namespace, queued_operator):
@@ -195,17 +76,6 @@ def test_an_elastic_job_admitted_below_its_size_runs_at_the_admitted_size(cluste
     assert job["status"]["workers"]["desired"] == 3
     assert len(pods_of(cluster, namespace, "elastic")) == 3
     assert "3 of 4 workers (minNodes 2)" in condition(job, "Admitted")["message"]
-
-
-def workload_of(cluster, namespace: str, name: str) -> dict | None:
-    return next((w for w in workloads(cluster, namespace)
-                 if w["metadata"]["name"].startswith(f"distributedtraining-{name}-")), None)
-
-
-def pods_ready_of(cluster, namespace: str, name: str) -> tuple[str, str] | None:
-    """The (status, reason) of the job's Workload's PodsReady condition."""
-    found = condition(workload_of(cluster, namespace, name) or {}, "PodsReady")
-    return (found["status"], found["reason"]) if found else None
 
 
 def test_a_running_job_says_pods_ready_is_not_evicted_and_recovers_from_a_crash(cluster, namespace, queued_operator):
@@ -338,60 +208,3 @@ def test_a_preempted_job_checkpoints_first_waits_and_resumes_to_its_exact_step_c
     assert stop["resumedFromStep"] == done["eviction"]["resumeFromStep"]
     assert done["goodput"]["lostSeconds"] > 0, done["goodput"]  # its time back in the queue
     assert f"resuming at step {eviction['resumeFromStep']} of {steps}" in trainer_log(workdir, tail=10**7)
-
-
-def status_of_job(job: dict, type_: str) -> str | None:
-    found = condition(job, type_)
-    return found["status"] if found else None
-
-
-def start_trainer(cluster, namespace: str, name: str, spec: dict, workdir: Path,
-                  port: int) -> tuple[subprocess.Popen, Path]:
-    """The job's one pod as a local torchrun agent: its command and env (localize), the
-    pod's UID as the control token (as the Downward API gives it in the pod), one CPU.
-    Returns it and where it writes its final report (the pod's termination message)."""
-    from disttrain.api.validate import validate_document
-    from disttrain.cli.local_run import localize
-    from disttrain.render import render_children
-
-    doc = job_manifest(name, **spec)
-    doc["metadata"]["namespace"] = namespace
-    result = validate_document(doc)
-    assert result.ok, result
-    (pod,) = pods_of(cluster, namespace, name)
-    plan = localize(render_children(result.job, result.resolved), workdir=workdir, rdzv_port=free_port(),
-                    metrics_ports=[port], rdzv_id=f"{name}-{pod['metadata']['uid'][:8]}", torchrun="torchrun", cpus=1)
-    node = plan.nodes[0]
-    node.log.parent.mkdir(parents=True, exist_ok=True)
-    node.report.parent.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DISTTRAIN_"))}
-    env.update(node.env, DISTTRAIN_CONTROL_TOKEN=pod["metadata"]["uid"],
-               PYTHONPATH=os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")]),
-               PYTHONWARNINGS="ignore", TORCH_CPP_LOG_LEVEL="ERROR")
-    argv = [sys.executable, "-m", "torch.distributed.run", *node.argv[1:]]
-    return subprocess.Popen(argv, env=env, stdout=open(node.log, "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True), node.report
-
-
-def stop_trainer(proc: subprocess.Popen) -> None:
-    """SIGTERM to torchrun (as the kubelet's), then whatever is left is killed."""
-    from disttrain.cli.local_run import descendants
-
-    left = descendants(proc.pid) if proc.poll() is None else []  # the worker runs in a session of its own
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=60)
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-
-def trainer_log(workdir: Path, tail: int = 3000) -> str:
-    logs = sorted(workdir.rglob("*.log"))
-    return "\n".join(p.read_text(errors="replace")[-tail:] for p in logs) or "(no log)"
-

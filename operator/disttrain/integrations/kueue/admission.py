@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
+from disttrain.api.types import Admission
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition
 from disttrain.operator.core.eviction import in_progress, settle
 from disttrain.operator.core.failures import PODS_READY_TIMEOUT, PREEMPTED, QUEUE_EVICTED, price_stop
@@ -33,7 +34,9 @@ class WorkloadStep(Step):
 
 @dataclass(frozen=True, slots=True)
 class DeleteWorkload(WorkloadStep):
-    """Delete it: one of an older spec, while it waits."""
+    """Delete it: one of an older spec, while it waits; or a growth slice no longer wanted."""
+
+    name: str | None = None  # None: the current one
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,22 @@ class CreateWorkload(WorkloadStep):
     """Make the job's Workload (with its priority read from its class)."""
 
     creates: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSlice(WorkloadStep):
+    """Ask Kueue for `nodes` workers through a growth slice that replaces the current one."""
+
+    creates: ClassVar[bool] = True
+    number: int
+    replaces: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkWorkload(WorkloadStep):
+    """Lower the current (elastic) Workload's worker count in place: Kueue frees the rest."""
+
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +98,8 @@ class FinishWorkload(WorkloadStep):
     message: str
 
 
-STEP_ORDER = (DeleteWorkload, CreateWorkload, ActivateWorkload, PublishCheckpoint, ReleaseWorkload, SetPodsReady,
-              FinishWorkload)
+STEP_ORDER = (DeleteWorkload, CreateWorkload, CreateSlice, ShrinkWorkload, ActivateWorkload, PublishCheckpoint,
+              ReleaseWorkload, SetPodsReady, FinishWorkload)
 
 
 # Kueue's eviction reasons -> the cause of the stop: its preemptions are preemptions;
@@ -99,8 +118,10 @@ class Queued(Joined):
 
     integration: ClassVar[str] = NAME
     queue: str  # the LocalQueue it asks for
-    workload: WorkloadView | None = None  # its Workload, once made
+    workload: WorkloadView | None = None  # its Workload, once made (workload.current_and_growth)
     cluster_queue: str | None = None  # the ClusterQueue its LocalQueue feeds (None: not known)
+    growth: WorkloadView | None = None  # a growth slice waiting to replace the Workload
+    slices: int = 0  # the highest slice number made so far
 
     def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
              checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
@@ -113,6 +134,8 @@ class Queued(Joined):
         """Suspended by its user, the job gives its quota back: its Workload is deactivated
         (Kueue evicts it), and released once no worker is left."""
         wl = self.workload
+        if self.growth is not None:  # no growth while suspended
+            plan.steps.append(DeleteWorkload(name=self.growth.name))
         if wl is None:
             return
         if wl.active:
@@ -121,6 +144,8 @@ class Queued(Joined):
             plan.steps.append(ReleaseWorkload())
 
     def tell(self, job: JobState, pods: list[PodInfo], plan: Plan) -> None:
+        if self.growth is not None and plan.status.phase in TERMINAL_PHASES:
+            plan.steps.append(DeleteWorkload(name=self.growth.name))  # it ended: no more growth
         tell_kueue_finished(self.workload, plan)
         tell_kueue_pods_ready(self.workload, job, pods, plan)
         tell_kueue_checkpoint(self.workload, plan)
@@ -177,7 +202,8 @@ def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report:
         stopped = (evicting is not None and evicting.status == "True" and st.eviction is not None
                    and st.eviction.reason == "Evicted" and st.eviction.stop_time is not None)
         if not stop_first(job, pods, plan, "Evicted", c.EVICTED, stopped=stopped, report=report, refused=refused,
-                          record=[(queue_stop_cause(reason), f"evicted by Kueue ({reason}): {message}", None)]):
+                          record=[(queue_stop_cause(reason), f"evicted by Kueue ({reason}): {message}", None)],
+                          doing="evicted by Kueue"):
             plan.condition(c.EVICTED, True, reason, f"{message}; {st.eviction.message if st.eviction else ''}")
             return plan
         if wl.quota_reserved and gone(pods):
@@ -192,12 +218,18 @@ def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report:
         reason, message = wl.pending or ("Pending", UNEVALUATED)
         return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
     resolved = job.validation.resolved
-    size = (f"{wl.count} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"
-            if wl.count is not None and wl.count < resolved.nodes else f"{resolved.nodes} workers")
+    holds = wl.holds if wl.holds is not None else resolved.nodes
+    size = (f"{holds} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"
+            if holds < resolved.nodes else f"{resolved.nodes} workers")
+    why = follow_quota(seen, job, plan)
     before = c.get_condition(st.conditions, c.ADMITTED)
-    plan.condition(c.ADMITTED, True, c.QUOTA_RESERVED, f"admitted by ClusterQueue {wl.cluster_queue}: {size}")
+    admitted = f"admitted by ClusterQueue {wl.cluster_queue}: {size}"
+    plan.condition(c.ADMITTED, True, c.QUOTA_RESERVED, f"{admitted}; {why}" if why else admitted)
     if before is None or before.status != "True":
-        plan.events.append(Event("Normal", c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}: {size}"))
+        plan.events.append(Event("Normal", c.ADMITTED, admitted))
+    st.admission = Admission(cluster_queue=wl.cluster_queue, workload=wl.name, nodes=holds,
+                             requested_nodes=resolved.nodes, message=why or None,
+                             growth_workload=seen.growth.name if seen.growth is not None else None)
     plan.condition(c.QUEUED, False, c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}", only_if_present=True)
     plan.condition(c.EVICTED, False, c.ADMITTED, "admitted again", only_if_present=True)
     return None
@@ -217,18 +249,51 @@ def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, messag
         st.eviction = settle(st.eviction, st.checkpoint, st.progress)  # the final reports come in late
         st.failures = price_stop(st.failures, st.eviction)
     st.phase = "Pending"
+    st.admission = None
     st.start_time = st.next_restart_time = None  # time in a queue does not count towards activeDeadlineSeconds
     st.workers = workers(pods, 0)
     return plan
 
 
+def follow_quota(seen: Queued, job: JobState, plan: Plan) -> str:
+    """An admitted elastic job follows the quota: below `nodes` it asks for the rest
+    through a growth slice; scaled down on a slice it gives the freed quota back in place.
+    Returns why it runs at its size ("" when there is nothing to say)."""
+    wl, growth, resolved = seen.workload, seen.growth, job.validation.resolved
+    if wl is None or resolved.min_nodes >= resolved.max_nodes:
+        return ""  # a fixed-size job runs at the size it was admitted at
+    holds, want = (wl.holds if wl.holds is not None else resolved.nodes), resolved.nodes
+    if holds < want:
+        if growth is None:
+            number = seen.slices + 1
+            plan.steps.append(CreateSlice(number=number, replaces=wl.name))
+            return f"asking Kueue for {want} workers through a Workload slice"
+        if growth.requested != want:  # the job's size changed again: asked anew
+            plan.steps.append(DeleteWorkload(name=growth.name))
+            return f"asking Kueue for {want} workers through a new Workload slice"
+        reason, message = growth.pending or ("Pending", UNEVALUATED)
+        return f"asking Kueue for {want} workers through Workload slice {growth.name}, which waits: {message}"
+    if growth is not None:  # no longer needed: the job asks for no more than it holds
+        plan.steps.append(DeleteWorkload(name=growth.name))
+    if want < holds:
+        if not wl.elastic:
+            return (f"holds quota for {holds} workers while it runs {want}: Kueue cannot shrink a partially "
+                    f"admitted Workload in place, so the quota is given back when the job grows into a slice or ends")
+        plan.steps.append(ShrinkWorkload(count=want))
+    if wl.elastic and wl.count is not None and want < wl.count:
+        return (f"scaled to {want} of the {wl.count} workers Kueue admitted: the quota of the other "
+                f"{wl.count - want} given back to Kueue")
+    return ""
+
+
 def at_admitted_size(wl: WorkloadView | None, job: JobState) -> JobState:
-    """An elastic job Kueue admitted with fewer workers than nodes (partial admission, at
-    least minNodes) runs at that size."""
+    """A job Kueue admitted with fewer workers than nodes (partial admission, at least
+    minNodes, or a slice shrunk in place) runs at that size."""
     resolved = job.validation.resolved
-    if wl is None or wl.count is None or wl.count >= resolved.nodes:
+    holds = wl.holds if wl is not None else None
+    if holds is None or holds >= resolved.nodes:
         return job
-    smaller = dataclasses.replace(resolved, nodes=wl.count, world_size=wl.count * (resolved.nproc_per_node or 1))
+    smaller = dataclasses.replace(resolved, nodes=holds, world_size=holds * (resolved.nproc_per_node or 1))
     return dataclasses.replace(job, validation=dataclasses.replace(job.validation, resolved=smaller))
 
 

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 from disttrain.api.names import JOB_LABEL
 from disttrain.api.times import iso
 from disttrain.integrations.kueue import workload as kueue
-from disttrain.integrations.kueue.admission import (NAME, STEP_ORDER, ActivateWorkload, CreateWorkload,
+from disttrain.integrations.kueue.admission import (NAME, STEP_ORDER, ActivateWorkload, CreateSlice, CreateWorkload,
                                                     DeleteWorkload, FinishWorkload, PublishCheckpoint, Queued,
-                                                    QueueIgnored, ReleaseWorkload, SetPodsReady)
+                                                    QueueIgnored, ReleaseWorkload, SetPodsReady, ShrinkWorkload)
 from disttrain.integrations.protocol import Crd, Integration, Key, Placement, Shell, Use
 from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.state import JobState
@@ -97,19 +97,20 @@ class Kueue(Integration):
             return None
         if not self.enabled:
             return QueueIgnored(queue=queue)
-        workload = self._workload(key, view.uid)
+        own = self._own(key, view.uid)
+        workload, growth = kueue.current_and_growth(own)
         cluster_queue = (await self._cluster_queue(shell, key[0], queue)
                          if workload is not None and not workload.admitted else None)
-        return Queued(queue=queue, workload=workload, cluster_queue=cluster_queue)
+        return Queued(queue=queue, workload=workload, cluster_queue=cluster_queue, growth=growth,
+                      slices=kueue.slices_made(own))
 
-    def _workload(self, key: Key, uid: str) -> kueue.WorkloadView | None:
-        """The job's own Workload as the watch shows it (a finished one only if no other)."""
+    def _own(self, key: Key, uid: str) -> list[kueue.WorkloadView]:
+        """The job's own Workloads (its slices too) as the watch shows them."""
         try:
             found = list(self.index.get(key, [])) if self.index is not None else []
         except (KeyError, TypeError):
-            return None
-        own = [w for w in found if w.owner_uid == uid]
-        return next((w for w in own if not w.finished), own[0] if own else None)
+            return []
+        return [w for w in found if w.owner_uid == uid]
 
     async def _cluster_queue(self, shell: Shell, namespace: str, queue: str) -> str | None:
         """The ClusterQueue a LocalQueue feeds, for the words of a waiting job; read at most
@@ -145,9 +146,23 @@ class Kueue(Integration):
                 if job.validation.ok:
                     await self._create_workload(shell, record, job, view, joined.queue)
                 continue
+            if isinstance(step, DeleteWorkload) and step.name is not None:
+                await kube.delete(ns, WORKLOAD, step.name)
+                continue
             if wl is None:
                 continue
-            if isinstance(step, DeleteWorkload):
+            if isinstance(step, CreateSlice):
+                if job.validation.ok:
+                    await self._create_workload(shell, record, job, view, joined.queue,
+                                                kueue.Slice(number=step.number, replaces=step.replaces))
+            elif isinstance(step, ShrinkWorkload):
+                body = await kube.get(ns, WORKLOAD, wl.name)
+                patch = kueue.shrunk(body, step.count) if body is not None else None
+                if patch is not None:
+                    await kube.patch(ns, WORKLOAD, wl.name, patch)
+                    log.info("%s/%s: Workload %s shrunk to %d workers: the rest of its quota goes back to Kueue",
+                             ns, job.name, wl.name, step.count)
+            elif isinstance(step, DeleteWorkload):
                 await kube.delete(ns, WORKLOAD, wl.name)
             elif isinstance(step, ActivateWorkload):
                 await kube.patch(ns, WORKLOAD, wl.name, {"spec": {"active": step.active}})
@@ -164,9 +179,11 @@ class Kueue(Integration):
                 await self._update_workload(shell, job, wl.name,
                                             lambda body: kueue.finish(body, succeeded, message, now))
 
-    async def _create_workload(self, shell: Shell, record: Any, job: JobState, view: Any, queue: str) -> None:
-        """Make the job's Workload, with its priority read from the class that sets it; a
-        class that does not exist is said on the job (PodCreationForbidden) and retried."""
+    async def _create_workload(self, shell: Shell, record: Any, job: JobState, view: Any, queue: str,
+                               growth: kueue.Slice | None = None) -> None:
+        """Make the job's Workload (or a growth slice of it), with its priority read from
+        the class that sets it; a class that does not exist is said on the job
+        (PodCreationForbidden) and retried."""
         key = (job.namespace, job.name)
         if shell.refused_lately(record):
             return  # refused lately: the job's pass after the back-off tries again
@@ -186,7 +203,7 @@ class Kueue(Integration):
                 return
             priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
         body = kueue.render_workload(owned, resolved, render_pod(owned, resolved, 0), queue, priority,
-                                     template_hash(job.validation.job, resolved))
+                                     template_hash(job.validation.job, resolved), growth)
         if await shell.create_or_refuse(record, key, body, WORKLOAD_HINTS):
             log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], queue)
 

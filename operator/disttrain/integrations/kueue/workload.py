@@ -20,7 +20,17 @@ does not know (its jobframework, written here for DistributedTraining):
      Kueue's waitForPodsReady (on by default, 30 minutes) evicts a job that never gets
      there, or (recoveryTimeout) does not get back;
   5. the job ends: the operator marks the Workload Finished, which frees the quota. A job
-     deleted takes its Workload with it (owner reference).
+     deleted takes its Workload with it (owner reference);
+  6. an elastic job (minNodes < maxNodes) admitted below `nodes` asks for the rest through
+     a Workload slice (Kueue's elastic workloads, ElasticJobsViaWorkloadSlices, on by
+     default since v0.18): a Workload `<name>-<k>` annotated elastic-job and
+     workload-slice-replacement-for the current one, for `nodes` workers. Kueue admits it
+     when the quota allows and marks the old Workload Finished (WorkloadSliceReplaced); the
+     job then grows into it. Scaled down, a job on a slice lowers the slice's count in
+     place and Kueue gives the freed quota back at once. The first Workload keeps Kueue's
+     partial admission (minCount), which Kueue does not allow on an elastic one, so a job
+     that never grew cannot shrink its reservation in place: it holds it until it grows
+     or ends, and says so.
 
 Here: the Workload rendered, what its status means for the job, and the status changes
 the operator writes (release, pods_ready, finish). The shell (controller.py) reads and writes them.
@@ -50,6 +60,10 @@ TEMPLATE_ANNOTATION = f"{t.GROUP}/workload-template"
 # to prefer victims that just saved (docs/operations.md, "Kueue").
 CHECKPOINT_STEP_ANNOTATION = f"{t.GROUP}/checkpoint-step"
 CHECKPOINT_TIME_ANNOTATION = f"{t.GROUP}/checkpoint-time"
+# Kueue's elastic workloads: a slice is elastic and names the Workload it replaces (ns/name).
+ELASTIC_ANNOTATION = f"{GROUP}/elastic-job"
+REPLACEMENT_ANNOTATION = f"{GROUP}/workload-slice-replacement-for"
+SLICE_REPLACED = "WorkloadSliceReplaced"  # the Finished reason Kueue gives a replaced slice
 
 # Workload condition types and the reasons the operator writes.
 QUOTA_RESERVED, ADMITTED, EVICTED, REQUEUED, FINISHED, PODS_READY = (
@@ -72,11 +86,13 @@ def queue_of(labels: Mapping[str, str] | None) -> str | None:
     return value or None
 
 
-def workload_name(job_name: str, uid: str) -> str:
+def workload_name(job_name: str, uid: str, slice_number: int = 0) -> str:
     """The job's Workload: its name, shortened, and a hash of its uid (a job deleted and
-    created again under the same name gets a new Workload, never the old one's quota)."""
+    created again under the same name gets a new Workload, never the old one's quota);
+    its k-th slice ends in -k. At most 63 characters."""
     digest = hashlib.sha256(uid.encode()).hexdigest()[:5]
-    return f"distributedtraining-{job_name[:37].rstrip('-.')}-{digest}"
+    suffix = f"-{slice_number}" if slice_number else ""
+    return f"distributedtraining-{job_name[:37 - len(suffix)].rstrip('-.')}-{digest}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,27 +121,39 @@ def priority_source(job: t.Job, labels: Mapping[str, str] | None) -> tuple[str, 
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """A growth slice: the k-th Workload of the job, replacing `replaces` (its name)."""
+
+    number: int
+    replaces: str
+
+
 def render_workload(job: t.Job, resolved: t.Resolved, pod: Mapping[str, Any], queue: str,
-                    priority: Priority | None, template: str) -> dict:
+                    priority: Priority | None, template: str, growth: Slice | None = None) -> dict:
     """The Workload of a job (job.uid set): one podSet of the worker pod (index 0, as
     rendered) for `nodes` workers, or as few as minNodes for an elastic job. `template`
-    is the job's template hash: a Workload of an older spec is replaced while it waits."""
+    is the job's template hash: a Workload of an older spec is replaced while it waits.
+    A growth slice asks for `nodes` exactly (Kueue refuses partial admission on it)."""
     assert job.uid, "a Workload is owned by its job: render it from the job as stored"
     meta = pod.get("metadata") or {}
     pod_template = {"metadata": {"labels": dict(meta.get("labels") or {}),
                                  "annotations": dict(meta.get("annotations") or {})},
                     "spec": copy.deepcopy(dict(pod.get("spec") or {}))}
     pod_set: dict[str, Any] = {"name": POD_SET, "count": resolved.nodes, "template": pod_template}
-    if resolved.min_nodes < resolved.nodes:
+    annotations = {TEMPLATE_ANNOTATION: template}
+    if growth is not None:
+        annotations |= {ELASTIC_ANNOTATION: "true",
+                        REPLACEMENT_ANNOTATION: f"{job.namespace or 'default'}/{growth.replaces}"}
+    elif resolved.min_nodes < resolved.nodes:
         pod_set["minCount"] = resolved.min_nodes
     spec: dict[str, Any] = {"queueName": queue, "podSets": [pod_set]}
     if priority is not None:
         spec["priorityClassRef"] = {"group": priority.group, "kind": priority.kind, "name": priority.name}
         spec["priority"] = priority.value
     return {"apiVersion": API_VERSION, "kind": "Workload", "metadata": {
-        "name": workload_name(job.name, job.uid), "namespace": job.namespace or "default",
-        "labels": {JOB_LABEL: job.name},
-        "annotations": {TEMPLATE_ANNOTATION: template},
+        "name": workload_name(job.name, job.uid, growth.number if growth else 0),
+        "namespace": job.namespace or "default", "labels": {JOB_LABEL: job.name}, "annotations": annotations,
         "ownerReferences": [{"apiVersion": t.API_VERSION, "kind": t.KIND, "name": job.name, "uid": job.uid,
                              "controller": True, "blockOwnerDeletion": True}]},
         "spec": spec}
@@ -149,6 +177,17 @@ class WorkloadView:
     pending: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False: why it waits
     pods_ready: tuple[bool, str] | None = None  # (status, reason) of PodsReady, once set
     checkpoint: tuple[str, str] | None = None  # (step, time) its annotations publish, once set
+    elastic: bool = False  # a slice of Kueue's elastic workloads: it may shrink in place
+    replaces: str | None = None  # the name of the Workload this slice replaces (a growth slice)
+    requested: int | None = None  # spec.podSets' worker count: what it asks for (lowered by a shrink)
+    finished_reason: str | None = None  # Finished's reason (WorkloadSliceReplaced: grown into a slice)
+
+    @property
+    def holds(self) -> int | None:
+        """The workers whose quota it holds: the admitted count, or less once it asks for
+        less (a slice shrunk in place: Kueue's usage follows the spec)."""
+        counts = [n for n in (self.count, self.requested) if n is not None]
+        return min(counts) if self.count is not None and counts else None
 
 
 def view_of(body: Mapping[str, Any]) -> WorkloadView:
@@ -173,6 +212,10 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
     pending = (reserved.get("reason") or "", reserved.get("message") or "") \
         if reserved is not None and reserved.get("status") == "False" else None
     ready = conds.get(PODS_READY)
+    annotations = meta.get("annotations") or {}
+    replaces = annotations.get(REPLACEMENT_ANNOTATION, "").rpartition("/")[2] or None
+    requested = next((ps.get("count") for ps in (body.get("spec") or {}).get("podSets") or []
+                      if isinstance(ps, Mapping) and ps.get("name") == POD_SET), None)
     return WorkloadView(
         name=meta.get("name") or "", owner_uid=owner,
         template=(meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION),
@@ -183,7 +226,9 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
         evicted=(evicted.get("reason") or "", evicted.get("message") or "") if evicted is not None else None,
         pending=pending,
         pods_ready=(true(PODS_READY), ready.get("reason") or "") if ready is not None else None,
-        checkpoint=_checkpoint_of(meta.get("annotations") or {}))
+        checkpoint=_checkpoint_of(annotations), elastic=annotations.get(ELASTIC_ANNOTATION) == "true",
+        replaces=replaces, requested=requested if isinstance(requested, int) else None,
+        finished_reason=(conds.get(FINISHED) or {}).get("reason") if true(FINISHED) else None)
 
 
 def _checkpoint_of(annotations: Mapping[str, str]) -> tuple[str, str] | None:
@@ -194,6 +239,37 @@ def _checkpoint_of(annotations: Mapping[str, str]) -> tuple[str, str] | None:
 def checkpoint_annotations(step: int, time: str) -> dict[str, Any]:
     """The merge patch that publishes the job's newest committed checkpoint on its Workload."""
     return {"metadata": {"annotations": {CHECKPOINT_STEP_ANNOTATION: str(step), CHECKPOINT_TIME_ANNOTATION: time}}}
+
+
+def shrunk(body: Mapping[str, Any], count: int) -> dict | None:
+    """The merge patch that lowers an elastic Workload's worker count in place (Kueue then
+    gives the freed quota back); None when it asks for no more than that already."""
+    pod_sets = copy.deepcopy(list((body.get("spec") or {}).get("podSets") or []))
+    changed = False
+    for pod_set in pod_sets:
+        if pod_set.get("name") == POD_SET and isinstance(pod_set.get("count"), int) and pod_set["count"] > count:
+            pod_set["count"], changed = count, True
+    return {"spec": {"podSets": pod_sets}} if changed else None
+
+
+def current_and_growth(own: list[WorkloadView]) -> tuple[WorkloadView | None, WorkloadView | None]:
+    """Of a job's own Workloads: the one it runs on (or waits with), and a growth slice
+    that waits to replace it. A slice Kueue admitted is current even before Kueue marks the
+    one it replaces Finished; a finished Workload is current only when no other is left."""
+    live = [w for w in own if not w.finished]
+    admitted = [w for w in live if w.admitted]
+    current = next((w for w in admitted if w.replaces), None) or next(iter(admitted), None) \
+        or next((w for w in live if not w.replaces), None) or next(iter(live), None) \
+        or next((w for w in own if w.finished_reason != SLICE_REPLACED), own[0] if own else None)
+    growth = next((w for w in live if w is not current and w.replaces and current is not None
+                   and w.replaces == current.name), None)
+    return current, growth
+
+
+def slices_made(own: list[WorkloadView]) -> int:
+    """The highest slice number among the job's Workloads (0: only the first one)."""
+    numbers = [int(w.name.rpartition("-")[2]) for w in own if w.replaces and w.name.rpartition("-")[2].isdigit()]
+    return max(numbers, default=0)
 
 
 def pods_ready_condition(before: tuple[bool, str] | None, ready: bool) -> tuple[bool, str]:

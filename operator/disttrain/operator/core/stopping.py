@@ -44,13 +44,13 @@ def suspend(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | Non
 
 def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why: str, *, stopped: bool,
                report: TrainerReport | None, refused: str | None,
-               record: list[tuple[str, str, str | None]] | None = None) -> bool:
+               record: list[tuple[str, str, str | None]] | None = None, doing: str | None = None) -> bool:
     """A stop on purpose, checkpoint first (eviction.py): ask the trainer, wait, then delete
     the pods (`why` is the deletion's reason). False while the trainer checkpoints: the
     job keeps its phase meanwhile, the plan asks and wakes when the grace runs out. True
     once the pods go (or are gone); status.eviction then says what the job resumes from.
     `record`: (cause, message, node) of a stop the job did not ask for, one history entry
-    each, added when the pods go."""
+    each, added when the pods go; `doing`: what the stop is, in the Event's words."""
     st = plan.status
     grace = job.validation.job.spec.checkpoint.evict_grace_seconds or 0
     running = (any(p.active and p.ready for p in pods) and report is not None and report.outcome is None)
@@ -62,8 +62,8 @@ def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why:
         plan.wake_at = step.wake_at
         if step.began:
             message = step.eviction.message if step.eviction is not None else ""
-            doing = {"Suspended": "suspending", "Evicted": "evicted by Kueue",
-                     "NodeUnhealthy": "a worker's node is unhealthy"}.get(reason, "a worker's node is cordoned")
+            doing = doing or {"Suspended": "suspending", "NodeUnhealthy": "a worker's node is unhealthy"}.get(
+                reason, "a worker's node is cordoned")
             plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
         return False
     before = st.eviction

@@ -75,6 +75,15 @@ def routine_write(patch: Mapping[str, Any]) -> bool:
 
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Only the top-level status fields that changed (None removes a field)."""
-    patch = {k: v for k, v in new.items() if old.get(k) != v}
-    patch.update({k: None for k in old if k not in new})
-    return patch
+    return {k: v for k, v in _over(old, new).items() if old.get(k) != new.get(k)}
+
+
+def _over(old: Any, new: Any) -> Any:
+    """`new` as a merge patch over `old`: a merge patch merges objects key by key, so a key
+    `old` has and `new` lacks is sent as None (removed), at every depth; a list or a value
+    replaces what was there."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    merged = {k: _over(old.get(k), v) for k, v in new.items()}
+    merged.update({k: None for k in old if k not in new})
+    return merged

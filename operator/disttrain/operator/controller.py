@@ -385,8 +385,9 @@ class Controller:
         admission (a queue's flavors), merged in the registry's order."""
         selector: dict[str, str] = {}
         tolerations: list[dict[str, Any]] = []
+        parts = {part.integration: part for part in joined}
         for integration in self.integrations:
-            part = next((j for j in joined if j.integration == integration.name), None)
+            part = parts.get(integration.name)
             found = await integration.placement(self, part) if part is not None else None
             if found is not None:
                 selector.update(found.node_selector)

@@ -271,7 +271,7 @@ def follow_quota(seen: Queued, job: JobState, plan: Plan) -> str:
         if growth.requested != want:  # the job's size changed again: asked anew
             plan.steps.append(DeleteWorkload(name=growth.name))
             return f"asking Kueue for {want} workers through a new Workload slice"
-        reason, message = growth.pending or ("Pending", UNEVALUATED)
+        _reason, message = growth.pending or ("Pending", UNEVALUATED)
         return f"asking Kueue for {want} workers through Workload slice {growth.name}, which waits: {message}"
     if growth is not None:  # no longer needed: the job asks for no more than it holds
         plan.steps.append(DeleteWorkload(name=growth.name))

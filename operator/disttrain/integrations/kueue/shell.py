@@ -193,8 +193,7 @@ class Kueue(Integration):
         source = kueue.priority_source(owned, view.labels)
         if source is not None:
             kind, name = source
-            group = "scheduling.k8s.io" if kind == "PriorityClass" else kueue.GROUP
-            found = await shell.kube.get("", f"{kind}.{group}", name)
+            found = await shell.kube.get("", f"{kind}.{kueue.priority_class_group(kind)}", name)
             if found is None:  # said on the job and retried after the refusals' back-off
                 where = ("spec.scheduling.priorityClassName" if kind == "PriorityClass"
                          else f"the label {kueue.PRIORITY_LABEL}")

@@ -105,7 +105,12 @@ class Priority:
 
     @property
     def group(self) -> str:
-        return "scheduling.k8s.io" if self.kind == "PriorityClass" else GROUP
+        return priority_class_group(self.kind)
+
+
+def priority_class_group(kind: str) -> str:
+    """The API group of a priority class kind: a PriorityClass or Kueue's WorkloadPriorityClass."""
+    return "scheduling.k8s.io" if kind == "PriorityClass" else GROUP
 
 
 def priority_source(job: t.Job, labels: Mapping[str, str] | None) -> tuple[str, str] | None:
@@ -186,8 +191,9 @@ class WorkloadView:
     def holds(self) -> int | None:
         """The workers whose quota it holds: the admitted count, or less once it asks for
         less (a slice shrunk in place: Kueue's usage follows the spec)."""
-        counts = [n for n in (self.count, self.requested) if n is not None]
-        return min(counts) if self.count is not None and counts else None
+        if self.count is None or self.requested is None:
+            return self.count
+        return min(self.count, self.requested)
 
 
 def view_of(body: Mapping[str, Any]) -> WorkloadView:

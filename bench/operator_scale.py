@@ -228,8 +228,11 @@ class Bench:
         from disttrain.cli.ports import free_port
 
         port = free_port()
+        # /metrics is read only to see the operator up: plain HTTP, as older trees serve it
+        # (they ignore DISTTRAIN_METRICS_AUTH), so every tree is started the same way.
         env = {**self.env, "KUBECONFIG": str(self.operator_kubeconfig), "DISTTRAIN_OPERATOR_METRICS_PORT": str(port),
-               "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}", **(extra_env or {})}
+               "DISTTRAIN_METRICS_AUTH": "none", "PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}",
+               **(extra_env or {})}
         log_path = Path(tempfile.gettempdir()) / f"disttrain-bench-operator-{jobs}-{variant}-{attempt}.log"
         log = open(log_path, "wb")
         command = [sys.executable, "-c", AS_IN_THE_IMAGE, operator_module(tree), "-n", ns, "--liveness", ""]

@@ -5,9 +5,10 @@
 
 The namespaced install mode splits the same rules: what acts on namespaced resources goes
 into a Role bound in each watched namespace; of the cluster-scoped rules it keeps only the
-read-only ones kopf needs to start (CRDs, namespaces) and the node watch that sees a
-worker's node lost. The Kueue rules (manifests/kueue/rbac.yaml) become the chart's
-rbac-rules-kueue.yaml, granted with kueue.enabled. The leader-election Lease is
+read-only ones kopf needs to start (CRDs, namespaces), the node watch that sees a
+worker's node lost, and the token and access reviews /metrics asks for its callers. The
+Kueue rules (manifests/kueue/rbac.yaml) become the chart's rbac-rules-kueue.yaml, granted
+with kueue.enabled. The leader-election Lease is
 granted apart, in the operator's own namespace only (manifests/rbac/leader-election.yaml).
 """
 
@@ -18,8 +19,10 @@ import sys
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "nodes"}
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "nodes", "tokenreviews", "subjectaccessreviews"}
 READ_ONLY = {"get", "list", "watch"}
+# A review is created only to read its verdict back: nothing is stored or changed.
+REVIEWS = {"tokenreviews", "subjectaccessreviews"}
 HEADER = "# Generated from manifests/rbac/cluster-role.yaml by `make crd`; do not edit.\n"
 LABELS = {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/component": "operator"}
 
@@ -37,7 +40,7 @@ def split(all_rules: list[dict]) -> tuple[list[dict], list[dict]]:
         if local:
             namespaced.append({**copy.deepcopy(rule), "resources": local})
         if scoped:
-            if not set(rule["verbs"]) <= READ_ONLY:
+            if not set(rule["verbs"]) <= READ_ONLY | ({"create"} if set(scoped) <= REVIEWS else set()):
                 raise SystemExit(f"cluster-scoped rule {rule} is not read-only")
             cluster.append({**copy.deepcopy(rule), "resources": scoped})
     return namespaced, cluster

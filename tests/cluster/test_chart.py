@@ -223,7 +223,7 @@ def test_chart_renders_objects_the_api_server_accepts(cluster, namespace):
     rendered = helm(cluster, "template", "disttrain", CHART, "-n", namespace,
                     "--set", "replicaCount=2", "--set", "dashboards.enabled=true")
     docs = [d for d in yaml.safe_load_all(rendered) if d]
-    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap",
+    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap",
                                               "Deployment", "NetworkPolicy", "Role", "RoleBinding", "Service",
                                               "ServiceAccount"]
     deployment = next(d for d in docs if d["kind"] == "Deployment")
@@ -246,11 +246,15 @@ def test_chart_renders_objects_the_api_server_accepts(cluster, namespace):
     cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=rendered)
 
 
-def test_chart_role_is_the_one_the_tests_run_the_operator_with(cluster):
+def test_chart_roles_are_the_ones_the_tests_run_the_operator_and_scrape_it_with(cluster):
     rendered = [d for d in yaml.safe_load_all(helm(cluster, "template", "disttrain", CHART)) if d]
-    role = next(d for d in rendered if d["kind"] == "ClusterRole")
-    with open(os.path.join(REPO, "manifests", "rbac", "cluster-role.yaml")) as handle:
-        assert role["rules"] == yaml.safe_load(handle)["rules"]
+    roles = {d["metadata"]["name"]: d["rules"] for d in rendered if d["kind"] == "ClusterRole"}
+    for name, path in (("disttrain-operator", "cluster-role.yaml"),
+                       ("disttrain-operator-metrics-reader", "metrics-reader.yaml")):
+        with open(os.path.join(REPO, "manifests", "rbac", path)) as handle:
+            assert roles[name] == yaml.safe_load(handle)["rules"], path
+    # No reader named, none bound: the chart lends /metrics to nobody by default.
+    assert not [d for d in rendered if d["kind"] == "ClusterRoleBinding" and "metrics" in d["metadata"]["name"]]
 
 
 def test_alert_rules_pass_promtool_and_use_our_metrics(cluster, tmp_path):

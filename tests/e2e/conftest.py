@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 import yaml
 
+from scraping import scrape_config
+
 
 
 def _root_conftest():
@@ -326,6 +328,20 @@ def discovered_targets(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
     return {"operator": operator, "trainers": trainers}
 
 
+# Prometheus's account: the chart's metrics.readers names it (READERS) where a test
+# scrapes the operator.
+PROMETHEUS_SA = ("monitoring", "prometheus")
+READERS = ["--set-json", f'metrics.readers=[{{"kind": "ServiceAccount", "namespace": "{PROMETHEUS_SA[0]}", '
+           f'"name": "{PROMETHEUS_SA[1]}"}}]']
+
+
+def prometheus_token(cluster: Cluster) -> str:
+    namespace, name = PROMETHEUS_SA
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+    return cluster.kubectl("create", "token", name, "-n", namespace, "--duration=2h").stdout.strip()
+
+
 @pytest.fixture
 def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
     """A real Prometheus scraping what the chart's Service and the worker pods expose.
@@ -342,9 +358,16 @@ def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
     files = {name: tmp_path / f"{name}.json" for name in ("operator", "trainers")}
     for path in files.values():
         path.write_text("[]")
+    # The operator as the chart's ServiceMonitor has it scraped (HTTPS, Prometheus's own
+    # token: here the token of PROMETHEUS_SA, which the installs name in metrics.readers).
+    token = tmp_path / "prometheus.token"
+    token.write_text(prometheus_token(node_cluster))
+    service_monitor, pod_monitor = monitors(node_cluster)
     config = {"global": {"scrape_interval": "2s"}, "scrape_configs": [
-        {"job_name": f"disttrain-{name}", "honor_labels": True,
-         "file_sd_configs": [{"files": [str(path)], "refresh_interval": "1s"}]} for name, path in files.items()]}
+        scrape_config("disttrain-operator", service_monitor["endpoints"][0], token,
+                      file_sd_configs=[{"files": [str(files["operator"])], "refresh_interval": "1s"}]),
+        scrape_config("disttrain-trainers", pod_monitor["podMetricsEndpoints"][0], token,
+                      file_sd_configs=[{"files": [str(files["trainers"])], "refresh_interval": "1s"}])]}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     stop = threading.Event()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .conftest import (CHART, OPERATOR_NS, REPO, helm, operator_log, wait_operator_ready)
+from .conftest import (CHART, OPERATOR_NS, READERS, REPO, helm, operator_log, wait_operator_ready)
 
 pytestmark = [pytest.mark.slow]
 
@@ -22,7 +22,8 @@ def assert_logs_json(cluster, namespace: str) -> None:
 
 
 def test_helm_default_values_operator_ready_and_scraped_through_its_service(node_cluster, prometheus):
-    helm(node_cluster, "install", "disttrain", str(CHART), "-n", OPERATOR_NS, "--create-namespace")
+    """Default values but one: metrics.readers names Prometheus's account, as a user of the chart does."""
+    helm(node_cluster, "install", "disttrain", str(CHART), "-n", OPERATOR_NS, "--create-namespace", *READERS)
     try:
         pod = wait_operator_ready(node_cluster)
         container = pod["status"]["containerStatuses"][0]
@@ -38,14 +39,34 @@ def test_helm_default_values_operator_ready_and_scraped_through_its_service(node
         # the operator's own series arrive under their names (the dashboards' queries)
         assert node_cluster.wait_for(lambda: prometheus.query("disttrain_operator_reconcile_seconds_count"),
                                      timeout=30, what="disttrain_operator_reconcile_seconds in Prometheus")
+        # Reaching the port is not enough: without a token, or with one the API server
+        # does not allow /metrics, the operator answers 401 and 403 (and names no job).
+        port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "metrics")
+        address = f"https://{pod['status']['podIP']}:{port}/metrics"
+        assert refused(address, None) == 401
+        assert refused(address, node_cluster.kubectl("create", "token", "default", "-n", OPERATOR_NS).stdout.strip()) == 403
     finally:
         helm(node_cluster, "uninstall", "disttrain", "-n", OPERATOR_NS, "--wait", "--timeout=120s")
         node_cluster.kubectl("delete", "namespace", OPERATOR_NS, "--timeout=120s", check=False, timeout=150)
 
 
+def refused(url: str, token: str | None) -> int:
+    """The HTTP status of a GET that must fail (0: it succeeded)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        urllib.request.urlopen(request, timeout=10, context=ssl._create_unverified_context()).read()
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    return 0
+
+
 def test_helm_non_default_values(node_cluster, ns, tmp_path):
-    """One namespace watched, plain logs, another metrics port, no leader election."""
-    values = {"watchNamespaces": [ns], "logFormat": "plain", "metrics": {"port": 9090},
+    """One namespace watched, plain logs, another metrics port served as plain HTTP to
+    anyone (metrics.auth none), no leader election."""
+    values = {"watchNamespaces": [ns], "logFormat": "plain", "metrics": {"port": 9090, "auth": "none"},
               "leaderElection": {"enabled": False}, "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
     release_ns = f"{ns}-op"

@@ -47,7 +47,7 @@ def test_dashboards_query_only_metrics_we_export():
 def test_namespaced_rbac_is_the_cluster_role_split():
     """The namespaced mode's Role and read-only ClusterRole are generated from the same
     rules (`make crd`): together they grant nothing the cluster-wide role does not, and
-    nothing cluster-scoped beyond reads."""
+    nothing cluster-scoped beyond reads and reviews."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("rbac", os.path.join(ROOT, "hack", "chart_rbac_rules.py"))
@@ -62,7 +62,10 @@ def test_namespaced_rbac_is_the_cluster_role_split():
     assert {r for rule in namespaced for r in rule["resources"]} == {
         "distributedtrainings", "distributedtrainings/status", "pods", "services", "networkpolicies", "events",
         "podgroups", "poddisruptionbudgets"}
-    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster)
+    # Cluster-scoped: reads, and the reviews /metrics asks for (created only to read a verdict).
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"}
+               or (rule["verbs"] == ["create"] and set(rule["resources"]) <= {"tokenreviews", "subjectaccessreviews"})
+               for rule in cluster)
 
 
 def test_alert_rules_use_only_metrics_we_export():

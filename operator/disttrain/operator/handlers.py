@@ -46,6 +46,7 @@ from disttrain.operator.informer import PodWatch
 from disttrain.operator.kube import Kube, login
 from disttrain.operator.leader import LeaderElector
 from disttrain.operator.metrics import OperatorMetrics
+from disttrain.operator.metrics_serving import MetricsServer, Reviewer
 from disttrain.operator.core.state import Policy
 from disttrain.operator.core.nodes import summarize_node
 from disttrain.operator.settings import Settings, configure_kopf, lease_settings, platform_policies
@@ -82,8 +83,14 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
                            "(then this operator serves them at once)")
     memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
     if ours.metrics_port:
-        metrics.serve(ours.metrics_port)
-        logger.info(f"metrics on :{ours.metrics_port}/metrics")
+        checked = ours.metrics_auth == "kubernetes"
+        memo.metrics_server = MetricsServer(metrics.registry, Reviewer(kube) if checked else None)
+        await memo.metrics_server.start(ours.metrics_port)
+        if checked:
+            logger.info(f"metrics on https://:{ours.metrics_port}/metrics, to callers allowed to get /metrics")
+        else:
+            logger.warning(f"metrics on http://:{ours.metrics_port}/metrics to anyone who reaches the port "
+                           "(DISTTRAIN_METRICS_AUTH=none): they name every watched job")
 
 
 def needed_crds(integrations: tuple[Integration, ...] | None = None) -> list[tuple[str, str, str, str]]:
@@ -134,8 +141,10 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await work
     await memo.controller.pod_watch.close()
+    server: MetricsServer | None = getattr(memo, "metrics_server", None)
+    if server is not None:
+        await server.close()
     await memo.controller.kube.close()
-    memo.controller.metrics.close()
 
 
 @kopf.on.event("apiextensions.k8s.io", "v1", "customresourcedefinitions")

@@ -1,8 +1,9 @@
-"""The operator's Prometheus metrics (names documented in docs/operations.md, "Metrics"), on their own registry."""
+"""The operator's Prometheus metrics (names documented in docs/operations.md, "Metrics"), on their own
+registry; metrics_serving.py serves them."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from disttrain.operator.core.failures import CAUSES
 
@@ -84,13 +85,3 @@ class OperatorMetrics:
             self.checkpoint_age.remove(namespace, name)
         except KeyError:
             pass
-
-    def serve(self, port: int, address: str = "0.0.0.0") -> None:
-        self._server = start_http_server(port, addr=address, registry=self.registry)[0]
-
-    def close(self) -> None:
-        """Stop serving (kopf started over in the same process serves them again)."""
-        server = getattr(self, "_server", None)
-        if server is not None:
-            server.shutdown()
-            server.server_close()

@@ -58,6 +58,10 @@ OWN_USES: tuple[Use, ...] = (
     _use("", "nodes", "list watch", CLUSTER, "node health: lost and cordoned nodes"),
     _use("", "namespaces", "list watch", CLUSTER, "kopf's namespace observer"),
     _use("apiextensions.k8s.io", "customresourcedefinitions", "list watch", CLUSTER, "kopf's resource observer; the CRDs of our watches, followed as they go and come back (crds.py)"),
+    _use("authentication.k8s.io", "tokenreviews", "create", CLUSTER,
+         "/metrics: whose bearer token a scraper sent (metrics_serving.py)"),
+    _use("authorization.k8s.io", "subjectaccessreviews", "create", CLUSTER,
+         "/metrics: whether that caller may get /metrics"),
 )
 
 

@@ -24,6 +24,7 @@ from disttrain.api.names import FINALIZER
 from disttrain.api.policy import PodPolicy, pod_policy_from_env
 from disttrain.api.types import DEFAULT_IMAGE, GROUP
 from disttrain.operator.leader import LeaseSettings
+from disttrain.operator.metrics_serving import AUTH_MODES
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules
 from disttrain.render.network_policy import NetworkPolicySettings, network_policy_from_env
@@ -33,6 +34,10 @@ from disttrain.render.network_policy import NetworkPolicySettings, network_polic
 class Settings:
     metrics_port: int = 8080
     """DISTTRAIN_OPERATOR_METRICS_PORT: Prometheus /metrics port; 0 turns it off."""
+    metrics_auth: str = "kubernetes"
+    """DISTTRAIN_METRICS_AUTH: kubernetes: /metrics over HTTPS to callers whose bearer token
+    the API server accepts and allows to get /metrics (the ClusterRole
+    disttrain-operator-metrics-reader); none: plain HTTP to anyone who reaches the port."""
     restart_backoff_seconds: float = 10.0
     """DISTTRAIN_RESTART_BACKOFF_SECONDS: first back-off before recreating a crashed worker."""
     restart_backoff_max_seconds: float = 300.0
@@ -102,6 +107,9 @@ class Settings:
         settings = cls(**values)
         if settings.api_qps <= 0 or settings.api_burst < 1:
             raise SystemExit("DISTTRAIN_API_QPS must be > 0 and DISTTRAIN_API_BURST >= 1")
+        if settings.metrics_auth not in AUTH_MODES:
+            raise SystemExit(f"DISTTRAIN_METRICS_AUTH={settings.metrics_auth!r} is not one of "
+                             f"{', '.join(AUTH_MODES)}: set kubernetes (the default) or none")
         if settings.workers < 1 or settings.lease_seconds < 3:
             raise SystemExit("DISTTRAIN_WORKERS must be >= 1 and DISTTRAIN_LEASE_SECONDS >= 3")
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -87,15 +88,57 @@ def install_mode(request, cluster, namespace, operator_kubeconfig) -> tuple[str,
     return request.param, kubeconfig
 
 
-class Operator:
-    """A running operator; `metrics()` scrapes its Prometheus endpoint."""
+# An account bound to manifests/rbac/metrics-reader.yaml, as a user binds their Prometheus's.
+METRICS_READER_SA = "metrics-scraper"
+_tokens: dict[str, str] = {}
 
-    def __init__(self, metrics_port: int):
-        self.metrics_port = metrics_port
+
+def metrics_token(cluster) -> str:
+    """A token of METRICS_READER_SA, which the operator's /metrics accepts (made once a cluster)."""
+    if cluster.kubeconfig not in _tokens:
+        cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": METRICS_READER_SA, "namespace": OPERATOR_NS}})
+        cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                       "metadata": {"name": METRICS_READER_SA},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                   "name": "disttrain-operator-metrics-reader"},
+                       "subjects": [{"kind": "ServiceAccount", "name": METRICS_READER_SA, "namespace": OPERATOR_NS}]})
+        _tokens[cluster.kubeconfig] = cluster.kubectl(
+            "create", "token", METRICS_READER_SA, "-n", OPERATOR_NS, "--duration=4h").stdout.strip()
+    return _tokens[cluster.kubeconfig]
+
+
+def scrape(port: int, token: str | None, *, scheme: str = "https") -> str:
+    """GET /metrics as a scraper does: HTTPS without verifying the operator's self-made
+    certificate (the chart's ServiceMonitor does the same), the token as a bearer."""
+    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}/metrics",
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl._create_unverified_context() if scheme == "https" else None
+    with urllib.request.urlopen(request, timeout=5, context=context) as resp:
+        return resp.read().decode()
+
+
+def operator_scrape_config(cluster, tmp_path: Path, job_name: str, **targets: Any) -> dict[str, Any]:
+    """Prometheus's scrape config for the operator, from the chart's ServiceMonitor, with a
+    reader's token (tests/scraping.py)."""
+    from operator_reading import chart_objects
+    from scraping import scrape_config
+
+    monitor = next(o for o in chart_objects(cluster, "dt", OPERATOR_NS, "--set", "serviceMonitor.enabled=true")
+                   if o["kind"] == "ServiceMonitor")
+    token_file = tmp_path / f"{job_name}.token"
+    token_file.write_text(metrics_token(cluster))
+    return scrape_config(job_name, monitor["spec"]["endpoints"][0], token_file, **targets)
+
+
+class Operator:
+    """A running operator; `metrics()` scrapes its Prometheus endpoint with a reader's token."""
+
+    def __init__(self, metrics_port: int, token: str):
+        self.metrics_port, self.token = metrics_port, token
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
-            return resp.read().decode()
+        return scrape(self.metrics_port, self.token)
 
     def sample(self, name: str, **labels: str) -> float:
         """The value of one sample (0 when absent)."""
@@ -137,11 +180,12 @@ def running_operator(cluster, namespace: str, kubeconfig: str, allow_forbidden: 
     from kopf.testing import KopfRunner
 
     port = free_port()
+    token = metrics_token(cluster)
     env = {**TEST_ENV, "KUBECONFIG": kubeconfig, "DISTTRAIN_OPERATOR_METRICS_PORT": str(port), **env}
     with env_vars(env):
         with KopfRunner(["run", "--standalone", "-n", namespace, "-m", "disttrain.operator.handlers"],
                         timeout=60) as runner:
-            handle = Operator(port)
+            handle = Operator(port, token)
             cluster.wait_for(lambda: _answers(handle), timeout=30, what="operator metrics endpoint")
             yield handle
     assert runner.exception is None, runner.exception

@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import (CHECKPOINT_CLAIM, REPO, annotate_exit, free_port, job_manifest, kill, running_operator,
-                       wait_phase)
+from .conftest import (CHECKPOINT_CLAIM, REPO, annotate_exit, free_port, job_manifest, kill, operator_scrape_config,
+                       running_operator, wait_phase)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -108,17 +108,20 @@ def has_number(result: list[dict]) -> bool:
 
 
 @pytest.fixture
-def prometheus(tmp_path):
+def prometheus(cluster, tmp_path):
     binary = shutil.which("prometheus")
     assert binary, "prometheus missing: hack/ensure-promtool.sh installs Debian's prometheus package"
     port = free_port()
     targets = tmp_path / "targets"
-    targets.mkdir()
+    (targets / "operator").mkdir(parents=True)
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "scrape_configs": [
         # honor_labels as the chart's ServiceMonitor/PodMonitor: the metrics' own `job`
         # label (the DistributedTraining's name) must win over the scrape job's.
         {"job_name": "disttrain", "honor_labels": True,
-         "file_sd_configs": [{"files": [str(targets / "*.yaml")], "refresh_interval": "1s"}]}]}
+         "file_sd_configs": [{"files": [str(targets / "*.yaml")], "refresh_interval": "1s"}]},
+        # The operator as the chart's ServiceMonitor scrapes it (HTTPS, a reader's token).
+        operator_scrape_config(cluster, tmp_path, "disttrain-operator", file_sd_configs=[
+            {"files": [str(targets / "operator" / "*.yaml")], "refresh_interval": "1s"}])]}
     # The chart's alert rules, loaded as they ship.
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rendered_rule_groups()))
     config["rule_files"] = [str(tmp_path / "rules.yaml")]
@@ -129,7 +132,8 @@ def prometheus(tmp_path):
                               start_new_session=True)
 
     def scrape(name: str, port_: int) -> None:
-        (targets / f"{name}.yaml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{port_}"]}]))
+        folder = targets / "operator" if name == "operator" else targets
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump([{"targets": [f"127.0.0.1:{port_}"]}]))
 
     handle = Prometheus(port)
     handle.scrape = scrape  # type: ignore[attr-defined]

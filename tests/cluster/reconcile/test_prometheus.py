@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 import yaml
 
-from .conftest import free_port, job_manifest, kill, wait_phase
+from .conftest import free_port, job_manifest, kill, operator_scrape_config, wait_phase
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -49,8 +49,8 @@ def test_prometheus_scrapes_operator_and_trainer_metrics(cluster, namespace, ope
     assert binary, "prometheus missing: hack/ensure-promtool.sh installs Debian's prometheus package"
     port = free_port()
     config = {"global": {"scrape_interval": "1s"}, "scrape_configs": [
-        {"job_name": "disttrain-operator", "honor_labels": True,
-         "static_configs": [{"targets": [f"127.0.0.1:{operator.metrics_port}"]}]},
+        operator_scrape_config(cluster, tmp_path, "disttrain-operator",
+                               static_configs=[{"targets": [f"127.0.0.1:{operator.metrics_port}"]}]),
         {"job_name": "disttrain-trainers", "honor_labels": True,
          "static_configs": [{"targets": [f"127.0.0.1:{trainer_metrics}"]}]}]}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))

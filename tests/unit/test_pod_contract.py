@@ -143,3 +143,42 @@ def test_the_torchrun_env_whole():
         "PET_RDZV_CONF": "join_timeout=600,last_call_timeout=30,is_host=false", "PET_MONITOR_INTERVAL": "1",
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PET_SHUTDOWN_TIMEOUT": str(SHUTDOWN_TIMEOUT_SECONDS),
     }
+
+
+def test_the_trainer_assumes_the_apis_defaults_for_every_builtin_setting():
+    """A job that sets none of them, and a trainer started without the variables, train
+    the same run (the trainer once took 200 steps where the API said 100)."""
+    from disttrain.api.pod_contract import BUILTIN
+    from disttrain_trainer.config import Config
+
+    j, r, _ = load_job(job(trainer={"builtin": {}}))
+    rendered = {e["name"]: e["value"] for e in render_pod(j, r, 0)["spec"]["containers"][0]["env"] if "value" in e}
+    bare, from_pod = Config.from_env({}), Config.from_env(rendered)
+    for config in (bare, from_pod):
+        read = {"model": config.model.name, "steps": config.train.steps, "batch_size": config.data.batch_size,
+                "learning_rate": config.train.learning_rate, "seed": config.train.seed,
+                "eval_fraction": config.eval.fraction, "eval_fold": config.eval.fold,
+                "eval_interval_steps": config.eval.interval_steps}
+        assert read == {field: getattr(j.spec.trainer.builtin, field) for field in BUILTIN}
+        assert read == {field: setting.default for field, setting in BUILTIN.items()}
+    assert {s.env for s in BUILTIN.values() if s.always} <= set(rendered)
+    assert not {s.env for s in BUILTIN.values() if not s.always} & set(rendered)  # at their defaults: unset
+
+
+def test_both_ends_of_the_status_report_use_the_contracts_keys():
+    from disttrain.api.pod_contract import STATUS_KEYS
+    from disttrain.api.report import parse_report
+    from disttrain_trainer.metrics import StatusSink
+
+    sink = StatusSink()
+    sink.eval(1, 1.0, {"accuracy": 0.5})  # evalHistory and evalMetrics appear with the first evaluation
+    written = set(sink.doc) | {"framework"}  # a framework's callback adds its name (metrics.py, session.py)
+    assert written == set(STATUS_KEYS)
+
+    class Recording(dict):
+        def get(self, key, default=None):
+            read.add(key)
+            return super().get(key, default)
+    read: set[str] = set()
+    assert parse_report(Recording(sink.doc)) is not None
+    assert read <= set(STATUS_KEYS), read - set(STATUS_KEYS)

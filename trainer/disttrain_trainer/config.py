@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from disttrain.api.pod_contract import BUILTIN
+
 Strategy = Literal["auto", "none", "ddp", "fsdp"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
 ModelName = Literal["gpt-nano", "gpt-small", "mlp"]
@@ -65,7 +67,7 @@ class _Env:
 
 @dataclass(kw_only=True, slots=True)
 class ModelConfig:
-    name: ModelName = "gpt-nano"
+    name: ModelName = BUILTIN["model"].default
     """name: the built-in model: gpt-nano (~1M params), gpt-small (~20M) or mlp."""
 
     def __post_init__(self) -> None:
@@ -76,11 +78,11 @@ class ModelConfig:
 class DataConfig:
     dataset: DatasetName = "text"
     """dataset: built-in dataset; nothing is downloaded."""
-    batch_size: int = 8
+    batch_size: int = BUILTIN["batch_size"].default
     """batch_size: micro-batch per data-parallel rank (samples)."""
     seq_len: int = 0
     """seq_len: tokens per sample for the text dataset; 0 = the model's context length."""
-    seed: int = 1234
+    seed: int = BUILTIN["seed"].default
     """seed: shuffling seed; every epoch reshuffles with seed + epoch."""
 
     def __post_init__(self) -> None:
@@ -125,9 +127,9 @@ class ParallelConfig:
 
 @dataclass(kw_only=True, slots=True)
 class TrainConfig:
-    steps: int = 200
+    steps: int = BUILTIN["steps"].default
     """steps: optimizer steps in total (across restarts)."""
-    learning_rate: float = 3e-4
+    learning_rate: float = BUILTIN["learning_rate"].default
     """learning_rate: peak AdamW learning rate."""
     warmup_steps: int = 0
     """warmup_steps: linear warm-up steps; 0 = min(10, steps // 10)."""
@@ -139,7 +141,7 @@ class TrainConfig:
     """grad_clip: max global gradient L2 norm; 0 = no clipping."""
     log_every: int = 10
     """log_every: steps between loss all-reduces / log lines (the last step always logs)."""
-    seed: int = 1234
+    seed: int = BUILTIN["seed"].default
     """seed: parameter-initialisation seed; identical for every strategy."""
 
     def __post_init__(self) -> None:
@@ -185,12 +187,12 @@ class CheckpointConfig:
 
 @dataclass(kw_only=True, slots=True)
 class EvalConfig:
-    fraction: float = 0.1
+    fraction: float = BUILTIN["eval_fraction"].default
     """fraction: share of the dataset held out for evaluation (a contiguous block, never
     trained on); 0 = no evaluation."""
-    fold: int = 0
+    fold: int = BUILTIN["eval_fold"].default
     """fold: which block is held out, 0 .. 1/fraction - 1 (k-fold: fraction 1/k, fold i)."""
-    interval_steps: int = 0
+    interval_steps: int = BUILTIN["eval_interval_steps"].default
     """interval_steps: evaluate every N steps as well as at the end; 0 = only at the end."""
 
     def __post_init__(self) -> None:
@@ -303,12 +305,12 @@ class Config:
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not an integer") from None
 
-        seed = num("SEED", 1234)
+        seed = num(BUILTIN["seed"].name, BUILTIN["seed"].default)
         return cls(
-            model=ModelConfig(name=get("MODEL", "gpt-nano")),  # type: ignore[arg-type]
+            model=ModelConfig(name=get(BUILTIN["model"].name, BUILTIN["model"].default)),  # type: ignore[arg-type]
             data=DataConfig(
                 dataset=get("DATASET", "text"),  # type: ignore[arg-type]
-                batch_size=num("BATCH_SIZE", 8),
+                batch_size=num(BUILTIN["batch_size"].name, BUILTIN["batch_size"].default),
                 seed=seed,
             ),
             parallel=ParallelConfig(
@@ -319,8 +321,8 @@ class Config:
                 gpus_per_node=num("GPUS_PER_NODE", 0),
             ),
             train=TrainConfig(
-                steps=num("STEPS", 200),
-                learning_rate=float(get("LEARNING_RATE", "0.0003")),
+                steps=num(BUILTIN["steps"].name, BUILTIN["steps"].default),
+                learning_rate=e.real(BUILTIN["learning_rate"].name, BUILTIN["learning_rate"].default),
                 accumulate_grad_batches=num("ACCUMULATE_GRAD_BATCHES", 1),
                 seed=seed,
             ),
@@ -342,8 +344,8 @@ def _eval_config(e: _Env) -> EvalConfig:
     """The built-in trainer's split (DISTTRAIN_EVAL_*); a `disttrain sweep` with kfold gives
     a script's job the fold as SWEEP_FOLD of SWEEP_FOLDS instead (sweep/space.py), which
     run_training honours the same way: block SWEEP_FOLD of size 1/SWEEP_FOLDS held out."""
-    interval = e.num("EVAL_INTERVAL_STEPS", 0)
-    if not e.get("EVAL_FRACTION", "") and e.env.get("SWEEP_FOLDS"):
+    interval = e.num(BUILTIN["eval_interval_steps"].name, BUILTIN["eval_interval_steps"].default)
+    if not e.get(BUILTIN["eval_fraction"].name, "") and e.env.get("SWEEP_FOLDS"):
         raw = (e.env.get("SWEEP_FOLD", ""), e.env["SWEEP_FOLDS"])
         try:
             fold, folds = int(raw[0]), int(raw[1])
@@ -353,7 +355,8 @@ def _eval_config(e: _Env) -> EvalConfig:
             raise ValueError(f"SWEEP_FOLD={raw[0]!r} of SWEEP_FOLDS={raw[1]!r}: want integers with SWEEP_FOLDS >= 2 "
                              "and 0 <= SWEEP_FOLD < SWEEP_FOLDS (disttrain sweep sets them; do not set them yourself)")
         return EvalConfig(fraction=1 / folds, fold=fold, interval_steps=interval)
-    return EvalConfig(fraction=e.real("EVAL_FRACTION", 0.1), fold=e.num("EVAL_FOLD", 0), interval_steps=interval)
+    return EvalConfig(fraction=e.real(BUILTIN["eval_fraction"].name, BUILTIN["eval_fraction"].default),
+                      fold=e.num(BUILTIN["eval_fold"].name, BUILTIN["eval_fold"].default), interval_steps=interval)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

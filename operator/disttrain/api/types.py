@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from disttrain.api.k8s import AFFINITY, ENV_VAR_SOURCE, POD_SPEC, TOLERATION
 from disttrain.api.meta import DNS1123_SUBDOMAIN, RESOURCE_NAME, spec_field
+from disttrain.api.pod_contract import BUILTIN
 
 GROUP = "disttrain.dev"
 VERSION = "v1alpha1"
@@ -56,7 +57,7 @@ class BuiltinTrainer:
     model: Model | None = spec_field(
         "model: the built-in model. gpt-nano (~1M parameters) and gpt-small (~20M) are "
         "GPT-style language models; mlp is a small multilayer perceptron.",
-        default="gpt-nano", immutable_while_running=True)
+        default=BUILTIN["model"].default, immutable_while_running=True)
     dataset: Dataset | None = spec_field(
         "dataset: the built-in data, nothing is downloaded. text is a character-level "
         "corpus shipped in the image (for gpt-*); synthetic-regression and "
@@ -64,33 +65,33 @@ class BuiltinTrainer:
         "Defaults to text for gpt-* and synthetic-regression for mlp.")
     steps: int | None = spec_field(
         "steps: optimizer steps in total; the job succeeds when every rank reaches it.",
-        default=100, minimum=1, maximum=100_000_000,
+        default=BUILTIN["steps"].default, minimum=1, maximum=100_000_000,
         maximum_reason="a bound on runaway jobs: 1e8 steps is months of training at 10 steps/s")
     batch_size: int | None = spec_field(
         "batchSize: micro-batch per data-parallel rank. Global batch per optimizer step "
         "= batchSize x data-parallel degree x accumulateGradBatches.",
-        default=8, minimum=1, maximum=65536,
+        default=BUILTIN["batch_size"].default, minimum=1, maximum=65536,
         maximum_reason="a micro-batch is per process and must fit in one device's memory")
     learning_rate: float | None = spec_field(
         "learningRate: peak learning rate of AdamW (cosine schedule with warm-up).",
-        default=0.0003, minimum=0, exclusive_minimum=True, maximum=10)
+        default=BUILTIN["learning_rate"].default, minimum=0, exclusive_minimum=True, maximum=10)
     seed: int | None = spec_field(
         "seed: seeds weights, data order and dropout; the same seed gives the same run (0 is a "
         "seed like any other).",
-        default=1234, minimum=0, maximum=2**31 - 1)
+        default=BUILTIN["seed"].default, minimum=0, maximum=2**31 - 1)
     eval_fraction: float | None = spec_field(
         "evalFraction: share of the dataset held out as a contiguous block, never trained "
         "on, to measure status.progress.evalLoss. 0 turns evaluation off.",
-        default=0.1, minimum=0, maximum=0.5)
+        default=BUILTIN["eval_fraction"].default, minimum=0, maximum=0.5)
     eval_fold: int | None = spec_field(
         "evalFold: which block of size evalFraction is held out, counted from the start "
         "of the dataset: 0 .. 1/evalFraction - 1. For k-fold cross-validation run k jobs "
         "with evalFraction 1/k and evalFold 0 .. k-1.",
-        default=0, minimum=0, maximum=1000)
+        default=BUILTIN["eval_fold"].default, minimum=0, maximum=1000)
     eval_interval_steps: int | None = spec_field(
         "evalIntervalSteps: evaluate every N steps as well as after the last one; 0 = "
         "only after the last step.",
-        default=0, minimum=0, maximum=100_000_000)
+        default=BUILTIN["eval_interval_steps"].default, minimum=0, maximum=100_000_000)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from disttrain.api import types as t
 from disttrain.api.names import CREDENTIAL_ENV, ENDPOINT_ENV, OPTIONAL_CREDENTIAL_ENV, service_name, worker_name
+from disttrain.api.pod_contract import BUILTIN
 from disttrain.render.context import SHUTDOWN_TIMEOUT_SECONDS, TERMINATION_LOG, RenderContext
 
 
@@ -50,14 +51,15 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
     }
     if ctx.builtin is not None:
         b = ctx.builtin
-        values |= {"DISTTRAIN_MODEL": b.model, "DISTTRAIN_DATASET": b.dataset,
-                   "DISTTRAIN_STEPS": b.steps, "DISTTRAIN_BATCH_SIZE": b.batch_size,
-                   "DISTTRAIN_LEARNING_RATE": b.learning_rate, "DISTTRAIN_SEED": b.seed}
-        # Only when set away from the trainer's own defaults: a new env entry changes the
-        # pod template hash, and an upgraded operator would replace every running worker.
-        evaluation = {"DISTTRAIN_EVAL_FRACTION": (b.eval_fraction, 0.1), "DISTTRAIN_EVAL_FOLD": (b.eval_fold, 0),
-                      "DISTTRAIN_EVAL_INTERVAL_STEPS": (b.eval_interval_steps, 0)}
-        values |= {name: value for name, (value, default) in evaluation.items() if value != default}
+        # The pod contract's order, DISTTRAIN_DATASET after the model (its default depends
+        # on the model, so the API resolves it); a setting not `always` only away from its
+        # default (pod_contract.Setting).
+        for field, setting in BUILTIN.items():
+            value = getattr(b, field)
+            if setting.always or value != setting.default:
+                values[setting.env] = value
+            if field == "model":
+                values["DISTTRAIN_DATASET"] = b.dataset
     if ckpt.storage != "none":
         values |= {
             # An object-store URL or the volume's mount: the trainer (storage.open_storage)

@@ -95,8 +95,8 @@ def api_fields() -> list[Contract]:
 
 
 def status_fields() -> list[Contract]:
-    from disttrain.api import types as t
-    return _leaf_contracts("status", list(_walk_fields(t.DistributedTrainingStatus, "status")), "docs/api.md")
+    from disttrain.api.status_types import DistributedTrainingStatus
+    return _leaf_contracts("status", list(_walk_fields(DistributedTrainingStatus, "status")), "docs/api.md")
 
 
 def cli_flags() -> list[Contract]:

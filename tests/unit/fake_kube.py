@@ -18,7 +18,7 @@ class FakeKube:
         self.jobs = dict(jobs or {})  # (namespace, name) -> uid: the jobs that exist
         self.objects: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name) -> object
         self.calls: list[tuple[str, ...]] = []
-        self.routine_writes: list[str] = []  # status patches sent as kube.ROUTINE
+        self.routine_writes: list[str] = []  # status patches sent as pacing.ROUTINE
         self.batches: list[list[int]] = []  # per creating() batch: [writes paid for, creates sent]
         self._batch: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("batch", default=None)
         self.fail: dict[str, ApiError] = {}  # verb -> raised once per call while set

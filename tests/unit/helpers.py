@@ -60,7 +60,7 @@ def warnings_of(doc: dict) -> dict[str, str]:
 def typed(status: Any = None) -> Any:
     """A status as the API server would hand it over (JSON) -> the typed status decide()
     works on; a typed one passes through. The fixture must fit the schema."""
-    from disttrain.api.types import DistributedTrainingStatus
+    from disttrain.api.status_types import DistributedTrainingStatus
     from disttrain.operator.core.status import read_status
 
     if isinstance(status, DistributedTrainingStatus):

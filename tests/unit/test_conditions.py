@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from disttrain.api import conditions as c
-from disttrain.api.types import Condition
+from disttrain.api.status_types import Condition
 
 from .helpers import written
 
@@ -61,7 +61,7 @@ def test_the_crd_documents_every_condition_type_the_operator_writes():
     import re
 
     from disttrain.api import conditions
-    from disttrain.api.types import CONDITION_TYPES
+    from disttrain.api.status_types import CONDITION_TYPES
 
     source = inspect.getsource(conditions)
     section = source[source.index("# Condition types"):source.index("# Reasons")]

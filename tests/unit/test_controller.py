@@ -9,7 +9,8 @@ import asyncio
 import dataclasses
 
 from disttrain.api import load_job
-from disttrain.operator.controller import SILENT_TRAINER_MAX_SECONDS, Controller, silent_poll_seconds
+from disttrain.operator.controller import Controller
+from disttrain.operator.trainers import SILENT_TRAINER_MAX_SECONDS, silent_poll_seconds
 from disttrain.operator.kube import ApiError
 from disttrain.operator.metrics import OperatorMetrics
 from disttrain.operator.core.writes import COUNTERS_DELAY_SECONDS, PENDING_COUNTERS_DELAY_SECONDS, status_write
@@ -335,7 +336,7 @@ def test_a_deferred_counter_write_goes_out_when_it_is_due():
     wait, deferred, written, phase_write_routine, routine = run(scenario())
     assert deferred == [] and wait == COUNTERS_DELAY_SECONDS - 1
     assert written == [("patch-status", "demo", "goodput", "workers")]  # goodput rides along with it
-    # The write of Running is urgent; the counters alone give way to it (kube.ROUTINE).
+    # The write of Running is urgent; the counters alone give way to it (pacing.ROUTINE).
     assert phase_write_routine == [] and routine == ["demo"]
 
 
@@ -407,7 +408,7 @@ def test_a_running_job_is_polled_and_a_report_that_moved_queues_it():
         scheduled = shell.polls.due_in(KEY)
         kube.reports["10.0.0.1"] = {"step": 3, "totalSteps": 10}
         key = await shell.queue.get() if len(shell.queue) else None
-        again = await shell.poll(KEY)
+        again = await shell.trainers.poll(KEY)
         return scheduled, key, again, shell.queue.pending(KEY), shell.records["u1"].report.step
 
     scheduled, _key, again, queued, step = run(scenario())
@@ -424,11 +425,11 @@ def test_no_ready_worker_to_ask_is_no_silence_of_the_trainer():
         shell.pods_index = {KEY: [info("demo-worker-0", template=h, ip="10.0.0.1", ready=False),
                                   info("demo-worker-1", template=h, ip=None)]}
         await reconciled(shell)
-        waits = [await shell.poll(KEY) for _ in range(6)]
+        waits = [await shell.trainers.poll(KEY) for _ in range(6)]
         asked = len(kube.verbs("status"))
         shell.pods_index = {KEY: [info("demo-worker-0", template=h, ip="10.0.0.1")]}
         kube.reports["10.0.0.1"] = {"step": 1}
-        await shell.poll(KEY)
+        await shell.trainers.poll(KEY)
         return waits, asked, shell.records["u1"].silent_polls, shell.records["u1"].report.step
 
     waits, asked, silent, step = run(scenario())
@@ -605,7 +606,7 @@ def test_steps_a_failure_undoes_are_lost_worker_seconds_by_cause_and_lower_the_g
         await reconciled(shell)
         kube.reports["10.0.0.1"] = {"step": 8, "totalSteps": 10, "stepSeconds": 2.0,
                                     "checkpoint": {"step": 5, "time": "2026-11-24T12:00:00Z", "path": "/c/step-00000005"}}
-        await shell.poll(KEY)
+        await shell.trainers.poll(KEY)
         await clock.advance(60)
         await reconciled(shell)
         shell.pods_index = {KEY: [w0, dataclasses.replace(w1, phase="Failed", ready=False, exit_code=1, reason="Error")]}
@@ -696,7 +697,7 @@ def _suspending(answer: tuple[dict | None, str | None]):
                                   info("demo-worker-1", template=h, ip="10.0.0.2")]}
         kube.reports["10.0.0.1"] = {"step": 7, "totalSteps": 10}
         await reconciled(shell)
-        await shell.poll(KEY)
+        await shell.trainers.poll(KEY)
         kube.checkpoint_answers["10.0.0.1"] = answer
         shell.job_event(KEY, body(generation=2, suspend=True), "MODIFIED")
         await reconciled(shell)  # asks, in the background, and the answer queues the job

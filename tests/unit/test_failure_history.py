@@ -11,7 +11,7 @@ import pytest
 from disttrain.api import conditions as c
 from disttrain.api import load_job
 from disttrain.api.names import CONTAINER_NAME
-from disttrain.api.types import CheckpointStatus, Progress
+from disttrain.api.status_types import CheckpointStatus, Progress
 from disttrain.operator.core.failures import HISTORY_LIMIT, cause_of, record_failures, steps_lost
 from disttrain.operator.core.pods import summarize_pod
 from disttrain.render import render_pod

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from disttrain.api.types import FailureRecord, Goodput
+from disttrain.api.status_types import FailureRecord, Goodput
 from disttrain.operator.core.goodput import account
 from disttrain.operator.core.writes import status_write
 
@@ -62,7 +62,7 @@ def test_passes_inside_one_second_count_the_seconds_once():
 
 
 def test_goodput_alone_never_makes_a_status_write_but_rides_along():
-    from disttrain.api.types import DistributedTrainingStatus as Status
+    from disttrain.api.status_types import DistributedTrainingStatus as Status
 
     old = Status(phase="Running", goodput=since(5))
     moved = Status(phase="Running", goodput=account(old.goodput, "Running", 1, NOW, [], None)[0])

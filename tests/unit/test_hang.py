@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from disttrain.api import conditions as c
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 from disttrain.operator.core.plan import decide
 from disttrain.operator.core.recovery import hang_seconds
 from disttrain.api.report import TrainerReport
@@ -154,7 +154,7 @@ def test_the_entry_prices_the_steps_since_the_newest_checkpoint():
 
 
 def test_a_report_without_a_step_moves_no_clock():
-    from disttrain.api.types import Progress
+    from disttrain.api.status_types import Progress
     from disttrain.operator.core.plan import progress_of
 
     assert progress_of(TrainerReport(total_steps=10, loss=1.5), None, iso(NOW)).last_step_time is None

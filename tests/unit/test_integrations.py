@@ -16,7 +16,7 @@ from disttrain.operator.settings import Settings
 from .helpers import ROOT
 
 # The modules that must work for any integration: they loop over the registry.
-SHELL = ("operator/controller.py", "operator/handlers.py", "operator/__main__.py", "operator/permissions.py",
+SHELL = ("operator/controller.py", "operator/children.py", "operator/trainers.py", "operator/handlers.py", "operator/__main__.py", "operator/permissions.py",
          "operator/kube.py", "operator/crds.py", "operator/core/plan.py", "operator/core/state.py",
          "operator/core/integration.py")
 

@@ -15,7 +15,7 @@ from disttrain.api import load_job
 from disttrain.operator.core.plan import decide
 from disttrain.render import render_pod
 from disttrain.api.report import TrainerReport
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 
 from .helpers import job as job_doc
 from .kueue_builders import ELASTIC, GPU, PENDING, UID, admitted, asked, evicted, queued, workload

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from disttrain.api import conditions as c
 from disttrain.api import load_job
-from disttrain.api.types import AvoidedNode, FailureRecord
+from disttrain.api.status_types import AvoidedNode, FailureRecord
 from disttrain.operator.core.failures import AVOIDED_LIMIT, avoiding, lift_avoidance, nodes_to_avoid
 from disttrain.operator.core.pods import summarize_pod
 from disttrain.render import render_pod, template_hash

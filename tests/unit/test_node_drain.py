@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from disttrain.api import conditions as c
 from disttrain.api import load_job
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 from disttrain.operator.core.nodes import summarize_node
 from disttrain.operator.core.stopping import DRAIN_SETTLE_SECONDS, draining_workers
 from disttrain.operator.core.plan import decide

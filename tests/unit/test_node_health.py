@@ -12,7 +12,7 @@ import pytest
 from disttrain.api import conditions as c
 from disttrain.api import load_job
 from disttrain.api.report import TrainerReport
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules, summarize_node
 from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import summarize_pod

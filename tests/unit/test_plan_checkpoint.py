@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from disttrain.api import conditions as c
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 from disttrain.api.times import iso
 from disttrain.operator.core.plan import decide
 from disttrain.api.report import TrainerReport, parse_report

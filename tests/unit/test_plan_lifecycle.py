@@ -270,7 +270,7 @@ def test_a_crash_after_the_trainer_reported_finished_is_still_a_success():
 def test_a_pass_keeps_every_status_field_but_those_it_works_out_anew():
     """A status field added later lives across passes by itself: only RECOMPUTED_STATUS
     (each a real field) starts a pass empty."""
-    from disttrain.api.types import DistributedTrainingStatus
+    from disttrain.api.status_types import DistributedTrainingStatus
     from disttrain.operator.core.plan import RECOMPUTED_STATUS, _carry_over
 
     names = {f.name for f in dataclasses.fields(DistributedTrainingStatus)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from disttrain.api import conditions as c
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 from disttrain.operator.core.state import JobState
 from disttrain.api.times import iso
 from disttrain.operator.core.plan import decide

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from disttrain.api import load_job
-from disttrain.api.types import CheckpointStatus
+from disttrain.api.status_types import CheckpointStatus
 from disttrain.api.times import iso
 from disttrain.api.report import TrainerReport
 from disttrain.operator.core.status import (STALE_GRACE_SECONDS, STALE_INTERVALS, checkpoint_staleness, global_batch,

@@ -1,4 +1,4 @@
-"""The operator's write pacer (kube.TokenBucket): a status patch queued behind other
+"""The operator's write pacer (pacing.TokenBucket): a status patch queued behind other
 jobs' pod creates is served first (a phase change before a write of counters alone), as soon as its one token is there, waiters of one
 priority keep their order, and a caller cancelled while waiting takes no token."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from disttrain.operator.kube import BULK, ROUTINE, URGENT, TokenBucket
+from disttrain.operator.pacing import BULK, ROUTINE, URGENT, TokenBucket
 
 from .fake_clock import FakeClock, settle
 

@@ -7,7 +7,7 @@ Reasons are CamelCase constants shared by conditions, Events and metric labels.
 from __future__ import annotations
 
 from disttrain.api.reasons import *  # noqa: F403  (guardrail warning reasons)
-from disttrain.api.types import Condition
+from disttrain.api.status_types import Condition
 
 # Condition types
 VALIDATED = "Validated"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.api.errors import FieldError, GuardrailWarning, unset
 from disttrain.api.meta import fields_of, meta_of
 from disttrain.api.names import CREDENTIAL_ENV, ENDPOINT_ENV
@@ -133,7 +134,7 @@ class Images:
     instrument_image: str = t.DEFAULT_IMAGE
 
     @classmethod
-    def of(cls, trainer_image: str, before: t.Resolved | None = None) -> Images:
+    def of(cls, trainer_image: str, before: Resolved | None = None) -> Images:
         """A job keeps the images it was first given, so an operator upgrade that changes its
         trainer image never mixes two builds in one job's world (a recovered worker would
         otherwise start from the new one)."""
@@ -156,11 +157,10 @@ def with_image(job: t.Job, images: Images) -> t.Job:
 
 
 def resolve(spec: t.DistributedTrainingSpec, images: Images = Images()
-            ) -> tuple[t.Resolved, list[GuardrailWarning], list[FieldError]]:
+            ) -> tuple[Resolved, list[GuardrailWarning], list[FieldError]]:
     """Resolve topology, strategy, precision and images of a defaulted spec."""
     warnings: list[GuardrailWarning] = []
     errors: list[FieldError] = []
-    gpus = spec.gpus_per_node
     nproc = resolve_nproc(spec, warnings, errors)
     nodes = spec.nodes
     min_nodes = spec.min_nodes if spec.min_nodes is not None else nodes
@@ -173,7 +173,7 @@ def resolve(spec: t.DistributedTrainingSpec, images: Images = Images()
     errors += checkpoint_errors(spec, max_nodes)
     warnings += checkpoint_warnings(spec, max_nodes)
     warnings += image_warnings(spec)
-    resolved = t.Resolved(strategy=strategy, nodes=nodes, min_nodes=min_nodes,
+    resolved = Resolved(strategy=strategy, nodes=nodes, min_nodes=min_nodes,
                           max_nodes=max_nodes, nproc_per_node=nproc, world_size=world,
                           precision=precision, image=spec.image or images.image,
                           instrument_image=(spec.trainer.instrument_image or images.instrument_image)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from disttrain.api import types as t
+from disttrain.api.status_types import DistributedTrainingStatus
 from disttrain.api.meta import FieldMeta, Shape, fields_of, json_name, meta_of
 from disttrain.api.schema import CHECKPOINT_RULES, SPEC_RULES, TRAINER_RULES
 
@@ -64,7 +65,7 @@ def api_reference() -> str:
     out = [
         "# API reference: `disttrain.dev/v1alpha1` DistributedTraining",
         "",
-        "Generated from `operator/disttrain/api/types.py` by `disttrain docs api`; "
+        "Generated from `operator/disttrain/api/types.py` and `status_types.py` by `disttrain docs api`; "
         "a test fails when this file drifts. `kubectl explain dt.spec.<field>` prints the same text.",
         "",
         f"Short names: {', '.join(f'`{n}`' for n in t.SHORT_NAMES)}. Subresources: `status`, "
@@ -85,6 +86,6 @@ def api_reference() -> str:
         *_table(t.DistributedTrainingSpec),
         "## status",
         "",
-        *_table(t.DistributedTrainingStatus),
+        *_table(DistributedTrainingStatus),
     ]
     return "\n".join(out).rstrip() + "\n"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from disttrain.api.types import CheckpointStatus, Progress
+from disttrain.api.status_types import CheckpointStatus, Progress
 from disttrain.api.times import parse_time
 
 # Outcomes the built-in trainer writes in its termination message.

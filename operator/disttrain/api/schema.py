@@ -1,4 +1,4 @@
-"""api/types.py -> the CustomResourceDefinition (openAPIV3Schema + CEL rules).
+"""api/types.py and api/status_types.py -> the CustomResourceDefinition (openAPIV3Schema + CEL rules).
 
 `disttrain crd` prints it; manifests/crd/ holds the committed copy and a test fails when
 they drift. Bounds, enums and defaults come from the field metadata; the cross-field
@@ -11,6 +11,7 @@ from typing import Any
 
 from disttrain.api import k8s
 from disttrain.api import types as t
+from disttrain.api.status_types import DistributedTrainingStatus
 from disttrain.api.meta import MAP_VALUE_MAX_LENGTH, Shape, fields_of, json_name, meta_of
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
 
@@ -175,7 +176,7 @@ def spec_schema() -> dict[str, Any]:
 
 def crd() -> dict[str, Any]:
     """The complete CustomResourceDefinition object."""
-    status = schema_for(t.DistributedTrainingStatus)
+    status = schema_for(DistributedTrainingStatus)
     root = {
         "type": "object",
         "description": "DistributedTraining runs one distributed PyTorch training job: "

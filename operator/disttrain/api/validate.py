@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.api.bounds import check_document_bounds
 from disttrain.api.defaults import Images, apply_defaults, resolve, settle_trainer, with_image
 from disttrain.api.errors import FieldError, GuardrailWarning, InvalidSpec, unset
@@ -35,7 +36,7 @@ class Validation:
     """Everything validation learnt about one document."""
 
     job: t.Job | None
-    resolved: t.Resolved | None
+    resolved: Resolved | None
     errors: list[FieldError] = field(default_factory=list)
     warnings: list[GuardrailWarning] = field(default_factory=list)
 
@@ -67,7 +68,7 @@ def validate_document(doc: Any, policy: PodPolicy = PodPolicy(), images: Images 
 
 
 def load_job(doc: Any, policy: PodPolicy = PodPolicy(), images: Images = Images()
-             ) -> tuple[t.Job, t.Resolved, list[GuardrailWarning]]:
+             ) -> tuple[t.Job, Resolved, list[GuardrailWarning]]:
     """validate_document for callers that want the job or an InvalidSpec exception."""
     result = validate_document(doc, policy, images)
     if not result.ok:

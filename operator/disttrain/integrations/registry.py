@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.integrations.gang import Gang
 from disttrain.integrations.kueue.shell import Kueue
 from disttrain.integrations.protocol import Integration
@@ -26,7 +27,7 @@ def integrations(settings: Any) -> tuple[Integration, ...]:
     return tuple(kind.of(settings) for kind in REGISTRY)
 
 
-def owned_children(job: t.Job, resolved: t.Resolved, network_policy: NetworkPolicySettings | None = None,
+def owned_children(job: t.Job, resolved: Resolved, network_policy: NetworkPolicySettings | None = None,
                    among: tuple[Integration, ...] | None = None) -> list[dict]:
     """What a job owns besides its pods, as the operator creates them (and `disttrain
     render` prints them): render_owned's objects, shaped by each integration."""

@@ -8,7 +8,8 @@ into one more pass that sees the newest state.
 A pass that fails is retried after the queue's per-key exponential back-off.
 
 The trainer's /status is read through a second queue, `polls`, of running jobs, so a slow
-or silent trainer never delays a reconcile; a report that moved puts the job on `queue`.
+or silent trainer never delays a reconcile; a report that moved puts the job on `queue`
+(trainers.py). What a pass plans to create is created in the background (children.py).
 
 Per job the shell keeps one `JobRecord` (record.py), by uid. Time comes from the
 injected `Clock`.
@@ -24,33 +25,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from disttrain.api import conditions as c
-from disttrain.api.names import worker_name
 from disttrain.api.policy import PodPolicy
-from disttrain.api.types import DistributedTrainingStatus as Status
-from disttrain.integrations.protocol import Integration, Placement
+from disttrain.api.status_types import DistributedTrainingStatus as Status
+from disttrain.integrations.protocol import Integration
 from disttrain.integrations.registry import integrations as configured_integrations
-from disttrain.integrations.registry import owned_children
-from disttrain.operator.core.backoff import exponential
 from disttrain.api.defaults import Images
 from disttrain.api.validate import Validation, validate_document
 from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
-from disttrain.operator.kube import ApiError, Kube, kind_of
+from disttrain.operator.kube import ApiError, Kube
 from disttrain.operator.metrics import OperatorMetrics
-from disttrain.operator.core.integration import Joined
-from disttrain.operator.core.state import TRAINING_PHASES, JobState, Plan, Policy, Refusal
-from disttrain.operator.core.plan import decide, refusal_retry_seconds
+from disttrain.operator.core.state import TRAINING_PHASES, JobState, Plan, Policy
+from disttrain.operator.core.plan import decide
 from disttrain.operator.core.writes import look_again_in, routine_write, status_write
-from disttrain.operator.core.failures import avoiding
 from disttrain.operator.core.nodes import NodeHealth
-from disttrain.operator.core.pods import PodInfo, controller_uid
-from disttrain.operator.record import JobRecord, Key, describe, foreign_conflicts, moved
-from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_pod, template_hash
+from disttrain.operator.core.pods import PodInfo
+from disttrain.operator.record import JobRecord, Key, foreign_conflicts
 from disttrain.render.network_policy import NetworkPolicySettings
-from disttrain.api.report import parse_report
 from disttrain.operator.settings import Settings
-from disttrain.operator.core.status import read_status, status_sources
+from disttrain.operator.core.status import read_status
 from disttrain.api.times import iso, parse_time
+from disttrain.operator.children import Children
+from disttrain.operator.trainers import Trainers
 from disttrain.operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
 
 log = logging.getLogger("disttrain.controller")
@@ -62,16 +58,6 @@ RETRY_MAX_SECONDS = 10.0
 # Answers that say the status itself is wrong (a bug of ours, never the user's doing):
 # retrying the same status cannot help.
 STATUS_REFUSED = (400, 422)
-# A trainer that does not answer /status is asked at most this rarely.
-SILENT_TRAINER_MAX_SECONDS = 120.0
-
-
-def silent_poll_seconds(period: float, silent: int) -> float:
-    """The wait before the next /status poll after `silent` unanswered ones in a row:
-    the period, doubling from the second miss, capped (the first miss may be a restart)."""
-    if silent <= 1:
-        return period
-    return exponential(period, max(period, SILENT_TRAINER_MAX_SECONDS), silent)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,7 +111,9 @@ class Controller:
         self.nodes_index: Any = None  # kopf's index of node health by node name
         self._node_seen: dict[str, Any] = {}  # node -> (lost since, cordoned, health signals), as last seen: to act on changes only
         self.outbox: asyncio.Queue[tuple[dict[str, Any], str, str, str, str]] = asyncio.Queue()
-        self._creators: set[asyncio.Task[None]] = set()  # children being created, one task per job at most
+        self._background: set[asyncio.Task[None]] = set()  # children being created (one task per job at most), checkpoint asks
+        self.children = Children(self)
+        self.trainers = Trainers(self)
 
     # ---- what the watch tells (handlers.py) ---------------------------------------------
 
@@ -201,15 +189,15 @@ class Controller:
         """Reconcile and poll until cancelled (or the queues are shut down)."""
         tasks = [asyncio.create_task(self._work(self.queue, self.reconcile_key, self._failed), name=f"reconcile-{i}")
                  for i in range(workers)]
-        tasks += [asyncio.create_task(self._work(self.polls, self.poll, None), name=f"progress-{i}")
+        tasks += [asyncio.create_task(self._work(self.polls, self.trainers.poll, None), name=f"progress-{i}")
                   for i in range(max(1, workers // 4))]
         events = asyncio.create_task(self._post_events(), name="events")
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in (*tasks, events, *self._creators):
+            for task in (*tasks, events, *self._background):
                 task.cancel()
-            await asyncio.gather(*tasks, events, *self._creators, return_exceptions=True)
+            await asyncio.gather(*tasks, events, *self._background, return_exceptions=True)
 
     def shutdown(self) -> None:
         self.queue.shutdown()
@@ -278,13 +266,13 @@ class Controller:
                         if (found := await integration.observe(self, key, view)) is not None])
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
                        validation=validation, joined=joined)
-        pods, foreign = rec.own_pods(self._observed(key), clock.monotonic())
-        await self._recheck_conflicts(namespace, rec)
+        pods, foreign = rec.own_pods(self.observed(key), clock.monotonic())
+        await self.children.recheck_conflicts(namespace, rec)
         conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
         moment = clock.now()
         nodes = {p.node: health for p in pods if p.node and (health := self._node(p.node)) is not None}
         plan = decide(job, pods, moment, self.policy, report=rec.report, conflicts=conflicts, refusal=rec.refusal,
-                      nodes=nodes, checkpoint_refused=self._checkpoint_refused(base, rec))
+                      nodes=nodes, checkpoint_refused=self.trainers.checkpoint_refused(base, rec))
         if not await self.carry_out(plan, job, view, pods, rec):
             return None  # the job is gone
         deferred = await self._write_status(key, base, plan.status, rec, started)
@@ -347,7 +335,7 @@ class Controller:
             if await kube.job_uid(job.namespace, job.name) != view.uid:
                 self.drop((job.namespace, job.name), view.uid)
                 return False
-            self._start_creating(plan, job, view, rec)
+            self.children.start(plan, job, view, rec)
         if plan.delete_job:
             await kube.delete_job(job.namespace, job.name)
         for integration in self.integrations:
@@ -356,7 +344,7 @@ class Controller:
             if joined is not None and steps:
                 await integration.carry_out(self, rec, job, view, joined, steps)
         if plan.ask_checkpoint is not None and plan.status.eviction is not None:
-            self._ask_checkpoint(plan.status.eviction.request_time, plan.ask_checkpoint, job, pods, rec)
+            self.trainers.ask_checkpoint(plan.status.eviction.request_time, plan.ask_checkpoint, job, pods, rec)
         return True
 
     # ---- what the integrations' shells may use (integrations/protocol.py: Shell) ------------
@@ -365,14 +353,14 @@ class Controller:
         try:
             result = await self.kube.create(body)
         except ApiError as exc:
-            self._refused(record, key, f"{body['kind']} {body['metadata']['name']}", exc, hints)
+            self.children.refused(record, key, f"{body['kind']} {body['metadata']['name']}", exc, hints)
             return False
         record.refusal, record.refusals = None, 0
         return bool(result.created)
 
     def refuse(self, record: JobRecord, key: Key, what: str, code: int, reason: str, message: str,
                hints: Mapping[int, str]) -> None:
-        self._refused(record, key, what, ApiError(code, reason, message, f"reading {what}"), hints)
+        self.children.refused(record, key, what, ApiError(code, reason, message, f"reading {what}"), hints)
 
     def refused_lately(self, record: JobRecord) -> bool:
         return self.clock.monotonic() < record.refused_until
@@ -380,189 +368,17 @@ class Controller:
     def look_again(self, key: Key) -> None:
         self.queue.add_after(key, COALESCE_SECONDS)
 
-    async def _placement(self, joined: tuple[Joined, ...]) -> Placement:
-        """Where the workers go: the node labels and tolerations of every integration's
-        admission (a queue's flavors), merged in the registry's order."""
-        selector: dict[str, str] = {}
-        tolerations: list[dict[str, Any]] = []
-        parts = {part.integration: part for part in joined}
-        for integration in self.integrations:
-            part = parts.get(integration.name)
-            found = await integration.placement(self, part) if part is not None else None
-            if found is not None:
-                selector.update(found.node_selector)
-                tolerations += [t for t in found.tolerations if t not in tolerations]
-        return Placement(node_selector=selector, tolerations=tuple(tolerations))
-
-    def _refusal_hints(self, kind: str) -> Mapping[int, str] | None:
-        """The fix to name when the API refuses a child of this kind an integration adds
-        (None: a refusal of it fails the pass, as for any call)."""
-        return next((integration.refusal_hints[kind] for integration in self.integrations
-                     if kind in integration.refusal_hints), None)
-
-    @staticmethod
-    def _checkpoint_refused(status: Status, rec: JobRecord) -> str | None:
-        """Why the trainer did not take the checkpoint request of the stop in progress."""
-        ev = status.eviction
-        return rec.checkpoint_refused if ev is not None and rec.asked_checkpoint == ev.request_time else None
-
-    def _ask_checkpoint(self, stop: str | None, ask: tuple[int, float], job: JobState, pods: list[PodInfo],
-                        rec: JobRecord) -> None:
-        """Ask a ready worker for a checkpoint before the job stops (eviction.py), once per
-        stop, in the background: the answer (its report, or why it refused) queues the job."""
-        if rec.asked_checkpoint == stop:
-            return
-        rec.asked_checkpoint, rec.checkpoint_refused = stop, None
-        key = (job.namespace, job.name)
-        port = job.validation.job.spec.metrics.port
-        hold, wait = ask
-        sources = [p for p in status_sources(pods) if p.uid]
-
-        async def ask_one() -> None:
-            answer, refused = None, "no ready worker to ask"
-            for pod in sources:  # the first that answers; through it the request reaches every rank
-                answer, refused, answered = await self.kube.trainer_checkpoint(pod.ip, port, pod.uid, hold, wait)
-                if answered:
-                    break
-            report = parse_report(answer) if answer is not None else None
-            if rec.asked_checkpoint != stop:
-                return  # a newer stop (or none) by now
-            if report is not None:
-                rec.report = report
-            else:
-                rec.checkpoint_refused = refused or "POST /checkpoint answered no report"
-                log.info("%s/%s: the trainer did not take the checkpoint request: %s", *key, rec.checkpoint_refused)
-            self.queue.add(key)
-
-        task = asyncio.create_task(ask_one())
-        self._creators.add(task)
-        task.add_done_callback(self._creators.discard)
-
-    def _start_creating(self, plan: Plan, job: JobState, view: WatchedJob, rec: JobRecord) -> None:
-        """Create the planned children in the background: creates are paced (one token per
-        write, for the whole operator), and a worker that waited for them would hold every
-        other job's status back behind this job's pods. The pods count as present (Pending,
-        of the template sent) from now on, so no pass creates them twice; one whose creation
-        fails stops counting and the job is queued again."""
-        # The job as stored: its uid (owner references) and labels (an integration's shape reads them).
-        owned = dataclasses.replace(job.validation.job, uid=view.uid, labels=dict(view.labels))
-        template = template_hash(job.validation.job, job.validation.resolved)
-        for index in plan.create:
-            rec.expect_create(worker_name(job.name, index), template, self.clock.monotonic())
-        rec.creating = True
-        task = asyncio.create_task(self._create_children(owned, job.validation.resolved, list(plan.create),
-                                                         (job.namespace, job.name), rec,
-                                                         avoiding(plan.status.avoided_nodes), job.joined))
-        self._creators.add(task)
-        task.add_done_callback(self._creators.discard)
+    def spawn(self, work: Any) -> None:
+        """Run in the background, cancelled with the workers (run)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def settled(self) -> None:
         """Wait for the creations in flight (tests; shutdown)."""
-        while self._creators:
-            await asyncio.gather(*self._creators, return_exceptions=True)
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
-    async def _create_children(self, owned: Any, resolved: Any, indices: list[int], key: Key,
-                               rec: JobRecord, avoid_nodes: tuple[str, ...] = (),
-                               joined: tuple[Joined, ...] = ()) -> None:
-        """What the job owns besides its pods (render_owned's order; restored if someone
-        deleted them), then the pods, in index order, paced as one batch; a refused pod stops the batch and is said on
-        the job, a name held by a stranger is a NameConflict. Each pod is rendered just
-        before it is sent: hundreds of jobs waiting for their turn hold no manifests."""
-        left = list(indices)
-        try:
-            placement = await self._placement(joined)
-            children = owned_children(owned, resolved, self.network_policy, self.integrations)
-            # Every write of the batch paid for at once: one left out waits for its own token
-            # behind every other job's batch (at 2,000 jobs, a job's last pod came 7 minutes
-            # after the others).
-            async with self.kube.creating(len(children) + len(indices)):
-                for child in children:
-                    try:
-                        if not await self._ensure_child(child, rec, owned.uid):
-                            self.queue.add(key)  # the conflict goes into status next pass
-                            return
-                    except ApiError as exc:
-                        hints = self._refusal_hints(child["kind"])
-                        if hints is None:  # a refused kind of an integration's (its CRD missing) is said on the job
-                            raise
-                        self._refused(rec, key, f"{child['kind']} {child['metadata']['name']}", exc, hints)
-                        return
-                while left:
-                    pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,
-                                     tolerations=placement.tolerations)
-                    try:
-                        outcome = await self._create_child(pod, rec, owned.uid)
-                    except ApiError as exc:
-                        self._refused(rec, key, pod["metadata"]["name"], exc)
-                        return
-                    left.pop(0)
-                    rec.refusal, rec.refusals = None, 0
-                    if outcome == TAKEN:
-                        rec.expected_creates.pop(pod["metadata"]["name"], None)
-                        self.queue.add(key)
-                    elif outcome == CREATED:
-                        self.metrics.pods_created.inc()
-                        log.info("%s/%s: created pod %s", *key, pod["metadata"]["name"])
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001  (a failed creation is retried like a failed pass)
-            reason = f"Api{exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
-            self.metrics.reconcile_errors.labels(reason=reason).inc()
-            delay = self.queue.add_rate_limited(key)
-            log.warning("creating the children of %s/%s failed (%s); retrying in %.1fs: %s", *key, reason, delay, exc,
-                        exc_info=not isinstance(exc, ApiError))
-        finally:
-            for index in left:  # not created: they no longer count as present
-                rec.expected_creates.pop(worker_name(owned.name, index), None)
-            rec.creating = False
-
-    def _refused(self, rec: JobRecord, key: Key, what: str, exc: ApiError, hints: Mapping[int, str] = {}) -> None:
-        """Admission, quota, validation (or a missing kind) said no to a creation: say so
-        on the job (next pass) and retry after a growing back-off (a quota may free up, a
-        label change). Errors of the API server itself are raised, as for any pass."""
-        if exc.transient or exc.status in (401,):
-            raise exc
-        rec.refusals += 1
-        message = f"{exc.message}; {hints[exc.status]}" if exc.status in hints else exc.message
-        rec.refusal = Refusal(pod=what, code=exc.status, reason=exc.reason, message=message)
-        rec.refused_until = self.clock.monotonic() + refusal_retry_seconds(rec.refusals)
-        self.queue.add(key)
-
-    async def _create_child(self, obj: dict, rec: JobRecord, uid: str) -> str:
-        """Create: CREATED; a 409 is fine when the holder is ours (OURS: the watch has not
-        shown it yet), and a NameConflict when it is not (TAKEN)."""
-        name = obj["metadata"]["name"]
-        result = await self.kube.create(obj)
-        if result.created:
-            if obj["kind"] == "Pod":
-                annotations = obj["metadata"].get("annotations") or {}
-                rec.expect_create(name, annotations.get(TEMPLATE_HASH_ANNOTATION), self.clock.monotonic())
-            return CREATED
-        existing = result.existing or {}
-        if controller_uid(existing.get("metadata") or {}) == uid:
-            return OURS
-        if existing:
-            rec.conflicts[name] = (kind_of(obj), describe(obj["kind"], existing))
-        return TAKEN
-
-    async def _ensure_child(self, obj: dict, rec: JobRecord, uid: str) -> bool:
-        """The Service and the NetworkPolicy are not watched: on every pass that creates pods
-        (a start, a restart round) look the name up, and create it when it is missing, so
-        recreated workers always find their rendezvous host. False: a stranger holds it."""
-        kind, name = kind_of(obj), obj["metadata"]["name"]
-        existing = await self.kube.get(obj["metadata"]["namespace"], kind, name)
-        if existing is None:
-            return await self._create_child(obj, rec, uid) != TAKEN
-        if controller_uid(existing.get("metadata") or {}) == uid:
-            return True
-        rec.conflicts[name] = (kind, describe(kind, existing))
-        return False
-
-    async def _recheck_conflicts(self, namespace: str, rec: JobRecord) -> None:
-        """A squatter found through a 409 is looked at again: once it is gone the name is free."""
-        for name, (kind, _who) in list(rec.conflicts.items()):
-            if await self.kube.get(namespace, kind, name) is None:
-                del rec.conflicts[name]
 
     async def _write_status(self, key: Key, base: Status, new: Status, rec: JobRecord,
                             started: float) -> float | None:
@@ -625,38 +441,6 @@ class Controller:
         elif phase in ("Succeeded", "Failed"):
             metrics.forget_checkpoint(job.namespace, job.name)
 
-    # ---- the trainer's /status ---------------------------------------------------------
-
-    async def poll(self, key: Key) -> float | None:
-        """Read a ready trainer's /status; queue the job when the report moved. Returns when
-        to poll again: the period, longer and longer while the trainer stays silent (a
-        script without a status server, a network policy in the way), None once the job is
-        no longer running (its next pass that runs schedules the poll again)."""
-        view = self.jobs.get(key)
-        rec = self.records.get(view.uid) if view is not None else None
-        if rec is None or rec.validation is None or not rec.validation[1].ok:
-            return None
-        phase = rec.last_status.phase if rec.last_status is not None else view.status.get("phase")  # type: ignore[union-attr]
-        if phase not in TRAINING_PHASES:
-            return None
-        port = rec.validation[1].job.spec.metrics.port
-        own = [p for p in self._observed(key) if p.owner_uid == rec.uid]
-        sources = status_sources(own)
-        if not sources:
-            # No worker is ready to be asked yet (a pod Running before its readiness
-            # probe passes): that is no silence of the trainer's, so no back-off.
-            return self.settings.progress_seconds
-        report = None
-        for pod in sources:
-            report = parse_report(await self.kube.trainer_status(pod.ip, port))
-            if report is not None:
-                break
-        rec.silent_polls = 0 if report is not None else rec.silent_polls + 1
-        if report is not None and moved(rec.report, report):
-            rec.report = report
-            self.queue.add(key)
-        return silent_poll_seconds(self.settings.progress_seconds, rec.silent_polls)
-
     # ---- small glue ------------------------------------------------------------------
 
     def _node(self, name: str) -> NodeHealth | None:
@@ -666,7 +450,7 @@ class Controller:
             return None
         return found[-1] if found else None
 
-    def _observed(self, key: Key) -> list[PodInfo]:
+    def observed(self, key: Key) -> list[PodInfo]:
         try:
             return list(self.pods_index.get(key, [])) if self.pods_index is not None else []
         except (KeyError, TypeError):
@@ -689,5 +473,3 @@ class Controller:
             except ApiError as exc:
                 log.warning("%s/%s: event %s not posted: %s", involved["namespace"], involved["name"], reason, exc)
 
-
-CREATED, OURS, TAKEN = "created", "ours", "taken"

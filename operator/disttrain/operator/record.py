@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disttrain.api.names import worker_index
-from disttrain.api.types import DistributedTrainingStatus
+from disttrain.api.status_types import DistributedTrainingStatus
 from disttrain.api.validate import Validation
 from disttrain.operator.core.state import Refusal
 from disttrain.operator.core.pods import PodInfo

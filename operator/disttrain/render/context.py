@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.api.names import JOB_LABEL, ROLE_LABEL
 
 
@@ -20,7 +21,7 @@ TERMINATION_LOG = "/dev/termination-log"
 @dataclass(frozen=True, slots=True)
 class RenderContext:
     job: t.Job
-    resolved: t.Resolved
+    resolved: Resolved
     index: int = 0
     avoid_nodes: tuple[str, ...] = ()  # nodes this worker must not be placed on (status.avoidedNodes)
     # Kueue's admitted flavors (kueue.Placement): their node labels and tolerations.

@@ -6,7 +6,6 @@ operator's Python auto-instrumentation; nothing of the user's image changes."""
 
 from __future__ import annotations
 
-from disttrain.api import types as t
 from disttrain.render.context import RenderContext
 
 VOLUME = "disttrain-instrument"

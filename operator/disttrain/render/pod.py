@@ -13,6 +13,7 @@ from typing import Callable
 from disttrain.api.meta import fields_of, meta_of
 from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, SHM_MOUNT, TMP_MOUNT, service_name, worker_name
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.render.pod_group import gang_member
 from disttrain.render.context import (TERMINATION_GRACE_SECONDS, TERMINATION_LOG, RenderContext, common_labels,
                                       owner_references)
@@ -180,7 +181,7 @@ PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
     avoided_nodes, admitted_flavor)
 
 
-def render_pod(job: t.Job, resolved: t.Resolved, index: int, avoid_nodes: tuple[str, ...] = (), *,
+def render_pod(job: t.Job, resolved: Resolved, index: int, avoid_nodes: tuple[str, ...] = (), *,
                node_selector: dict[str, str] | None = None, tolerations: tuple[dict, ...] = ()) -> dict:
     """Worker `index` of the job; `avoid_nodes` kept away from, Kueue's admitted flavors'
     node labels and tolerations added."""
@@ -206,12 +207,12 @@ _ADDED_CHECKPOINT_DEFAULTS = {"uri": None, "secret_ref": None, "endpoint": None,
 # objects (the validation kept per generation) pass after pass: hashing them anew was half
 # of a pass's decisions at 500 jobs. Entries hold their objects, so an id is never reused
 # while it is a key; specs are never changed in place (dataclasses.replace makes new ones).
-_HASHES: OrderedDict[tuple[int, int], tuple[t.Job, t.Resolved, str]] = OrderedDict()
+_HASHES: OrderedDict[tuple[int, int], tuple[t.Job, Resolved, str]] = OrderedDict()
 _HASHES_KEPT = 4096
 _HASHES_LOCK = threading.Lock()
 
 
-def template_hash(job: t.Job, resolved: t.Resolved) -> str:
+def template_hash(job: t.Job, resolved: Resolved) -> str:
     """Changes exactly when running pods no longer match the spec and must be replaced."""
     key = (id(job), id(resolved))
     with _HASHES_LOCK:  # the CLI's local runs and sweeps render from threads too
@@ -227,7 +228,7 @@ def template_hash(job: t.Job, resolved: t.Resolved) -> str:
     return value
 
 
-def _template_hash(job: t.Job, resolved: t.Resolved) -> str:
+def _template_hash(job: t.Job, resolved: Resolved) -> str:
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
     # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
     spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items()

@@ -11,6 +11,7 @@ minMember is minNodes: an elastic job may start with that many workers.
 from __future__ import annotations
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.render.context import RenderContext, child_metadata
 
 COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
@@ -28,7 +29,7 @@ def gang_of(job: t.Job) -> t.Gang | None:
     return job.spec.scheduling.gang if job.spec.scheduling is not None else None
 
 
-def render_pod_group(job: t.Job, resolved: t.Resolved) -> dict | None:
+def render_pod_group(job: t.Job, resolved: Resolved) -> dict | None:
     """The job's PodGroup, named as the job; None when it is not gang-scheduled."""
     gang = gang_of(job)
     if gang is None:

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
-from disttrain.api.types import Admission
+from disttrain.api.status_types import Admission
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition
 from disttrain.operator.core.eviction import in_progress, settle
 from disttrain.operator.core.failures import PODS_READY_TIMEOUT, PREEMPTED, QUEUE_EVICTED, price_stop
@@ -217,7 +217,13 @@ def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report:
         # batch Jobs' as ours (seen on Kueue v0.19.2: docs/operations.md, "Kueue").
         reason, message = wl.pending or ("Pending", UNEVALUATED)
         return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
-    resolved = job.validation.resolved
+    _admitted(seen, job, plan, wl)
+    return None
+
+
+def _admitted(seen: Queued, job: JobState, plan: Plan, wl: WorkloadView) -> None:
+    """Admitted: at which size and why, said once as an Event and kept in status.admission."""
+    st, resolved = plan.status, job.validation.resolved
     holds = wl.holds if wl.holds is not None else resolved.nodes
     size = (f"{holds} of {resolved.nodes} workers (minNodes {resolved.min_nodes})"
             if holds < resolved.nodes else f"{resolved.nodes} workers")
@@ -232,7 +238,6 @@ def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report:
                              growth_workload=seen.growth.name if seen.growth is not None else None)
     plan.condition(c.QUEUED, False, c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}", only_if_present=True)
     plan.condition(c.EVICTED, False, c.ADMITTED, "admitted again", only_if_present=True)
-    return None
 
 
 def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, message: str) -> Plan:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.api.names import JOB_LABEL
 
 GROUP = "kueue.x-k8s.io"
@@ -134,7 +135,7 @@ class Slice:
     replaces: str
 
 
-def render_workload(job: t.Job, resolved: t.Resolved, pod: Mapping[str, Any], queue: str,
+def render_workload(job: t.Job, resolved: Resolved, pod: Mapping[str, Any], queue: str,
                     priority: Priority | None, template: str, growth: Slice | None = None) -> dict:
     """The Workload of a job (job.uid set): one podSet of the worker pod (index 0, as
     rendered) for `nodes` workers, or as few as minNodes for an elastic job. `template`

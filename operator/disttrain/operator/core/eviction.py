@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from disttrain.api.types import CheckpointStatus, Eviction, Progress
+from disttrain.api.status_types import CheckpointStatus, Eviction, Progress
 from disttrain.api.report import TrainerReport
 from disttrain.api.times import iso, parse_time
 

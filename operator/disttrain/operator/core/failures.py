@@ -14,7 +14,8 @@ import dataclasses
 from collections import Counter
 from typing import Iterable, Mapping, get_args
 
-from disttrain.api.types import AvoidedNode, CheckpointStatus, Eviction, FailureCause, FailureRecord, Progress
+from disttrain.api.status_types import FailureCause
+from disttrain.api.status_types import AvoidedNode, CheckpointStatus, Eviction, FailureRecord, Progress
 from disttrain.operator.core.nodes import EPOCH, NodeHealth
 from disttrain.operator.core.pods import PodInfo
 from disttrain.api.report import INTERRUPTED

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from disttrain.api.types import FailureRecord, Goodput
+from disttrain.api.status_types import FailureRecord, Goodput
 from disttrain.api.times import iso, parse_time
 
 CATEGORY = {"Running": "productive", "Restarting": "restarting", "Pending": "waiting"}

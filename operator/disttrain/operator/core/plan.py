@@ -27,8 +27,8 @@ from disttrain.api import conditions as c
 from disttrain.api.names import selector, service_name, worker_name
 from disttrain.api.report import TrainerReport, newest
 from disttrain.api.times import parse_time
-from disttrain.api.types import DistributedTrainingStatus as Status
-from disttrain.api.types import Progress
+from disttrain.api.status_types import DistributedTrainingStatus as Status
+from disttrain.api.status_types import Progress
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.core.ends import already_finished, fail, succeeded, success
 from disttrain.operator.core.eviction import cancelled, in_progress
@@ -97,6 +97,8 @@ def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) ->
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,
             report: TrainerReport | None, conflicts: dict[str, str] | None,
             refusal: Refusal | None, nodes: Mapping[str, NodeHealth], checkpoint_refused: str | None) -> Plan:
+    """A job's life in order: validation, the ends already reached, suspension, failures
+    noted, the integrations' holds, then a running job's pass (_run)."""
     old = job.status
     plan = Plan(status=_carry_over(old), now=now, generation=job.generation)
     plan.status.observed_generation = job.generation
@@ -109,13 +111,7 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     _validated(job, plan)
     plan.condition(c.SPEC_INVALID, False, c.VALID, "the spec is valid again", only_if_present=True)
     spec = job.validation.job.spec
-    old_phase = old.phase
-    failed_cond = c.get_condition(old.conditions, c.FAILED)
-    if old_phase == "Failed" and failed_cond is not None and failed_cond.reason == c.INVALID_SPEC:
-        # The spec was fixed: start over as a new job.
-        old_phase = None
-        plan.status.completion_time = plan.status.start_time = None  # every path below sets the phase
-        plan.condition(c.FAILED, False, c.VALID, "the spec was fixed")
+    old_phase = _phase_before(old, plan)
     if old_phase in TERMINAL_PHASES:
         return already_finished(job, pods, plan, old_phase)
     _with_report(plan, report, job)
@@ -124,6 +120,29 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     lost, lost_wake = lost_workers(pods, nodes, now, spec.failure_policy.node_lost_seconds)
     note_failures(plan, pods, lost)
     avoid_bad_nodes(plan, spec.failure_policy.avoid_node_after_failures)
+    _resumed(plan, old_phase)
+    for joined in job.joined:  # a queue or a gate of an integration holds the job before it runs
+        waiting = joined.hold(job, pods, plan, report=report, checkpoint_refused=checkpoint_refused, refusal=refusal)
+        if waiting is not None:
+            return waiting
+        job = joined.sized(job)
+    return _run(job, pods, plan, policy, old_phase, report=report, conflicts=conflicts or {}, refusal=refusal,
+                nodes=nodes, checkpoint_refused=checkpoint_refused, lost=lost, lost_wake=lost_wake)
+
+
+def _phase_before(old: Status, plan: Plan) -> str | None:
+    """The phase this pass starts from: none for a job that failed on its spec and whose
+    spec was fixed since (it starts over as a new job)."""
+    failed_cond = c.get_condition(old.conditions, c.FAILED)
+    if old.phase == "Failed" and failed_cond is not None and failed_cond.reason == c.INVALID_SPEC:
+        plan.status.completion_time = plan.status.start_time = None  # every path below sets the phase
+        plan.condition(c.FAILED, False, c.VALID, "the spec was fixed")
+        return None
+    return old.phase
+
+
+def _resumed(plan: Plan, old_phase: str | None) -> None:
+    """Unsuspended: say so, whether the pods had gone or the stop was called off in time."""
     if old_phase == "Suspended":
         plan.events.append(Event("Normal", c.JOB_RESUMED, "resumed: recreating workers; the trainer "
                                  "resumes from the newest checkpoint"))
@@ -131,19 +150,21 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     elif in_progress(plan.status.eviction) and plan.status.eviction.reason == "Suspended":  # type: ignore[union-attr]
         plan.status.eviction = cancelled(plan.status.eviction)  # type: ignore[arg-type]
         plan.condition(c.SUSPENDED, False, c.JOB_RESUMED, "the stop was called off before the pods were deleted")
-    for joined in job.joined:  # a queue or a gate of an integration holds the job before it runs
-        waiting = joined.hold(job, pods, plan, report=report, checkpoint_refused=checkpoint_refused, refusal=refusal)
-        if waiting is not None:
-            return waiting
-        job = joined.sized(job)
 
+
+def _run(job: JobState, pods: list[PodInfo], plan: Plan, policy: Policy, old_phase: str | None, *,
+         report: TrainerReport | None, conflicts: dict[str, str], refusal: Refusal | None,
+         nodes: Mapping[str, NodeHealth], checkpoint_refused: str | None, lost: Any,
+         lost_wake: datetime | None) -> Plan:
+    """A job allowed to run: its deadline and success, then recovery (crashes, lost nodes,
+    drains, unhealthy nodes, hangs), the workers it should have, its phase and wake-up."""
+    spec, now = job.validation.job.spec, plan.now
     start = parse_time(plan.status.start_time)
     deadline = spec.active_deadline_seconds
     if deadline and start and (now - start).total_seconds() > deadline:
         return fail(job, pods, plan, c.DEADLINE_EXCEEDED, f"ran longer than activeDeadlineSeconds ({deadline}s)")
     if succeeded(pods):
         return success(job, pods, plan)
-
     crashed, failed_plan = recover_failures(job, pods, plan, policy)
     if failed_plan is not None:
         return failed_plan
@@ -157,9 +178,9 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
         if failed_plan is not None:
             return failed_plan
     _reshape(job, pods, plan)
-    _create_missing(job, pods, plan, old_phase, conflicts or {})
+    _create_missing(job, pods, plan, old_phase, conflicts)
     settle_wake = after_a_drain(plan)
-    _name_conflicts(plan, conflicts or {})
+    _name_conflicts(plan, conflicts)
     creation_refused(plan, refusal)
     _set_phase(job, pods, plan, old_phase, crashed, hung)
     instrument_wake = instrumented(plan, report, job)

@@ -10,8 +10,8 @@ from typing import Any, Mapping
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
 from disttrain.api.times import iso, parse_time
-from disttrain.api.types import DistributedTrainingStatus as Status
-from disttrain.api.types import FailureRecord
+from disttrain.api.status_types import DistributedTrainingStatus as Status
+from disttrain.api.status_types import FailureRecord
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.core.ends import fail
 from disttrain.operator.core.failures import (HUNG, NODE_UNHEALTHY, add_failure, avoiding, lift_avoidance, nodes_to_avoid,

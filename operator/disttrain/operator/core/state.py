@@ -11,13 +11,12 @@ from datetime import datetime
 from disttrain.api import conditions as c
 from disttrain.api.errors import GuardrailWarning
 from disttrain.api.times import iso
-from disttrain.api.types import DistributedTrainingStatus as Status
-from disttrain.api.types import FailureRecord, Workers
+from disttrain.api.status_types import DistributedTrainingStatus as Status
+from disttrain.api.status_types import FailureRecord, Workers
 from disttrain.api.validate import Validation
 from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules
 from disttrain.operator.core.pods import PodInfo
-from disttrain.operator.core.status import checkpoint_age
 
 
 # Subsets of api.types.Phase: a job that holds (or waits for) workers; one whose workers

@@ -1,4 +1,4 @@
-"""The job's status, typed (api/types.py) from the API server's JSON to the patch, and
+"""The job's status, typed (api/status_types.py) from the API server's JSON to the patch, and
 the rules that read it: how old the newest checkpoint is and when that is stale, and
 whom to ask for the trainer's /status (pure)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from disttrain.api.errors import FieldError
 from disttrain.api.parse import dump_object, parse_object
-from disttrain.api.types import CheckpointStatus, DistributedTrainingStatus
+from disttrain.api.status_types import CheckpointStatus, DistributedTrainingStatus
 from disttrain.api.report import TrainerReport
 from disttrain.api.times import parse_time
 

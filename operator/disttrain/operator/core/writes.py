@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from disttrain.api.types import DistributedTrainingStatus as Status
+from disttrain.api.status_types import DistributedTrainingStatus as Status
 from disttrain.operator.core.state import ACTIVE_PHASES
 from disttrain.operator.core.status import status_json
 

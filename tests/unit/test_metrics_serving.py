@@ -137,3 +137,14 @@ def test_an_unknown_auth_mode_stops_the_operator_naming_the_variable():
     with pytest.raises(SystemExit, match=r"DISTTRAIN_METRICS_AUTH='token' is not one of kubernetes, none"):
         Settings.from_env({"DISTTRAIN_METRICS_AUTH": "token"})
     assert Settings.from_env({}).metrics_auth == "kubernetes"
+
+
+def test_the_certificate_needs_no_writable_directory(monkeypatch):
+    """The operator's pod has a read-only root and no /tmp: nothing may go through a file."""
+    import tempfile
+
+    from disttrain.operator.metrics_serving import self_signed, server_context
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/readonly")
+    monkeypatch.setenv("TMPDIR", "/nonexistent/readonly")
+    context = server_context(*self_signed())
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2

@@ -17,20 +17,20 @@ import datetime
 import hashlib
 import ipaddress
 import logging
+import os
 import socket
 import ssl
-import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from disttrain.operator.kube import URGENT, ApiError, Kube
+from disttrain.operator.kube import ApiError, Kube
+from disttrain.operator.pacing import URGENT
 
 AUTH_MODES = ("kubernetes", "none")
 PATH = "/metrics"
@@ -138,15 +138,19 @@ def self_signed(days: int = 365) -> tuple[bytes, bytes]:
 
 
 def server_context(cert: bytes, key: bytes) -> ssl.SSLContext:
-    """TLS 1.2 or newer with the given PEM pair. ssl loads a pair only from files: they
-    live a moment in a private temporary directory (the root filesystem is read-only,
-    /tmp is the pod's emptyDir) and are gone before the server answers anyone."""
+    """TLS 1.2 or newer with the given PEM pair. ssl loads a pair only from paths, and the
+    operator's pod has no writable directory (read-only root, no /tmp): the pair goes
+    through anonymous in-memory files (memfd), named by /proc/self/fd, never to a disk."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    with tempfile.TemporaryDirectory(prefix="disttrain-metrics-") as folder:
-        (Path(folder) / "tls.crt").write_bytes(cert)
-        (Path(folder) / "tls.key").write_bytes(key)
-        context.load_cert_chain(Path(folder) / "tls.crt", Path(folder) / "tls.key")
+    fds = [os.memfd_create("disttrain-metrics-tls"), os.memfd_create("disttrain-metrics-tls")]
+    try:
+        for fd, pem in zip(fds, (cert, key)):
+            os.write(fd, pem)
+        context.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+    finally:
+        for fd in fds:
+            os.close(fd)
     return context
 
 

@@ -163,6 +163,9 @@ cmd_build() {
   flock 8
   trap cleanup_storage EXIT
   cleanup_storage
+  # A build killed half-way (a test run stopped, a full disk) leaves its layers behind,
+  # ~6 GB for the trainer: give them back before this build needs the room.
+  bah rmi --prune >/dev/null 2>&1 || true
   build_pause
   build_base
   local name

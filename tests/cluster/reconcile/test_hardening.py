@@ -165,9 +165,14 @@ def test_the_namespaced_kustomize_overlay_and_chart_mode_are_accepted(cluster, n
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     kinds = sorted(d["kind"] for d in docs)
     assert "ClusterRoleBinding" in kinds and "Role" in kinds
-    cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert [r["metadata"]["name"] for r in cluster_roles] == ["disttrain-operator-read"]
-    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster_roles[0]["rules"])
+    cluster_roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert sorted(cluster_roles) == ["disttrain-operator-metrics-reader", "disttrain-operator-read"]
+    # Cluster-wide, the operator only reads, and asks for the reviews /metrics needs (a
+    # review is created only to read its verdict); the metrics reader is for Prometheus.
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"}
+               or (rule["verbs"] == ["create"] and set(rule["resources"]) <= {"tokenreviews", "subjectaccessreviews"})
+               for rule in cluster_roles["disttrain-operator-read"])
+    assert cluster_roles["disttrain-operator-metrics-reader"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--namespace=disttrain-jobs",
                                                                                "--leader-elect"]
@@ -182,7 +187,8 @@ def test_the_namespaced_kustomize_overlay_and_chart_mode_are_accepted(cluster, n
     role = next(d for d in chart_docs if d["kind"] == "Role")
     overlay_role = next(d for d in docs if d["kind"] == "Role")
     assert role["metadata"]["namespace"] == namespace and role["rules"] == overlay_role["rules"]
-    assert sorted(d["kind"] for d in chart_docs if d["kind"].startswith("Cluster")) == ["ClusterRole", "ClusterRoleBinding"]
+    assert sorted(d["kind"] for d in chart_docs if d["kind"].startswith("Cluster")) == [
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding"]  # the operator's reads and reviews; the metrics reader
     cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=out)
 
 

@@ -73,7 +73,7 @@ def test_config_from_the_rendered_pod_env_is_the_spec():
     rendered = {k for k in env.values if k.startswith("DISTTRAIN_")}
     # Besides them: the test hooks (faults.py), which the operator never sets; the trackers'
     # own variables, which a job's spec.env sets; the rendezvous id torchrun reads too.
-    others = {"DT_TEST_HANG_AT_STEP", "DT_TEST_HANG_RANK", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME",
+    others = {"DT_TEST_HANG_AT_STEP", "DT_TEST_HANG_RANK", "DT_TEST_SLOW_RANK", "DT_TEST_SLOW_FACTOR", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME",
               "TENSORBOARD_LOG_DIR", "PET_RDZV_ID"}
     assert env.read - others == rendered, "the trainer reads exactly the DISTTRAIN_* names the operator sets"
     assert env.values["PET_RDZV_ID"] == "gpt"

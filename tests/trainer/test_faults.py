@@ -43,3 +43,12 @@ def test_off_by_default_and_read_from_names_spec_env_may_set():
     assert (Config.from_env({}).test_hang_at_step, Config.from_env({}).test_hang_rank) == (0, 1)
     with pytest.raises(ValueError, match="DT_TEST_HANG_AT_STEP='soon' is not an integer"):
         Config.from_env({"DT_TEST_HANG_AT_STEP": "soon"})
+
+
+def test_the_slow_rank_hook_is_off_by_default_and_refuses_a_factor_it_cannot_use():
+    assert (Config.from_env({}).test_slow_rank, Config.from_env({}).test_slow_factor) == (-1, 2.0)
+    cfg = Config.from_env({"DT_TEST_SLOW_RANK": "1", "DT_TEST_SLOW_FACTOR": "3.5"})
+    assert (cfg.test_slow_rank, cfg.test_slow_factor) == (1, 3.5)
+    for bad in ("0.5", "fast", "1000"):
+        with pytest.raises(ValueError, match=f"DT_TEST_SLOW_FACTOR='{bad}' is not a number from 1 to 100"):
+            Config.from_env({"DT_TEST_SLOW_FACTOR": bad})

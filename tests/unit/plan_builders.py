@@ -12,6 +12,7 @@ from disttrain.api import load_job, validate_document
 from disttrain.api.names import CONTAINER_NAME
 from disttrain.operator.core.state import JobState, Policy
 from disttrain.api.times import iso
+from disttrain.operator.core.nodes import NodeHealth, summarize_node
 from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import PodInfo, summarize_pod
 from disttrain.render import render_pod
@@ -120,3 +121,22 @@ def terminated(**state) -> dict:
 def ready(name, index, ip="10.0.0.1", is_ready=True):
     return PodInfo(name=name, index=index, phase="Running", ready=is_ready, terminating=False, disrupted=False,
                    exit_code=None, reason="", template_hash=None, ip=ip)
+
+
+def ready_node(name: str, conditions=(), taints=(), gpus: str = "2") -> NodeHealth:
+    """A node Ready for an hour, with its other conditions, taints and GPUs allocatable."""
+    return summarize_node({
+        "metadata": {"name": name}, "spec": {"taints": list(taints)},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": iso(at(-3600))},
+                                  *conditions],
+                   "allocatable": {"cpu": "8", "nvidia.com/gpu": gpus}}})
+
+
+def worker_on(index: int, node_name: str, spec: dict) -> PodInfo:
+    """Worker `index` of a job with `spec`, as rendered, Running and Ready on `node_name`."""
+    j, r, _ = load_job(job_doc(**spec))
+    body = render_pod(j, r, index)
+    body["metadata"]["uid"] = f"uid-{index}"
+    body["spec"]["nodeName"] = node_name
+    body["status"] = {"phase": "Running", "podIP": f"10.0.0.{index}", "conditions": [{"type": "Ready", "status": "True"}]}
+    return summarize_pod(body)

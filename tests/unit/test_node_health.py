@@ -10,17 +10,13 @@ import dataclasses
 import pytest
 
 from disttrain.api import conditions as c
-from disttrain.api import load_job
 from disttrain.api.report import TrainerReport
 from disttrain.api.status_types import CheckpointStatus
 from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules, summarize_node
 from disttrain.operator.core.plan import decide
-from disttrain.operator.core.pods import summarize_pod
 from disttrain.operator.settings import Settings
-from disttrain.render import render_pod
 
-from .helpers import job as job_doc
-from .plan_builders import NOW, POLICY, QUIET, RUNNING, at, iso, state
+from .plan_builders import NOW, POLICY, QUIET, RUNNING, at, iso, ready_node, state, worker_on
 
 SPEC = {"nodes": 2, "gpusPerNode": 2, "checkpoint": {"intervalSteps": 100, "evictGraceSeconds": 60}, **QUIET}
 RULES = NodeRules.parse(DEFAULT_UNHEALTHY_CONDITIONS, "nvidia.com/gpu.unhealthy")
@@ -31,20 +27,11 @@ XID = {"type": "XidCriticalError", "status": "True", "reason": "Xid79", "message
 
 
 def node(name, conditions=(), taints=(), gpus="2"):
-    return summarize_node({
-        "metadata": {"name": name}, "spec": {"taints": list(taints)},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": iso(at(-3600))},
-                                  *conditions],
-                   "allocatable": {"cpu": "8", "nvidia.com/gpu": gpus}}})
+    return ready_node(name, conditions, taints, gpus)
 
 
 def worker(index, node_name, spec=SPEC):
-    j, r, _ = load_job(job_doc(**spec))
-    body = render_pod(j, r, index)
-    body["metadata"]["uid"] = f"uid-{index}"
-    body["spec"]["nodeName"] = node_name
-    body["status"] = {"phase": "Running", "podIP": f"10.0.0.{index}", "conditions": [{"type": "Ready", "status": "True"}]}
-    return summarize_pod(body)
+    return worker_on(index, node_name, spec)
 
 
 PODS = [worker(0, "a"), worker(1, "b")]

@@ -172,6 +172,7 @@ def test_both_ends_of_the_status_report_use_the_contracts_keys():
 
     sink = StatusSink()
     sink.eval(1, 1.0, {"accuracy": 0.5})  # evalHistory and evalMetrics appear with the first evaluation
+    sink.worker_times(10, [[0, 0.1, 0.2], [1, 0.1, 0.2]])  # workerTimes with the first window of two workers
     written = set(sink.doc) | {"framework"}  # a framework's callback adds its name (metrics.py, session.py)
     assert written == set(STATUS_KEYS)
 

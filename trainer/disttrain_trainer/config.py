@@ -283,6 +283,10 @@ class Config:
     """test_hang_at_step: test hook (faults.py): a rank hangs inside this step, once; 0: never."""
     test_hang_rank: int = 1
     """test_hang_rank: test hook: the global rank that hangs."""
+    test_slow_rank: int = -1
+    """test_slow_rank: test hook (faults.py): this global rank computes slower; -1: none."""
+    test_slow_factor: float = 2.0
+    """test_slow_factor: test hook: how many times slower that rank's compute is."""
 
     def __post_init__(self) -> None:
         allowed = _MODEL_DATASETS[self.model.name]
@@ -337,7 +341,21 @@ class Config:
             # Test hooks, named outside DISTTRAIN_* so that a job's spec.env can set them.
             test_hang_at_step=test_hook("DT_TEST_HANG_AT_STEP", 0),
             test_hang_rank=test_hook("DT_TEST_HANG_RANK", 1),
+            test_slow_rank=test_hook("DT_TEST_SLOW_RANK", -1),
+            test_slow_factor=slow_factor(e.env.get("DT_TEST_SLOW_FACTOR", "") or "2"),
         )
+
+
+def slow_factor(raw: str) -> float:
+    """DT_TEST_SLOW_FACTOR (faults.py): a number from 1 to 100."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= 100:
+        raise ValueError(f"DT_TEST_SLOW_FACTOR={raw!r} is not a number from 1 to 100 (how many times slower the "
+                         "DT_TEST_SLOW_RANK rank computes)")
+    return value
 
 
 def _eval_config(e: _Env) -> EvalConfig:

@@ -23,6 +23,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from disttrain_trainer.config import ParallelConfig, Resolved, resolve_parallel
 from disttrain_trainer.drain import StopAgreement
+from disttrain_trainer.timing import worker_index
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -44,6 +45,8 @@ class RunContext:
     """A CPU (gloo) group for small control collectives (stop flag), off the hot path."""
     checkpoint_group: dist.ProcessGroup | None = None
     """A CPU (gloo) group owned by checkpointing, so async saves never race training."""
+    worker: int = 0
+    """This pod's worker index (timing.worker_index): whose compute time this rank's is."""
     stops: StopAgreement = field(default=None)  # type: ignore[assignment]
     """SIGTERM and the operator's checkpoint request, agreed by every rank (drain.py)."""
 
@@ -112,6 +115,7 @@ class RunContext:
             mesh=_build_mesh(resolved, cfg, device.type, world_size),
             control_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT) if world_size > 1 else None,
             checkpoint_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT),
+            worker=worker_index(env),
         )
         if local_rank == 0:  # every pod's log says which ranks it holds, not only rank 0's
             log.info("joined: rank %d of %d (local rank 0 of this node), %s on %s", rank, world_size, backend,

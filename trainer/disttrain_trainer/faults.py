@@ -4,7 +4,15 @@
 inside step K, as a rank stuck in a collective or a deadlocked data loader would: its peers
 block in the step's all-reduce and no step completes. It happens once per checkpoint
 folder (a marker file there), so the job restarted by the operator trains on. The rank
-leaves only on SIGTERM. Not for production: docs/trainer.md lists it under test hooks.
+leaves only on SIGTERM.
+
+`DT_TEST_SLOW_RANK=R` (with `DT_TEST_SLOW_FACTOR=F`, default 2) makes global rank R compute
+F times slower, as on a slow GPU: every timed compute section (timing.ComputeTimer: the
+built-in trainer's forward passes and optimizer step, `Session.compute()` in your loop)
+is stretched with a sleep. Its peers wait for it at each collective, and the operator's
+straggler rule finds it (failurePolicy.stragglers).
+
+Not for production: docs/trainer.md lists them under test hooks.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ class DisttrainCallback(TrainerCallback):
         self.env = env
         self.framework = framework or f"transformers {transformers.__version__}"
         self.session: Session | None = None
+        self._hooks: list[Any] = []
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: Any) -> None:
@@ -46,6 +47,11 @@ class DisttrainCallback(TrainerCallback):
             samples_per_step=args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps,
             log_every=int(args.logging_steps) if steps_log else 10, framework=self.framework,
             env=self.env).__enter__()
+        model = kwargs.get("model")
+        if self.session.metrics is not None and model is not None:  # its training forward passes: compute time
+            timer = self.session.metrics.timer
+            self._hooks = [model.register_forward_pre_hook(lambda module, _a: timer.begin() if module.training else None),
+                           model.register_forward_hook(lambda module, _a, _out: timer.end())]
         resumed = _folder(args, state.global_step)
         if state.global_step > 0 and os.path.isdir(resumed):  # trainer.train(resume_from_checkpoint=...)
             self.session.checkpointed(state.global_step, resumed)
@@ -86,6 +92,9 @@ class DisttrainCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                      **kwargs: Any) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
         if self.session is not None:
             self.session.__exit__(None, None, None)
             self.session = None

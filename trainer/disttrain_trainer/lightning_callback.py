@@ -72,6 +72,15 @@ class DisttrainCallback(Callback):
         if trainer.ckpt_path:  # resumed: fit(..., ckpt_path=...)
             self.session.checkpointed(trainer.global_step, str(trainer.ckpt_path))
 
+    # The batch's forward pass and loss, up to the backward: its compute time (timing.py).
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        if self.session is not None and self.session.metrics is not None:
+            self.session.metrics.timer.begin()
+
+    def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: Any) -> None:
+        if self.session is not None and self.session.metrics is not None:
+            self.session.metrics.timer.end()
+
     def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
         self._saved = int(checkpoint.get("global_step", trainer.global_step))  # written right after this hook
 

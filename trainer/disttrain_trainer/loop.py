@@ -15,7 +15,7 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from disttrain_trainer import parallelize
+from disttrain_trainer import parallelize, timing
 from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
@@ -110,7 +110,7 @@ def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
         step = c.state.step
         mean_loss = grad_norm = None
         if logging_step:
-            mean_loss = _dp_mean(loss, ctx)
+            mean_loss = _dp_mean(loss, ctx, c.metrics)
             result.losses[step] = mean_loss
             grad_norm = None if norm is None else float(norm)
         c.metrics.record_step(step, mean_loss, grad_norm)
@@ -170,9 +170,10 @@ def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: conte
     micro_batches = c.loader.next_step()
     n = len(micro_batches)
     total = torch.zeros((), device=ctx.device)
+    timer = c.metrics.timer  # the forward passes and the optimizer step: no collective waits in them under DDP
     for i, (x, y) in enumerate(micro_batches):
         with _grad_sync(c.model, last=i == n - 1):
-            with autocast:
+            with autocast, timer.section():
                 loss = c.loss_fn(forward(c.model, x), y) / n
             if c.scaler is not None:
                 c.scaler.scale(loss).backward()
@@ -184,11 +185,12 @@ def train_step(c: Components, ctx: RunContext, cfg: TrainConfig, autocast: conte
     norm = None
     if cfg.grad_clip > 0 or want_norm:
         norm = clip_grad_norm(c.model, cfg.grad_clip)
-    if c.scaler is not None:
-        c.scaler.step(c.optimizer)
-        c.scaler.update()
-    else:
-        c.optimizer.step()
+    with timer.section():
+        if c.scaler is not None:
+            c.scaler.step(c.optimizer)
+            c.scaler.update()
+        else:
+            c.optimizer.step()
     c.scheduler.step()
     c.optimizer.zero_grad(set_to_none=True)
     return total, norm
@@ -238,10 +240,16 @@ def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
     return total
 
 
-def _dp_mean(loss: torch.Tensor, ctx: RunContext) -> float:
-    """Mean of the local losses over data-parallel ranks (tensor-parallel peers agree)."""
-    if ctx.world_size > 1:
-        loss = loss.detach().clone()
-        dist.all_reduce(loss, op=dist.ReduceOp.SUM)
-        loss /= ctx.world_size
-    return float(loss)
+def _dp_mean(loss: torch.Tensor, ctx: RunContext, metrics: Metrics | None = None) -> float:
+    """Mean of the local losses over data-parallel ranks (tensor-parallel peers agree); the
+    workers' times of the window before ride along to every rank (timing.py)."""
+    if ctx.world_size <= 1:
+        return float(loss)
+    window = metrics.last_window if metrics is not None else None
+    both = torch.cat([loss.detach().reshape(1).float(),
+                      torch.tensor(timing.row(ctx.world_size, ctx.rank, ctx.worker, window), device=loss.device)])
+    dist.all_reduce(both, op=dist.ReduceOp.SUM)
+    values = both.tolist()
+    if metrics is not None and window is not None:
+        metrics.record_worker_times(window[0], timing.per_worker(values[1:]))
+    return values[0] / ctx.world_size

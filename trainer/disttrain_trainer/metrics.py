@@ -33,10 +33,12 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from disttrain.api.pod_contract import WORKER_TIMES_WINDOWS
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.drain import MAX_HOLD_SECONDS, CheckpointRequest
 from disttrain_trainer.flops import format_mfu, mfu
+from disttrain_trainer.timing import ComputeTimer
 from disttrain_trainer.tracking import tracking_sinks
 
 log = logging.getLogger("disttrain_trainer")
@@ -275,6 +277,12 @@ class StatusSink:
             else:
                 self.doc.pop("evalMetrics", None)
 
+    def worker_times(self, step: int, table: list[list[float]]) -> None:
+        """Every worker's compute and step time in the window ending at `step` (timing.py)."""
+        with self.lock:
+            kept = [w for w in self.doc.get("workerTimes", []) if w[0] < step]
+            self.doc["workerTimes"] = [*kept, [step, table]][-WORKER_TIMES_WINDOWS:]
+
     def held(self, step: int | None) -> None:
         with self.lock:
             self.doc.update(heldAtStep=step, lastUpdateTime=_now_iso())
@@ -283,7 +291,9 @@ class StatusSink:
         with self.lock:
             self.doc.update(outcome=outcome, step=step, totalSteps=total_steps, worldSize=world_size,
                             lastUpdateTime=_now_iso())
-            blob = json.dumps(self.doc)
+            # workerTimes grows with the workers; the message keeps 4 KiB and the operator
+            # wants it only from a trainer that runs.
+            blob = json.dumps({k: v for k, v in self.doc.items() if k != "workerTimes"})
         if self.termination_log:
             # Kubernetes keeps at most 4 KiB of it; the report is far smaller.
             try:
@@ -400,7 +410,7 @@ class Metrics:
     def __init__(self, sinks: list[Sink], *, total_steps: int, world_size: int,
                  samples_per_step: int, tokens_per_sample: int, flops_per_token: float = 0.0,
                  peak_flops: float | None = None, server: StatusServer | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, timer: ComputeTimer | None = None) -> None:
         self.sinks = sinks
         self.clock = clock
         """Seconds on a monotonic clock; tests pass their own, so window rates are exact."""
@@ -412,6 +422,10 @@ class Metrics:
         self.peak_flops = peak_flops
         """Peak FLOP/s of one device in the compute dtype; None = unknown (MFU n/a)."""
         self.server = server
+        self.timer = timer or ComputeTimer()
+        """Times the steps' compute (timing.py): `with metrics.timer.section():`."""
+        self.last_window: tuple[int, float, float] | None = None
+        """(last step, compute seconds per step, step seconds) of the newest closed window."""
         self.start()
         self._rates = (0.0, 0.0, 0.0)  # step seconds, samples/s, tokens/s of the last closed window
 
@@ -422,6 +436,7 @@ class Metrics:
         self._window_samples = 0.0
         self._window_tokens = 0.0
         self._paused = 0.0
+        self.timer.take()  # compute before the window (loading, a hold) is not the window's
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -446,6 +461,7 @@ class Metrics:
             now = self.clock()
             busy = max(now - self._window_start - self._paused, 1e-9)
             self._rates = (busy / self._window_steps, self._window_samples / busy, self._window_tokens / busy)
+            self.last_window = (step, self.timer.take() / self._window_steps, self._rates[0])
             self.start()
         step_seconds, sps, tps = self._rates
         m = StepMetrics(
@@ -470,6 +486,13 @@ class Metrics:
     def record_eval(self, step: int, loss: float | None, metrics: Mapping[str, float] | None = None) -> None:
         for sink in self.sinks:
             sink.eval(step, loss, metrics or {})
+
+    def record_worker_times(self, step: int, table: list[list[float]]) -> None:
+        """The workers' times of the window ending at `step`, as the ranks exchanged them."""
+        if table:
+            for sink in self.sinks:
+                if isinstance(sink, StatusSink):
+                    sink.worker_times(step, table)
 
     def record_held(self, step: int | None) -> None:
         """The ranks hold at `step` after a requested checkpoint (None: training again)."""
@@ -502,7 +525,7 @@ def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, r
                   total_steps: int, world_size: int, samples_per_step: int, tokens_per_sample: int,
                   flops_per_token: float, peak_flops: float | None,
                   checkpoint_request: CheckpointRequest | None = None,
-                  params: Mapping[str, Any] | None = None) -> Metrics:
+                  params: Mapping[str, Any] | None = None, timer: ComputeTimer | None = None) -> Metrics:
     """The sinks this process feeds: the log on rank 0, the report and server on local
     rank 0 of each pod, the trackers the job names on rank 0 (with the run's `params`)."""
     sinks: list[Sink] = []
@@ -523,4 +546,4 @@ def build_metrics(cfg: MetricsConfig, *, is_local_rank0: bool, is_rank0: bool, r
         sinks.append(NullSink())
     return Metrics(sinks, total_steps=total_steps, world_size=world_size,
                    samples_per_step=samples_per_step, tokens_per_sample=tokens_per_sample,
-                   flops_per_token=flops_per_token, peak_flops=peak_flops, server=server)
+                   flops_per_token=flops_per_token, peak_flops=peak_flops, server=server, timer=timer)

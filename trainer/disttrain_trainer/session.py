@@ -19,6 +19,7 @@ laptop: no DISTTRAIN_JOB_NAME) it does nothing and every step says carry on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -33,7 +34,8 @@ import torch
 import torch.distributed as dist
 
 from disttrain_trainer.checkpoint import CheckpointInfo
-from disttrain_trainer.config import MetricsConfig
+from disttrain_trainer import timing
+from disttrain_trainer.config import MetricsConfig, slow_factor
 from disttrain_trainer.drain import Stop, StopAgreement
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetrics, build_metrics, eval_metrics
 
@@ -84,8 +86,12 @@ class Session:
         self.world_size = int(env.get("WORLD_SIZE", "1"))
         local_rank0 = int(env.get("LOCAL_RANK", "0")) == 0
         self.stops = StopAgreement(rank=self.rank, world_size=self.world_size)
+        self.worker = timing.worker_index(env)
         self.metrics: Metrics | None = None
         if self.enabled:
+            slow = env.get("DT_TEST_SLOW_RANK", "") == str(self.rank)  # the slow-rank test hook (faults.py)
+            timer = timing.ComputeTimer(torch.device("cuda") if torch.cuda.is_available() else None,
+                                        stretch=slow_factor(env.get("DT_TEST_SLOW_FACTOR", "") or "2") if slow else 1.0)
             self.metrics = build_metrics(
                 MetricsConfig.from_env(env), is_local_rank0=local_rank0, is_rank0=self.rank == 0,
                 restarts=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")), total_steps=total_steps,
@@ -93,14 +99,14 @@ class Session:
                 tokens_per_sample=int(tokens_per_sample), flops_per_token=flops_per_token, peak_flops=None,
                 checkpoint_request=self.stops.request if checkpoints else None,
                 params={"total_steps": total_steps, "samples_per_step": samples_per_step, "world_size": self.world_size,
-                        "framework": framework or "disttrain.train.Session"})
+                        "framework": framework or "disttrain.train.Session"}, timer=timer)
         if self.metrics is not None and framework:
             self.metrics.record_framework(framework)
         self.last_step = 0
         self._stopping = False
         self._asked_at: int | None = None  # a requested checkpoint of this step is awaited
         self._joined = self.world_size == 1
-        self._pending_loss: tuple[dist.Work, torch.Tensor, StepMetrics] | None = None
+        self._pending_loss: tuple[dist.Work, torch.Tensor, StepMetrics, int | None] | None = None
         self._last: StepMetrics | None = None  # the newest step's metrics
         self._previous_handler: Any = None
 
@@ -135,6 +141,12 @@ class Session:
         self.stops.signal.set()
 
     # ---- what the loop tells -----------------------------------------------------------
+    def compute(self) -> contextlib.AbstractContextManager[None]:
+        """Wrap the part of your step no collective runs in (the forward pass and the loss;
+        under DDP the optimizer step too): the operator compares this time across workers to
+        find a straggler (failurePolicy.stragglers). On CUDA it times the current stream."""
+        return self.metrics.timer.section() if self.metrics is not None else contextlib.nullcontext()
+
     @property
     def stopping(self) -> bool:
         """SIGTERM came (agreed by every rank, or during a hold): leave the loop."""
@@ -241,16 +253,20 @@ class Session:
         """Average the loss over the ranks that gave one, without waiting for it: a
         synchronous collective here would hold every rank to the slowest one's pace."""
         given = loss is not None
-        pair = torch.tensor([float(loss) if given else 0.0, 1.0 if given else 0.0], dtype=torch.float64)
-        work = dist.all_reduce(pair, group=self.stops.group, async_op=True)
-        self._pending_loss = (work, pair, m)
+        window = self.metrics.last_window if self.metrics is not None else None
+        pair = torch.tensor([float(loss) if given else 0.0, 1.0 if given else 0.0,
+                             *timing.row(self.world_size, self.rank, self.worker, window)], dtype=torch.float64)
+        work = dist.all_reduce(pair, group=self.stops.group, async_op=True)  # the workers' times ride along
+        self._pending_loss = (work, pair, m, window[0] if window is not None else None)
 
     def _publish_loss(self) -> None:
         if self._pending_loss is None:
             return
-        work, pair, m = self._pending_loss
+        work, pair, m, window_step = self._pending_loss
         self._pending_loss = None
         work.wait()
-        total, count = pair.tolist()
+        total, count, *table = pair.tolist()
         if count and self.metrics is not None:  # a NaN loss stays NaN (reported as null)
             self.metrics.publish(replace(m, loss=total / count))
+        if window_step is not None and self.metrics is not None:
+            self.metrics.record_worker_times(window_step, timing.per_worker(table))

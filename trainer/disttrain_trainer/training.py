@@ -43,6 +43,7 @@ from disttrain_trainer.flops import peak_flops
 from disttrain_trainer.metrics import build_metrics
 from disttrain_trainer.models import LossFn
 from disttrain_trainer.parallelize import parallelize
+from disttrain_trainer.timing import ComputeTimer
 from disttrain_trainer.tracking import flat_params
 
 log = logging.getLogger("disttrain_trainer")
@@ -167,6 +168,7 @@ def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, lo
             flops_per_token=flops_per_token,
             peak_flops=peak_flops(device_name(ctx.device), ctx.resolved.precision) if flops_per_token else None,
             checkpoint_request=ctx.stops.request, params=run_params(cfg, ctx, loader.samples_per_step) | dict(params or {}),
+            timer=ComputeTimer(ctx.device, stretch=cfg.test_slow_factor if ctx.rank == cfg.test_slow_rank else 1.0),
         ),
     )
 

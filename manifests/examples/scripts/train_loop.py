@@ -64,7 +64,8 @@ def main() -> None:
             print(f"resuming at step {state['step']}", flush=True)
         for step in range(first, args.steps + 1):
             x, y = batch(step, rank)
-            loss = nn.functional.mse_loss(model(x), y)
+            with session.compute():  # no collective in here: how a slow worker is told apart
+                loss = nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

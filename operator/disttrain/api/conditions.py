@@ -27,6 +27,8 @@ ADMITTED = "Admitted"
 EVICTED = "Evicted"
 # trainer.instrument: auto (operator/core/instrumentation.py): was a Trainer found to report from?
 INSTRUMENTED = "Instrumented"
+# failurePolicy.stragglers (operator/core/stragglers.py): a worker computes slower than its peers.
+STRAGGLER = "Straggler"
 
 # Reasons
 VALID = "Valid"
@@ -54,6 +56,9 @@ NODE_AVOIDANCE_LIFTED = "NodeAvoidanceLifted"  # a worker fit nowhere else: the 
 HUNG = "Hung"                          # no step for failurePolicy.hangSeconds: every worker restarted
 NODE_DRAINED = "NodeDrained"            # a worker's node was cordoned: workers moved, checkpoint first
 NODE_UNHEALTHY = "NodeUnhealthy"        # a worker's Ready node reports a problem: workers moved off it, checkpoint first
+SLOW_WORKER = "SlowWorker"              # Straggler: which worker, on which node, how much slower
+NO_STRAGGLER = "NoStraggler"
+STRAGGLER_REPLACED = "StragglerReplaced"  # its workers were moved off the straggler's node, checkpoint first
 NODE_LOST = "NodeLost"                  # a worker's node stopped being Ready: force-deleted, recreated elsewhere
 UNSCHEDULABLE = "Unschedulable"        # the scheduler cannot place a worker (its message follows)
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"  # a worker cannot pull its image (the kubelet's message follows)

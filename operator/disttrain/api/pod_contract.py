@@ -45,4 +45,10 @@ STATUS_KEYS: tuple[str, ...] = (
     "step", "totalSteps", "loss", "gradNorm", "samplesPerSecond", "tokensPerSecond", "stepSeconds",
     "flopsPerToken", "mfu", "worldSize", "checkpoint", "checkpointSaveSeconds", "checkpointBlockedSeconds",
     "lastUpdateTime", "outcome", "evalLoss", "evalStep", "evalMetrics", "evalHistory", "heldAtStep", "framework",
+    "workerTimes",
 )
+
+# workerTimes: the newest report windows' compute and step time per worker, oldest first,
+# [[windowEndStep, [[workerIndex, computeSeconds, stepSeconds], ...]], ...]; the trainer keeps
+# this many windows and failurePolicy.stragglerWindows may ask for at most as many.
+WORKER_TIMES_WINDOWS = 8

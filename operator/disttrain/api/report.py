@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from disttrain.api.pod_contract import WORKER_TIMES_WINDOWS
 from disttrain.api.status_types import CheckpointStatus, Progress
 from disttrain.api.times import parse_time
 
@@ -39,6 +40,19 @@ class Evaluation:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerTime:
+    worker: int  # the worker index (pod <job>-worker-<i>)
+    compute_seconds: float  # per step, the slowest of its ranks: the part no collective runs in
+    step_seconds: float  # per step, all of it (compute, gradient exchange, waiting for peers)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerWindow:
+    step: int  # the window's last step
+    times: tuple[WorkerTime, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TrainerReport:
     step: int | None = None
     total_steps: int | None = None
@@ -56,6 +70,7 @@ class TrainerReport:
     eval_history: tuple[Evaluation, ...] = ()  # the run's latest evaluations, oldest first
     held_at_step: int | None = None  # the ranks hold here after a requested checkpoint (POST /checkpoint)
     framework: str | None = None  # what reports: "transformers 5.24.0" (disttrain.train's callbacks)
+    worker_windows: tuple[WorkerWindow, ...] = ()  # each worker's compute and step time, newest windows last
 
     @property
     def finished(self) -> bool:
@@ -123,6 +138,7 @@ def parse_report(data: Any) -> TrainerReport | None:
         eval_history=_history(data.get("evalHistory")),
         held_at_step=_int(data.get("heldAtStep")),
         framework=_text(data.get("framework")),
+        worker_windows=_worker_windows(data.get("workerTimes")),
     )
 
 
@@ -151,6 +167,30 @@ def _history(value: Any) -> tuple[Evaluation, ...]:
     for item in value[:1000]:
         if isinstance(item, list) and len(item) in (2, 3) and _int(item[0]) is not None:
             out.append(Evaluation(item[0], _num(item[1]), _metrics(item[2]) if len(item) == 3 else {}))
+    return tuple(out)
+
+
+MAX_WORKERS = 4096  # spec.maxNodes' bound is far lower: a longer list is no trainer's
+
+
+def _worker_windows(value: Any) -> tuple[WorkerWindow, ...]:
+    """[[step, [[worker, compute, step], ...]], ...] -> the newest WORKER_TIMES_WINDOWS
+    windows; malformed windows and entries are skipped, a worker is kept once per window."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for item in value[-WORKER_TIMES_WINDOWS:]:
+        if not (isinstance(item, list) and len(item) == 2 and _int(item[0]) is not None
+                and isinstance(item[1], list)):
+            continue
+        times: dict[int, WorkerTime] = {}
+        for entry in item[1][:MAX_WORKERS]:
+            if isinstance(entry, list) and len(entry) == 3 and _int(entry[0]) is not None:
+                compute, step = _num(entry[1]), _num(entry[2])
+                if compute is not None and step is not None and compute >= 0 and step >= 0:
+                    times.setdefault(entry[0], WorkerTime(entry[0], compute, step))
+        if times:
+            out.append(WorkerWindow(item[0], tuple(sorted(times.values(), key=lambda t: t.worker))))
     return tuple(out)
 
 

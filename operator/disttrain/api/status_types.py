@@ -14,7 +14,7 @@ Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "F
 # two equal): the job's life, trouble it cannot fix alone, and Kueue's admission.
 CONDITION_TYPES = ("Validated", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "CheckpointStale",
                    "NameConflict", "PodCreationForbidden", "SpecInvalid", "Queued", "Admitted", "Evicted",
-                   "Instrumented")
+                   "Instrumented", "Straggler")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -92,7 +92,7 @@ class Progress:
 
 FailureCause = Literal["NodeLost", "Evicted", "Preempted", "OOMKilled", "ExitCode", "Hung",
                        "ImagePullBackOff", "Unschedulable", "PodsReadyTimeout", "QueueEvicted", "NodeDrain",
-                       "NodeUnhealthy"]
+                       "NodeUnhealthy", "Straggler"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -114,7 +114,9 @@ class FailureRecord:
         "deactivated Workload), NodeDrain (a worker's node was cordoned: it moved, checkpoint "
         "first), NodeUnhealthy (a worker's node stayed Ready but reported a health problem: a "
         "condition or taint the operator watches, or fewer GPUs than its workers were given; "
-        "it moved, checkpoint first, and the node is avoided).")
+        "it moved, checkpoint first, and the node is avoided), Straggler (failurePolicy.stragglers "
+        "Replace: a worker computed slower than its peers for stragglerWindows windows: the workers "
+        "moved off its node, checkpoint first, and the node is avoided).")
     node: str | None = spec_field("node: the node the pod ran on (empty if it never got one).",
                                   max_length=253)
     pod: str | None = spec_field("pod: the worker pod's name.", max_length=253)
@@ -133,7 +135,7 @@ class FailureRecord:
         "checkpoint was taken at the step it stopped on.")
 
 
-StopReason = Literal["Suspended", "Evicted", "NodeDrain", "NodeUnhealthy"]
+StopReason = Literal["Suspended", "Evicted", "NodeDrain", "NodeUnhealthy", "Straggler"]
 Handshake = Literal["Requested", "Checkpointed", "TimedOut", "NotSupported", "NotRunning", "Off", "Cancelled"]
 
 
@@ -146,7 +148,8 @@ class Eviction:
         "reason: Suspended (spec.suspend); Evicted (Kueue evicted the job's Workload: a "
         "preemption, a deactivation, a stopped queue; the message says which); NodeDrain (a "
         "worker's node was cordoned: the workers were moved to other nodes); NodeUnhealthy (a "
-        "worker's node reported a health problem while Ready: the workers were moved off it).")
+        "worker's node reported a health problem while Ready: the workers were moved off it); Straggler "
+        "(a worker computed slower than its peers: the workers were moved off its node).")
     request_time: str | None = spec_field("requestTime: when the operator decided to stop the job (RFC 3339).")
     step: int | None = spec_field("step: the trainer's step when the operator asked for a checkpoint.")
     handshake: Handshake | None = spec_field(

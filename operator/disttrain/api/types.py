@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from disttrain.api.k8s import AFFINITY, ENV_VAR_SOURCE, POD_SPEC, TOLERATION
 from disttrain.api.meta import DNS1123_SUBDOMAIN, RESOURCE_NAME, spec_field
-from disttrain.api.pod_contract import BUILTIN
+from disttrain.api.pod_contract import BUILTIN, WORKER_TIMES_WINDOWS
 
 GROUP = "disttrain.dev"
 VERSION = "v1alpha1"
@@ -119,6 +119,7 @@ class TrainerSpec:
 # as one object (their order ignored), so the other order would make docs/api.md depend
 # on which annotation was read first.
 Instrument = Literal["auto", "none"]
+StragglerAction = Literal["Report", "Replace", "Off"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -202,6 +203,22 @@ class FailurePolicy:
         "once it reports steps (disttrain.train); off for a script that reports none. 0 turns it off. Until its first step after a start, restart or "
         "resume the trainer gets at least 300 s (loading a checkpoint is no hang).",
         minimum=0, maximum=86400)
+    stragglers: StragglerAction | None = spec_field(
+        "stragglers: what a straggler gets, a worker whose compute time per step stays over "
+        "stragglerRatio x the other workers' median for stragglerWindows report windows in a row "
+        "(the trainer reports it: the built-in trainer, and your own code through disttrain.train). "
+        "Report: the Straggler condition, an Event and a metric name the worker, its node and the "
+        "ratio. Replace: also move the workers off its node, checkpoint first (a failure entry with "
+        "cause Straggler, which spends no backoffLimit; the node is then avoided). Off: not watched.",
+        default="Report")
+    straggler_ratio: float | None = spec_field(
+        "stragglerRatio: how many times the other workers' median compute time per step a "
+        "worker's must exceed to count as slow in a window.", default=1.3, minimum=1.05, maximum=100)
+    straggler_windows: int | None = spec_field(
+        "stragglerWindows: how many report windows in a row (each builtin.logEvery steps, or "
+        "your Session's log_every) a worker must be slow to be a straggler: one slow window is "
+        "often a data-loader hiccup or a checkpoint.", default=5, minimum=1,
+        maximum=WORKER_TIMES_WINDOWS)
 
 
 # An S3 URL: a bucket name as S3 allows (3-63 of a-z 0-9 . -), then an optional prefix.

@@ -430,6 +430,8 @@ class Controller:
         goodput = plan.status.goodput
         if goodput is not None and goodput.ratio is not None:
             metrics.goodput_ratio.labels(namespace=job.namespace, job=job.name).set(goodput.ratio)
+        if plan.straggler_ratio is not None:
+            metrics.straggler_ratio.labels(namespace=job.namespace, job=job.name).set(plan.straggler_ratio)
         if plan.became_running:
             created = parse_time(view.created)
             if created is not None:

@@ -39,6 +39,11 @@ class OperatorMetrics:
             "disttrain_job_goodput_ratio",
             "The share of each job's worker-seconds that went to steps that count, as status.goodput.ratio.",
             ["namespace", "job"], registry=r)
+        self.straggler_ratio = Gauge(
+            "disttrain_job_straggler_ratio",
+            "The slowest worker's compute time per step over the other workers' median, in the trainer's newest "
+            "report window: 1 is an even job; failurePolicy.stragglerRatio flags it.",
+            ["namespace", "job"], registry=r)
         self.lost_seconds = Counter(
             "disttrain_job_lost_seconds", "Worker-seconds of steps done again after failures, by the failure's cause.",
             ["namespace", "job", "cause"], registry=r)
@@ -72,6 +77,7 @@ class OperatorMetrics:
         self.observe_phase((namespace, name), None)
         self.forget_checkpoint(namespace, name)
         for series, labels in ((self.goodput_ratio, ((namespace, name),)),
+                               (self.straggler_ratio, ((namespace, name),)),
                                (self.worker_failures, [(namespace, name, cause) for cause in CAUSES]),
                                (self.lost_seconds, [(namespace, name, cause) for cause in CAUSES])):
             for values in labels:  # a deleted job's series go with it

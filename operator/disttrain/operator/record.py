@@ -101,5 +101,6 @@ def moved(old: TrainerReport | None, new: TrainerReport) -> bool:
     """Did the trainer's report change in a way the job's status shows?"""
     if old is None:
         return True
-    return ((old.step, old.checkpoint, old.outcome, old.loss, old.latest_eval(), old.held_at_step)
-            != (new.step, new.checkpoint, new.outcome, new.loss, new.latest_eval(), new.held_at_step))
+    return ((old.step, old.checkpoint, old.outcome, old.loss, old.latest_eval(), old.held_at_step, old.worker_windows)
+            != (new.step, new.checkpoint, new.outcome, new.loss, new.latest_eval(), new.held_at_step,
+                new.worker_windows))

@@ -11,8 +11,10 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -477,3 +479,43 @@ def events_of(cluster, namespace: str, name: str) -> list[dict]:
 
 def dump(obj: Any) -> str:
     return yaml.safe_dump(obj, sort_keys=False)[:4000]
+
+
+# The trainer's status server, for tests of the operator's side of checkpoint-then-evict.
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def holding_trainer():
+    """(port, sink, start): the trainer's status server with /checkpoint, started by
+    start(token) once the pod's UID is known, and a loop that holds at its current step,
+    checkpointed, when a request comes."""
+    from prometheus_client import CollectorRegistry
+
+    from disttrain_trainer.drain import CheckpointRequest
+    from disttrain_trainer.metrics import Control, StatusServer, StatusSink
+
+    port = free_port()
+    sink, request, servers = StatusSink(), CheckpointRequest(), []
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(0.05):
+            if request.pending():
+                step = sink.doc["step"]
+                with sink.lock:
+                    sink.doc.update(heldAtStep=step, checkpoint={"step": step, "time": now(),
+                                                                 "path": f"/checkpoints/step-{step:08d}"})
+                request.taken()
+                request.held.set()
+
+    def start(token: str) -> None:
+        servers.append(StatusServer(port, CollectorRegistry(), sink, Control(token=token, request=request)))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield port, sink, start
+    done.set()
+    for server in servers:
+        server.close()

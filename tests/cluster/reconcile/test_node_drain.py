@@ -12,53 +12,12 @@ trainer by the checkpoint-request trainer tests and the real-node suspend e2e.""
 from __future__ import annotations
 
 import subprocess
-import threading
-from datetime import datetime, timezone
 
 import pytest
 
-from .conftest import free_port, job_manifest, pods_of, wait_job, wait_phase
+from .conftest import job_manifest, now, pods_of, wait_job, wait_phase
 
 pytestmark = pytest.mark.cluster
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@pytest.fixture
-def holding_trainer():
-    """(port, sink, start): the trainer's status server with /checkpoint, started by
-    start(token) once the pod's UID is known, and a loop that holds at its current step,
-    checkpointed, when a request comes."""
-    from prometheus_client import CollectorRegistry
-
-    from disttrain_trainer.drain import CheckpointRequest
-    from disttrain_trainer.metrics import Control, StatusServer, StatusSink
-
-    port = free_port()
-    sink, request, servers = StatusSink(), CheckpointRequest(), []
-    done = threading.Event()
-
-    def loop() -> None:
-        while not done.wait(0.05):
-            if request.pending():
-                step = sink.doc["step"]
-                with sink.lock:
-                    sink.doc.update(heldAtStep=step, checkpoint={"step": step, "time": now(),
-                                                                 "path": f"/checkpoints/step-{step:08d}"})
-                request.taken()
-                request.held.set()
-
-    def start(token: str) -> None:
-        servers.append(StatusServer(port, CollectorRegistry(), sink, Control(token=token, request=request)))
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    yield port, sink, start
-    done.set()
-    for server in servers:
-        server.close()
 
 
 def test_a_drain_waits_for_the_checkpoint_and_the_workers_move_losing_no_step(cluster, namespace, operator,

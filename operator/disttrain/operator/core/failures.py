@@ -34,7 +34,9 @@ PODS_READY_TIMEOUT = "PodsReadyTimeout"
 QUEUE_EVICTED = "QueueEvicted"
 NODE_DRAIN = "NodeDrain"
 NODE_UNHEALTHY = "NodeUnhealthy"  # one entry per node the workers were moved off
-STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN, NODE_UNHEALTHY})
+STRAGGLER = "Straggler"  # one entry per straggler's node the workers were moved off
+STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN, NODE_UNHEALTHY, STRAGGLER})
+MOVED_OFF = frozenset({NODE_UNHEALTHY, STRAGGLER})  # its node is avoided at once
 CAUSES: tuple[str, ...] = get_args(FailureCause)  # the API's list, in its order
 
 HISTORY_LIMIT = 16  # status.failures' maxItems
@@ -193,7 +195,7 @@ def nodes_to_avoid(history: Iterable[FailureRecord], avoided: Iterable[AvoidedNo
         return kept, []
     history = list(history)
     counts = Counter(f.node for f in history if f.node and f.cause in NODE_FAULTS)
-    unhealthy = {f.node for f in history if f.node and f.cause == NODE_UNHEALTHY}
+    unhealthy = {f.node for f in history if f.node and f.cause in MOVED_OFF}
     known = {a.node for a in kept}
     new = [AvoidedNode(node=node, time=stamp, failures=counts.get(node, 0))
            for node in sorted(set(counts) | unhealthy)

@@ -41,7 +41,7 @@ from disttrain.operator.core.state import (ACTIVE_PHASES, TERMINAL_PHASES, Event
                                            creation_refused, set_reported, workers)
 from disttrain.operator.core.instrumentation import instrumented
 from disttrain.operator.core.status import checkpoint_age, checkpoint_staleness, global_batch, seconds_per_step
-from disttrain.operator.core.stopping import after_a_drain, drain, move_off_unhealthy, suspend
+from disttrain.operator.core.stopping import after_a_drain, drain, move_off_stragglers, move_off_unhealthy, suspend
 from disttrain.render import template_hash
 
 
@@ -172,6 +172,8 @@ def _run(job: JobState, pods: list[PodInfo], plan: Plan, policy: Policy, old_pha
     drained, drain_wake = drain(job, pods, plan, nodes, report, checkpoint_refused)
     if not drained and not lost:
         drained, drain_wake = move_off_unhealthy(job, pods, plan, nodes, policy.node_rules, report, checkpoint_refused)
+    if not drained and not lost and not crashed:
+        drained, drain_wake = move_off_stragglers(job, pods, plan, report, checkpoint_refused)
     hung, hang_wake = False, None
     if not crashed and not lost and not drained:
         hung, hang_wake, failed_plan = restart_hung(job, pods, plan, report)

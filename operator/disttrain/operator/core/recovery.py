@@ -14,8 +14,8 @@ from disttrain.api.status_types import DistributedTrainingStatus as Status
 from disttrain.api.status_types import FailureRecord
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.core.ends import fail
-from disttrain.operator.core.failures import (HUNG, NODE_UNHEALTHY, add_failure, avoiding, lift_avoidance, nodes_to_avoid,
-                                              record_failures, steps_lost)
+from disttrain.operator.core.failures import (HUNG, MOVED_OFF, NODE_UNHEALTHY, add_failure, avoiding, lift_avoidance,
+                                              nodes_to_avoid, record_failures, steps_lost)
 from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, Policy
@@ -169,9 +169,10 @@ def avoid_bad_nodes(plan: Plan, threshold: int) -> None:
     st = plan.status
     avoided, new = nodes_to_avoid(st.failures or (), st.avoided_nodes or (), threshold, plan.stamp)
     st.avoided_nodes = avoided or None
-    unhealthy = {f.node for f in st.failures or () if f.cause == NODE_UNHEALTHY}
+    moved = {f.node: f.cause for f in st.failures or () if f.cause in MOVED_OFF}
     for entry in new:
-        why = (f"node {entry.node} was unhealthy: the workers were moved off it" if entry.node in unhealthy else
+        why = (f"node {entry.node} was {'unhealthy' if moved[entry.node] == NODE_UNHEALTHY else 'a straggler'}: "
+               "the workers were moved off it" if entry.node in moved else
                f"node {entry.node} was the place of {entry.failures} failures of this job")
         plan.events.append(Event("Warning", c.NODE_AVOIDED, f"{why}: its new workers avoid it (failurePolicy."
                                  f"avoidNodeAfterFailures {threshold})"))

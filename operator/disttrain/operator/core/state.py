@@ -87,6 +87,7 @@ class Plan:
     failed_reason: str | None = None
     became_running: bool = False
     checkpoint_age: float | None = None  # seconds since the newest checkpoint was made
+    straggler_ratio: float | None = None  # the slowest worker's compute over the others' median (stragglers.py)
     new_failures: list[FailureRecord] = field(default_factory=list)  # added to status.failures now
     lost_seconds: dict[str, float] = field(default_factory=dict)  # worker-seconds lost in this pass, by cause
     # Checkpoint-then-evict (eviction.py): ask the trainer for a checkpoint and a hold of

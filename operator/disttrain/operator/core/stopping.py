@@ -11,6 +11,7 @@ from typing import Mapping
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
 from disttrain.api.times import parse_time
+from disttrain.operator.core import stragglers
 from disttrain.operator.core.eviction import cancelled, in_progress, settle, stop
 from disttrain.operator.core.failures import NODE_DRAIN, NODE_UNHEALTHY, add_failure, stop_record
 from disttrain.operator.core.nodes import NodeHealth, NodeRules
@@ -62,8 +63,8 @@ def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why:
         plan.wake_at = step.wake_at
         if step.began:
             message = step.eviction.message if step.eviction is not None else ""
-            doing = doing or {"Suspended": "suspending", "NodeUnhealthy": "a worker's node is unhealthy"}.get(
-                reason, "a worker's node is cordoned")
+            doing = doing or {"Suspended": "suspending", "NodeUnhealthy": "a worker's node is unhealthy",
+                              "Straggler": "a worker is a straggler"}.get(reason, "a worker's node is cordoned")
             plan.events.append(Event("Normal", c.CHECKPOINT_BEFORE_STOP, f"{doing}: {message}"))
         return False
     before = st.eviction
@@ -102,7 +103,7 @@ def move(job: JobState, pods: list[PodInfo], plan: Plan, moving: list[PodInfo], 
     if not moving or not (at_once or job.validation.job.spec.checkpoint.evict_grace_seconds):
         cancel_move(plan, reason)
         return False, None, None
-    deleted = {"NodeDrain": c.NODE_DRAINED, "NodeUnhealthy": c.NODE_UNHEALTHY}[reason]
+    deleted = {"NodeDrain": c.NODE_DRAINED, "NodeUnhealthy": c.NODE_UNHEALTHY, "Straggler": c.STRAGGLER_REPLACED}[reason]
     if not stop_first(job, pods, plan, reason, deleted, stopped=False, report=report, refused=refused, record=record):
         return True, plan.wake_at, None
     return True, None, st.eviction.message if st.eviction is not None else ""
@@ -167,6 +168,24 @@ def move_off_unhealthy(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Ma
     if message is not None:
         plan.events.append(Event("Normal", c.NODE_UNHEALTHY, f"{message}; recreating the workers on other nodes "
                                  "(does not count against backoffLimit)"))
+    return moved, wake
+
+
+def move_off_stragglers(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
+                        refused: str | None) -> tuple[bool, datetime | None]:
+    """The Straggler condition (stragglers.watch); with failurePolicy.stragglers Replace the
+    job moves off the straggler's node, checkpoint first, as off an unhealthy one: a history
+    entry (Straggler, no backoffLimit spent) and the node avoided."""
+    found = stragglers.watch(job, pods, plan, report)
+    policy = job.validation.job.spec.failure_policy
+    slow_nodes = {pod.node for _, pod in found if pod.node}
+    moving = [p for p in pods if p.active and p.node in slow_nodes]
+    record = stragglers.record(found, policy.straggler_ratio or 0, policy.straggler_windows or 0)
+    moved, wake, message = move(job, pods, plan, moving, "Straggler", report=report, refused=refused,
+                                record=record, at_once=True)
+    if message is not None:
+        plan.events.append(Event("Normal", c.STRAGGLER_REPLACED, f"{message}; recreating the workers on other "
+                                 "nodes, away from the straggler's (does not count against backoffLimit)"))
     return moved, wake
 
 

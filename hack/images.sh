@@ -80,6 +80,7 @@ source_key() {
 # Remove buildah working containers and unmount what a killed build left mounted.
 cleanup_storage() {
   bah rm --all >/dev/null 2>&1 || true
+  rm -rf "$DIR/tmp"  # buildah's big temporary files (a build that failed on a full disk left 11 GB in /var/tmp)
   local m
   for m in $(awk -v d="$DIR/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r); do
     umount -l "$m" 2>/dev/null || true
@@ -163,6 +164,8 @@ cmd_build() {
   flock 8
   trap cleanup_storage EXIT
   cleanup_storage
+  mkdir -p "$DIR/tmp"
+  export TMPDIR="$DIR/tmp"  # where buildah stages layers; ours to remove, under the build lock
   # A build killed half-way (a test run stopped, a full disk) leaves its layers behind,
   # ~6 GB for the trainer: give them back before this build needs the room.
   bah rmi --prune >/dev/null 2>&1 || true

@@ -1,6 +1,7 @@
 """A running trainer that completes no step for failurePolicy.hangSeconds is hung: every
 worker is restarted (reason Hung, one restart against backoffLimit, an entry in
-status.failures); the clock is the operator's own (status.progress.lastStepTime) and
+status.failures); the clock is status.progress.lastStepTime (the trainer's time of its step,
+within what the operator saw) and
 starts again whenever the job becomes Running (plan.decide)."""
 
 from __future__ import annotations
@@ -160,3 +161,19 @@ def test_a_report_without_a_step_moves_no_clock():
     assert progress_of(TrainerReport(total_steps=10, loss=1.5), None, iso(NOW)).last_step_time is None
     old = Progress(step=7, last_step_time=iso(at(-50)))
     assert progress_of(TrainerReport(total_steps=10), old, iso(NOW)).last_step_time == iso(at(-50))
+
+
+def test_the_step_is_dated_by_the_trainer_within_what_the_operator_saw():
+    """The poll sees a step up to progressSeconds after the trainer made it: the trainer's
+    lastUpdateTime dates it, so a hang is found that much sooner; a pod clock that is off
+    moves it no earlier than the step seen before and no later than now."""
+    from disttrain.api.status_types import Progress
+    from disttrain.operator.core.plan import progress_of
+
+    old = Progress(step=7, last_step_time=iso(at(-20)))
+    for said, dated in [(at(-12), at(-12)), (at(-3600), at(-20)), (at(600), NOW), (None, NOW)]:
+        rep = TrainerReport(step=8, last_update_time=iso(said) if said else None)
+        assert progress_of(rep, old, iso(NOW)).last_step_time == iso(dated), said
+    # The first step seen has nothing before it: the trainer's time, up to now.
+    assert progress_of(TrainerReport(step=1, last_update_time=iso(at(-9))), None, iso(NOW)).last_step_time == \
+        iso(at(-9))

@@ -86,7 +86,8 @@ class Progress:
     eval_step: int | None = spec_field("evalStep: the step evalLoss and evalMetrics were measured at.")
     percent_complete: str | None = spec_field("percentComplete: step / totalSteps, e.g. 45%.")
     last_step_time: str | None = spec_field(
-        "lastStepTime: when the operator last saw step advance (RFC 3339): how long a job has "
+        "lastStepTime: when step last advanced (RFC 3339): the trainer's own time of that step, kept "
+        "between the step the operator saw before and the moment it saw this one. How long a job has "
         "been stalled, and what failurePolicy.hangSeconds is measured from.")
 
 

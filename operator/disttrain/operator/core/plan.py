@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from disttrain.api import conditions as c
 from disttrain.api.names import selector, service_name, worker_name
 from disttrain.api.report import TrainerReport, newest
-from disttrain.api.times import parse_time
+from disttrain.api.times import iso, parse_time
 from disttrain.api.status_types import DistributedTrainingStatus as Status
 from disttrain.api.status_types import Progress
 from disttrain.operator.core.backoff import exponential
@@ -273,8 +273,20 @@ def progress_of(report: TrainerReport, old: Progress | None, stamp: str) -> Prog
         return old
     before = old.last_step_time if old is not None else None
     moved = new.step is not None and (old is None or old.step != new.step)
-    new.last_step_time = stamp if moved else before
+    new.last_step_time = stepped_at(report, before, stamp) if moved else before
     return new
+
+
+def stepped_at(report: TrainerReport, before: str | None, stamp: str) -> str:
+    """When the step seen now was made: the trainer's own time of its report (it writes one
+    at every step), kept after the step seen before and no later than now, so a pod whose
+    clock is off moves it no further than the operator's own view. The poll that sees a
+    step comes up to progressSeconds after it: taken at its word, a hang is found sooner
+    (bench/recovery.py)."""
+    said, low, high = parse_time(report.last_update_time), parse_time(before), parse_time(stamp)
+    if said is None or high is None:
+        return stamp
+    return iso(min(high, max(said, low) if low is not None else said))
 
 
 def _next_wake(status: Status, spec: Any, start: datetime | None) -> datetime | None:

@@ -90,6 +90,10 @@ def draining_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth]) -> li
     return out
 
 
+# A move's stop reason -> the reason of its pods' deletion and of its Event.
+MOVE_REASONS = {"NodeDrain": c.NODE_DRAINED, "NodeUnhealthy": c.NODE_UNHEALTHY, "Straggler": c.STRAGGLER_REPLACED}
+
+
 def move(job: JobState, pods: list[PodInfo], plan: Plan, moving: list[PodInfo], reason: str, *,
          report: TrainerReport | None, refused: str | None, record: list[tuple[str, str, str | None]],
          at_once: bool = False) -> tuple[bool, datetime | None, str | None]:
@@ -103,7 +107,7 @@ def move(job: JobState, pods: list[PodInfo], plan: Plan, moving: list[PodInfo], 
     if not moving or not (at_once or job.validation.job.spec.checkpoint.evict_grace_seconds):
         cancel_move(plan, reason)
         return False, None, None
-    deleted = {"NodeDrain": c.NODE_DRAINED, "NodeUnhealthy": c.NODE_UNHEALTHY, "Straggler": c.STRAGGLER_REPLACED}[reason]
+    deleted = MOVE_REASONS[reason]
     if not stop_first(job, pods, plan, reason, deleted, stopped=False, report=report, refused=refused, record=record):
         return True, plan.wake_at, None
     return True, None, st.eviction.message if st.eviction is not None else ""
@@ -157,18 +161,12 @@ def move_off_unhealthy(job: JobState, pods: list[PodInfo], plan: Plan, nodes: Ma
     evictGraceSeconds is 0. Each node gets a history entry (NodeUnhealthy, which spends no
     backoffLimit) and is avoided by the new workers (avoid_bad_nodes)."""
     sick = unhealthy_nodes(job, pods, nodes, rules)
-    moving = [p for p in pods if p.active and p.node in sick]
     if sick and not (in_progress(plan.status.eviction) and plan.status.eviction.reason == "NodeUnhealthy"):  # type: ignore[union-attr]
         for name, why in sick.items():
             plan.events.append(Event("Warning", c.NODE_UNHEALTHY, f"node {name} is unhealthy: {why}; moving the "
                                      "workers off it, checkpoint first"))
     record = [(NODE_UNHEALTHY, f"node {name} was unhealthy: {why}", name) for name, why in sick.items()]
-    moved, wake, message = move(job, pods, plan, moving, "NodeUnhealthy", report=report, refused=refused,
-                                record=record, at_once=True)
-    if message is not None:
-        plan.events.append(Event("Normal", c.NODE_UNHEALTHY, f"{message}; recreating the workers on other nodes "
-                                 "(does not count against backoffLimit)"))
-    return moved, wake
+    return _move_off(job, pods, plan, set(sick), "NodeUnhealthy", record, report, refused, "on other nodes")
 
 
 def move_off_stragglers(job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
@@ -178,14 +176,22 @@ def move_off_stragglers(job: JobState, pods: list[PodInfo], plan: Plan, report: 
     entry (Straggler, no backoffLimit spent) and the node avoided."""
     found = stragglers.watch(job, pods, plan, report)
     policy = job.validation.job.spec.failure_policy
-    slow_nodes = {pod.node for _, pod in found if pod.node}
-    moving = [p for p in pods if p.active and p.node in slow_nodes]
     record = stragglers.record(found, policy.straggler_ratio or 0, policy.straggler_windows or 0)
-    moved, wake, message = move(job, pods, plan, moving, "Straggler", report=report, refused=refused,
+    return _move_off(job, pods, plan, {pod.node for _, pod in found if pod.node}, "Straggler", record, report,
+                     refused, "on other nodes, away from the straggler's")
+
+
+def _move_off(job: JobState, pods: list[PodInfo], plan: Plan, nodes: set[str], reason: str,
+              record: list[tuple[str, str, str | None]], report: TrainerReport | None, refused: str | None,
+              where: str) -> tuple[bool, datetime | None]:
+    """Move every worker off `nodes` (move, even with evictGraceSeconds 0), and say so once
+    the pods went, with the deletion's reason."""
+    moving = [p for p in pods if p.active and p.node in nodes]
+    moved, wake, message = move(job, pods, plan, moving, reason, report=report, refused=refused,
                                 record=record, at_once=True)
     if message is not None:
-        plan.events.append(Event("Normal", c.STRAGGLER_REPLACED, f"{message}; recreating the workers on other "
-                                 "nodes, away from the straggler's (does not count against backoffLimit)"))
+        plan.events.append(Event("Normal", MOVE_REASONS[reason], f"{message}; recreating the workers {where} "
+                                 "(does not count against backoffLimit)"))
     return moved, wake
 
 

@@ -59,18 +59,17 @@ def slow_in(window: WorkerWindow, ratio: float) -> set[int]:
 
 def find(windows: tuple[WorkerWindow, ...], ratio: float, needed: int) -> list[Straggler]:
     """The workers slow in each of the newest `needed` windows, slowest first."""
-    recent = list(windows)
-    if len(recent) < needed or needed < 1:
+    if len(windows) < needed or needed < 1:
         return []
-    newest = recent[-needed:]
+    newest = windows[-needed:]
     slow = set.intersection(*(slow_in(w, ratio) for w in newest))
     last = ratios(newest[-1])
-    found = [Straggler(worker=w, ratio=round(last[w], 2), windows=_streak(recent, w, ratio), step=newest[-1].step)
+    found = [Straggler(worker=w, ratio=round(last[w], 2), windows=_streak(windows, w, ratio), step=newest[-1].step)
              for w in slow]
     return sorted(found, key=lambda s: (-s.ratio, s.worker))
 
 
-def _streak(windows: list[WorkerWindow], worker: int, ratio: float) -> int:
+def _streak(windows: tuple[WorkerWindow, ...], worker: int, ratio: float) -> int:
     count = 0
     for window in reversed(windows):
         if worker not in slow_in(window, ratio):
@@ -98,9 +97,8 @@ def worst_ratio(report: TrainerReport | None) -> float | None:
     return round(max(found.values()), 3) if found else None
 
 
-def describe(s: Straggler, pod: PodInfo | None, job_ratio: float, needed: int) -> str:
-    where = f"{pod.name} on node {pod.node or '(none)'}" if pod is not None else f"worker {s.worker}"
-    return (f"{where} takes {s.ratio:.2f}x the other workers' median compute time per step, over "
+def describe(s: Straggler, pod: PodInfo, job_ratio: float, needed: int) -> str:
+    return (f"{pod.name} on node {pod.node or '(none)'} takes {s.ratio:.2f}x the other workers' median compute time per step, over "
             f"stragglerRatio {job_ratio:g} for {s.windows} report windows in a row (through step {s.step}; "
             f"stragglerWindows {needed})")
 

@@ -594,18 +594,19 @@ def scraped(shell: Controller, prefix: str) -> dict[str, float]:
 
 
 def test_steps_a_failure_undoes_are_lost_worker_seconds_by_cause_and_lower_the_goodput_ratio():
-    """2 workers Running for 60 s (120 worker-seconds), the trainer at step 8 of 10 at 2 s a
-    step, its newest checkpoint step 5; then a worker exits 1. The 3 steps since the
-    checkpoint are done again: 3 x 2 s x 2 workers = 12 worker-seconds lost to ExitCode,
-    and the ratio is (120 - 12) / 120. The scraped series are status.goodput's figures."""
+    """2 workers Running for 60 s (120 worker-seconds), the trainer at step 25 of 40 at 2 s a
+    step (100 worker-seconds of steps; the rest start-up), its newest checkpoint step 22;
+    then a worker exits 1. The 3 steps since the checkpoint are done again: 3 x 2 s x 2
+    workers = 12 worker-seconds lost to ExitCode, and the ratio is 100 / 120. The scraped
+    series are status.goodput's figures."""
     async def scenario():
         shell, kube, clock = with_job(progress_seconds=15)
         h = template_hash()
         w0, w1 = info("demo-worker-0", template=h, ip="10.0.0.1"), info("demo-worker-1", template=h, ip="10.0.0.2")
         shell.pods_index = {KEY: [w0, w1]}
         await reconciled(shell)
-        kube.reports["10.0.0.1"] = {"step": 8, "totalSteps": 10, "stepSeconds": 2.0,
-                                    "checkpoint": {"step": 5, "time": "2026-11-24T12:00:00Z", "path": "/c/step-00000005"}}
+        kube.reports["10.0.0.1"] = {"step": 25, "totalSteps": 40, "stepSeconds": 2.0,
+                                    "checkpoint": {"step": 22, "time": "2026-11-24T12:00:00Z", "path": "/c/step-00000022"}}
         await shell.trainers.poll(KEY)
         await clock.advance(60)
         await reconciled(shell)
@@ -615,11 +616,11 @@ def test_steps_a_failure_undoes_are_lost_worker_seconds_by_cause_and_lower_the_g
 
     shell = run(scenario())
     goodput = shell.records["u1"].last_status.goodput
-    assert (goodput.productive_seconds, goodput.lost_seconds, goodput.ratio) == (108.0, 12.0, 0.9)
+    assert (goodput.productive_seconds, goodput.lost_seconds, goodput.restarting_seconds) == (100.0, 12.0, 8.0)
     labels = 'job="demo",namespace="team-a"'
     assert scraped(shell, "disttrain_job_lost_seconds_total") == {
         f'disttrain_job_lost_seconds_total{{cause="ExitCode",{labels}}}': 12.0}
-    assert scraped(shell, "disttrain_job_goodput_ratio") == {f"disttrain_job_goodput_ratio{{{labels}}}": 0.9}
+    assert scraped(shell, "disttrain_job_goodput_ratio") == {f"disttrain_job_goodput_ratio{{{labels}}}": 0.8333}
 
 
 def test_a_node_event_queues_the_jobs_on_that_node_and_only_when_its_health_changed():

@@ -1,6 +1,7 @@
-"""status.goodput: each pass adds the time since the last to the category of the phase the
-job was in (worker-seconds: x desired workers), a failure's re-done steps move from
-productive to lost, and the ratio is productive over all (goodput.py, plan.decide)."""
+"""status.goodput: each pass adds the time since the last to the job's total (worker-seconds:
+x desired workers); the steps past the highest counted are productive, a failure's re-done
+steps are lost to its cause, Pending is waiting, the rest restarting; the ratio is
+productive over all (goodput.py, plan.decide)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from .plan_builders import NOW, at, iso
 
 def since(seconds_ago: float, **seconds) -> Goodput:
     return Goodput(update_time=iso(at(-seconds_ago)), **seconds)
+
+
+def vars_of(goodput: Goodput) -> dict:
+    return {name: getattr(goodput, name) for name in Goodput.__slots__}
 
 
 @pytest.mark.parametrize("phase, field", [("Running", "productive_seconds"), ("Restarting", "restarting_seconds"),
@@ -36,15 +41,43 @@ def test_nothing_accrues_while_suspended_finished_or_before_the_first_pass(phase
                               "waitingSeconds": 0.0, "updateTime": iso(NOW)}  # no ratio of nothing yet
 
 
-def test_re_done_steps_move_from_productive_to_lost_by_cause():
+def test_steps_count_once_and_time_without_new_steps_is_not_productive():
+    """Start-up, saves and the restarts torchrun does inside a pod make no new step: only
+    the steps past the highest counted are productive, at the trainer's step time."""
+    goodput, _ = account(since(10), "Running", 2, NOW, [], None, step=0)  # the trainer's report before its first step
+    assert (goodput.productive_seconds, goodput.restarting_seconds, goodput.step) == (0.0, 20.0, 0)
+    goodput, _ = account(Goodput(**{**vars_of(goodput), "update_time": iso(at(-10))}), "Running", 2, NOW, [], 0.5, step=16)
+    assert (goodput.productive_seconds, goodput.restarting_seconds, goodput.step) == (16.0, 24.0, 16)  # 16 x 0.5 s x 2
+    # A rank killed and restarted in place between two polls: the steps it does again
+    # (back to 10, then up to 16) count no second time; only the 4 past 16 do.
+    again, _ = account(Goodput(**{**vars_of(goodput), "update_time": iso(at(-10))}), "Running", 2, NOW, [], 0.5, step=20)
+    assert (again.productive_seconds, again.restarting_seconds, again.step) == (20.0, 40.0, 20)
+
+
+def test_until_the_first_step_running_time_counts_and_the_first_step_keeps_what_its_steps_took():
+    """A script that never reports is counted by the time it runs; a trainer's first report
+    takes back the start-up counted before it."""
+    silent, _ = account(since(30), "Running", 2, NOW, [], None)
+    assert (silent.productive_seconds, silent.step) == (60.0, None)
+    first, _ = account(since(30, productive_seconds=100.0), "Running", 2, NOW, [], 0.5, step=40)
+    assert (first.productive_seconds, first.restarting_seconds, first.step) == (40.0, 120.0, 40)
+
+
+def test_re_done_steps_are_lost_to_their_cause():
     failures = [FailureRecord(cause="OOMKilled", steps_lost=30), FailureRecord(cause="NodeLost", steps_lost=None)]
-    goodput, lost = account(since(0, productive_seconds=1000.0), "Running", 2, NOW, failures, step_seconds=2.5)
-    assert lost == {"OOMKilled": 150.0}  # 30 steps x 2.5 s x 2 workers
-    assert (goodput.productive_seconds, goodput.lost_seconds, goodput.ratio) == (850.0, 150.0, 0.85)
-    # Never more than was counted productive; an unknown step time loses nothing.
-    capped, lost = account(since(0, productive_seconds=10.0), "Running", 2, NOW, failures, step_seconds=2.5)
-    assert (capped.productive_seconds, capped.lost_seconds, lost) == (0.0, 10.0, {"OOMKilled": 10.0})
-    assert account(since(0, productive_seconds=10.0), "Running", 2, NOW, failures, None)[1] == {}
+    old = since(100, productive_seconds=1000.0, step=500)
+    goodput, lost = account(old, "Restarting", 2, NOW, failures, step_seconds=2.5, step=500)
+    assert lost == {"OOMKilled": 150.0}  # 30 steps x 2.5 s x 2 workers, out of the 200 s that made no step
+    assert (goodput.productive_seconds, goodput.lost_seconds, goodput.restarting_seconds) == (1000.0, 150.0, 50.0)
+    # Never more than made no new step; an unknown step time loses nothing.
+    capped, lost = account(since(10, productive_seconds=10.0, step=500), "Running", 2, NOW, failures, 2.5, step=500)
+    assert (capped.productive_seconds, capped.lost_seconds, lost) == (10.0, 20.0, {"OOMKilled": 20.0})
+    assert account(since(10, productive_seconds=10.0, step=500), "Running", 2, NOW, failures, None, step=500)[1] == {}
+
+
+def test_a_step_time_a_little_high_never_makes_more_productive_than_the_time():
+    goodput, _ = account(since(10, step=0), "Running", 1, NOW, [], 1.0, step=15)
+    assert (goodput.productive_seconds, goodput.restarting_seconds, goodput.ratio) == (10.0, 0.0, 1.0)
 
 
 def test_the_ratio_is_productive_over_all_four():

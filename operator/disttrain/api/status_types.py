@@ -205,14 +205,18 @@ class Goodput:
 
     ratio: float | None = spec_field("ratio: productiveSeconds / all four, 0 to 1.")
     productive_seconds: float | None = spec_field(
-        "productiveSeconds: worker-seconds Running whose steps count (the steps done again after a "
-        "failure are moved to lostSeconds).")
+        "productiveSeconds: worker-seconds of the steps that count, each once: the trainer's steps "
+        "past the highest step counted, times its step time (a trainer that reports no step: every "
+        "second Running).")
     lost_seconds: float | None = spec_field(
         "lostSeconds: worker-seconds of steps done again after failures (status.failures' "
-        "stepsLost x the step time).")
+        "stepsLost x the step time), and of waiting after a queue evicted the job.")
     restarting_seconds: float | None = spec_field(
-        "restartingSeconds: worker-seconds in phase Restarting (pods not all back).")
+        "restartingSeconds: worker-seconds that made no new step: phase Restarting, and the time "
+        "Running before the first step (imports, rendezvous, loading a checkpoint), in checkpoint "
+        "saves, and in restarts torchrun does inside a pod.")
     waiting_seconds: float | None = spec_field("waitingSeconds: worker-seconds Pending (scheduling, image pulls).")
+    step: int | None = spec_field("step: the highest training step counted in productiveSeconds.")
     update_time: str | None = spec_field("updateTime: when these were last added up (RFC 3339).")
 
 

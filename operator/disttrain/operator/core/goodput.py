@@ -1,12 +1,23 @@
 """Goodput: where a job's worker-seconds went (pure).
 
-Every pass adds the time since the last one to the category of the phase the job was in
-during it, in worker-seconds (seconds x desired workers): Running is productive,
-Restarting is restarting, Pending is waiting (lost, when Kueue evicted the job and it
-waits to be admitted again: its workers' time was taken from it); a Suspended or finished
-job accrues nothing.
-A failure that makes steps be done again moves those steps' time (stepsLost x the step
-time) from productive to lost. The ratio is productive over all four.
+Every pass adds the time since the last one, in worker-seconds (seconds x desired workers),
+to the job's total while it is Running, Restarting or Pending (a Suspended or finished job
+accrues nothing). What the total is made of:
+
+  productive  the steps that count, each once: the trainer's steps past the highest step
+              counted so far, times its step time (a step done again after a restart
+              counts no second time). Time Running that made no new step (start-up:
+              imports, rendezvous, loading a checkpoint; saves; the restarts torchrun does
+              inside a pod, which the operator never sees) is not productive. Until the
+              trainer reports a step (a script without a status server never does), every
+              second Running counts, as nothing tells them apart; its first report keeps no
+              more of that time than its steps took.
+  lost        the steps a recorded failure made be done again (stepsLost x the step time,
+              out of the time that made no new step), and the waiting of a job a queue
+              evicted (its workers' time was taken from it)
+  waiting     Pending: scheduling, image pulls, a queue's admission
+  restarting  the rest: phase Restarting, and the time Running that made no new step
+The ratio is productive over the total.
 """
 
 from __future__ import annotations
@@ -17,37 +28,54 @@ from datetime import datetime
 from disttrain.api.status_types import FailureRecord, Goodput
 from disttrain.api.times import iso, parse_time
 
-CATEGORY = {"Running": "productive", "Restarting": "restarting", "Pending": "waiting"}
+ACCRUING = frozenset({"Running", "Restarting", "Pending"})
 
 
 def account(old: Goodput | None, phase: str | None, workers: int, now: datetime, new_failures: Iterable[FailureRecord],
-            step_seconds: float | None, *, waiting_lost_to: str | None = None) -> tuple[Goodput, dict[str, float]]:
+            step_seconds: float | None, *, step: int | None = None,
+            waiting_lost_to: str | None = None) -> tuple[Goodput, dict[str, float]]:
     """(the goodput after this pass, the worker-seconds lost by cause in it). `phase` is
-    the one the job was in since the last pass; `workers` its desired workers;
-    `waiting_lost_to`: the cause its waiting is lost to (a Kueue eviction)."""
-    seconds = {"productive": _get(old, "productive_seconds"), "lost": _get(old, "lost_seconds"),
-               "restarting": _get(old, "restarting_seconds"), "waiting": _get(old, "waiting_seconds")}
+    the one the job was in since the last pass; `workers` its desired workers; `step` the
+    trainer's newest step (None: it reports none); `waiting_lost_to`: the cause its
+    waiting is lost to (a Kueue eviction)."""
+    workers = max(workers, 0)
+    productive, lost, waiting = _get(old, "productive_seconds"), _get(old, "lost_seconds"), _get(old, "waiting_seconds")
+    total = productive + lost + waiting + _get(old, "restarting_seconds")
+    counted = old.step if old is not None else None  # None: no step reported yet
     now = now.replace(microsecond=0)  # updateTime is written in whole seconds: count in them too
     since = parse_time(old.update_time) if old is not None else None
-    category = CATEGORY.get(phase or "")
     lost_by_cause: dict[str, float] = {}
-    if since is not None and category is not None and now > since:
-        spent = (now - since).total_seconds() * max(workers, 0)
-        if category == "waiting" and waiting_lost_to is not None:
-            category, lost_by_cause[waiting_lost_to] = "lost", spent
-        seconds[category] += spent
-    for failure in new_failures:
-        lost = (failure.steps_lost or 0) * (step_seconds or 0.0) * max(workers, 0)
-        lost = min(lost, seconds["productive"])  # never more than was counted productive
-        if lost > 0 and failure.cause:
-            seconds["productive"] -= lost
-            seconds["lost"] += lost
-            lost_by_cause[failure.cause] = lost_by_cause.get(failure.cause, 0.0) + lost
-    total = sum(seconds.values())
-    return Goodput(ratio=round(seconds["productive"] / total, 4) if total > 0 else None,
-                   productive_seconds=_round(seconds["productive"]), lost_seconds=_round(seconds["lost"]),
-                   restarting_seconds=_round(seconds["restarting"]), waiting_seconds=_round(seconds["waiting"]),
-                   update_time=iso(now)), lost_by_cause
+    spent = (now - since).total_seconds() * workers if since is not None and phase in ACCRUING and now > since else 0.0
+    total += spent
+    if phase == "Pending" and waiting_lost_to is not None:
+        lost += spent
+        if spent:
+            lost_by_cause[waiting_lost_to] = spent
+    elif phase == "Pending":
+        waiting += spent
+    elif phase == "Running" and counted is None:
+        productive += spent  # no step reported yet: time is all there is to count
+    if step is not None and counted is None:
+        # The first step reported: steps count from now on, and the time counted so far
+        # keeps no more than the steps done in it (the rest was start-up). A trainer that
+        # has not stepped yet (no step time) counts from where it starts.
+        productive = min(productive, step * (step_seconds or 0.0) * workers)
+        counted = step
+    elif step is not None and step_seconds is not None and phase in ACCRUING:
+        assert counted is not None
+        productive += max(step - counted, 0) * step_seconds * workers
+        counted = max(counted, step)
+    productive = min(productive, max(total - lost - waiting, 0.0))  # a step time a little high never makes more
+    for failure in new_failures:  # the steps done again are lost to its cause, out of what made no progress
+        moved = min((failure.steps_lost or 0) * (step_seconds or 0.0) * workers, total - productive - lost - waiting)
+        if moved > 0 and failure.cause:
+            lost += moved
+            lost_by_cause[failure.cause] = lost_by_cause.get(failure.cause, 0.0) + moved
+    restarting = max(total - productive - lost - waiting, 0.0)
+    return Goodput(ratio=round(productive / total, 4) if total > 0 else None,
+                   productive_seconds=_round(productive), lost_seconds=_round(lost),
+                   restarting_seconds=_round(restarting), waiting_seconds=_round(waiting),
+                   step=counted, update_time=iso(now)), lost_by_cause
 
 
 def _get(goodput: Goodput | None, name: str) -> float:

@@ -82,16 +82,17 @@ def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) ->
     desired = (old.workers.desired if old.workers is not None else None)
     if desired is None:
         desired = plan.status.workers.desired if plan.status.workers is not None else 0
-    step = None
+    step_seconds = None
     lost_to = None
     if job.validation.ok:
-        step = seconds_per_step(report, global_batch(job.validation.job.spec, job.validation.resolved))
+        step_seconds = seconds_per_step(report, global_batch(job.validation.job.spec, job.validation.resolved))
         for joined in job.joined:  # waiting after a stop it did not ask for (a queue's eviction)
             cause = joined.lost_to(job)
             if cause is not None:
                 lost_to, desired = cause, job.validation.resolved.nodes
     plan.status.goodput, plan.lost_seconds = account(old.goodput, old.phase, desired or 0, plan.now,
-                                                     plan.new_failures, step, waiting_lost_to=lost_to)
+                                                     plan.new_failures, step_seconds, waiting_lost_to=lost_to,
+                                                     step=report.step if report is not None else None)
 
 
 def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *,

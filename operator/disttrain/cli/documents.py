@@ -25,6 +25,9 @@ class Document:
     line: int  # 1-based line where the document starts
     data: Any
     node: yaml.Node
+    # With --template: the template it was resolved against and where each setting came
+    # from (cli/templates.py), for the validation report.
+    template: dict[str, Any] | None = None
 
     def line_of(self, field_path: str) -> int:
         """Best-effort line of `spec.env[0].name` in the file (the document's start if unknown)."""

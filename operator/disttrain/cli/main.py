@@ -31,6 +31,7 @@ from disttrain.api.defaults import Images
 from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
 from disttrain.cli.documents import Document, DocumentError, describe, is_distributed_training, load_documents
+from disttrain.cli.templates import load_template, print_sources, resolved_document
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, queue_of
 from disttrain.integrations.registry import owned_children
 from disttrain.render import render_pod
@@ -243,7 +244,10 @@ def _job_argument(p: argparse.ArgumentParser, nargs: str | None = None) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    checked = list(validated_jobs(args.files))
+    template = _template(args)
+    if template is False:
+        return 1
+    checked = list(validated_jobs(args.files, template=template))
     if args.output == "text":  # a file it could not use was named on stderr already
         for doc, result in checked:
             if doc is not None:
@@ -254,9 +258,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if all(result.ok for _, result in checked) else 1
 
 
-def validated_jobs(paths: list[str], namespace: str | None = None):
-    """(document, validation) for every job in the files; (None, failed) for a file that
-    cannot be read, after printing its one-line error."""
+def _template(args: argparse.Namespace):
+    """The --template file's template, None without one; False after printing why it
+    cannot be used."""
+    if not getattr(args, "template", None):
+        return None
+    try:
+        return load_template(args.template)
+    except DocumentError as exc:
+        print(exc, file=sys.stderr)
+        return False
+
+
+def validated_jobs(paths: list[str], namespace: str | None = None, template=None):
+    """(document, validation) for every job in the files, resolved against `template`
+    first when there is one; (None, failed) for a file that cannot be read, after
+    printing its one-line error."""
     for path in paths:
         try:
             documents = _jobs_in(path)
@@ -268,7 +285,11 @@ def validated_jobs(paths: list[str], namespace: str | None = None):
             data = doc.data
             if namespace:
                 data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": namespace}}
-            yield doc, validate_document(data, images=Images.from_env(os.environ))
+            data, refused, doc.template = resolved_document(template, data)
+            result = validate_document(data, images=Images.from_env(os.environ))
+            if refused:
+                result = Validation(None, None, [*refused, *result.errors], result.warnings)
+            yield doc, result
 
 
 def unusable(error: FieldError) -> dict[str, Any]:
@@ -290,6 +311,8 @@ def report(doc: Document, result: Validation) -> dict[str, Any]:
                              "worldSize": r.world_size, "precision": r.precision}
         entry["gpusPerNode"] = result.job.spec.gpus_per_node
         entry["queue"] = queue_of(result.job.labels)
+    if doc.template is not None:
+        entry["template"] = doc.template
     entry["warnings"] = [{"reason": w.reason, "field": w.path, "message": w.message,
                           "line": doc.line_of(w.path)} for w in result.warnings]
     entry["errors"] = [{"field": e.path, "message": str(e), "line": doc.line_of(e.path)}
@@ -313,6 +336,8 @@ def print_report(entry: dict[str, Any], out: TextIO) -> None:
                   "admits its Workload (an operator run with DISTTRAIN_KUEUE)", file=out)
     else:
         print(f"{where}: {entry['name'] or '(unnamed)'}: invalid", file=out)
+    if entry.get("template"):
+        print_sources(entry["template"], out)
     for w in entry["warnings"]:
         print(f"  {entry['file']}:{w['line']}: warning [{w['reason']}] {w['field']}: {w['message']}", file=out)
     for e in entry["errors"]:
@@ -361,7 +386,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for doc, result in validated_jobs(args.files, args.namespace):
+    template = _template(args)
+    if template is False:
+        return 1
+    for doc, result in validated_jobs(args.files, args.namespace, template):
         if not result.ok:
             failed = True
             if doc is not None:
@@ -832,9 +860,15 @@ def cmd_top(args: argparse.Namespace) -> int:
 # ---- the table of commands ----------------------------------------------------------
 
 
+TEMPLATE_HELP = ("resolve each job against the TrainingTemplate or ClusterTrainingTemplate in FILE first, as "
+                 "the operator does for spec.templateRef: its defaults < the job < its enforced settings "
+                 "(docs/platform.md)")
+
+
 def _setup_validate(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.add_argument("--template", metavar="FILE", help=TEMPLATE_HELP + "; says where each setting came from")
 
 
 def _setup_render(p: argparse.ArgumentParser) -> None:
@@ -847,6 +881,7 @@ def _setup_render(p: argparse.ArgumentParser) -> None:
                         "/status (default: $DISTTRAIN_OPERATOR_NAMESPACE, else disttrain-system)")
     p.add_argument("--no-network-policy", action="store_true",
                    help="leave out the NetworkPolicy, as an operator with DISTTRAIN_NETWORK_POLICY=false does")
+    p.add_argument("--template", metavar="FILE", help=TEMPLATE_HELP)
 
 
 def _setup_crd(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,302 @@
+"""Training templates: what a platform team sets once for many jobs (pure).
+
+A TrainingTemplate (namespaced) or ClusterTrainingTemplate holds two partial job specs:
+`defaults`, which a job may change, and `enforced`, which it may not. A job is resolved
+against one in this order, stated here once (RESOLUTION_ORDER):
+
+    the template's defaults  <  the job's own spec  <  the template's enforced settings
+
+How two values of one field combine, by the field's kind (the job's schema says which):
+  a scalar                 the later one wins
+  a mapping                merged key by key (nodeSelector, resources, labels, a pod spec)
+  a list with keys         merged item by item on its keys, as Kubernetes merges it (env
+                           and volumes by name, volumeMounts by mountPath, containers by
+                           name); a list of named items the schema says nothing of, by name
+  any other list           the later one replaces it whole (tolerations, args)
+A null sets nothing. An enforced value the job sets otherwise is refused, naming the
+template, the field, the template's value and whom to ask (the template's `contact`);
+inside a list with keys, only the enforced items' fields are the template's: the job may
+add items of its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from disttrain.api import types as t
+from disttrain.api.errors import FieldError, did_you_mean, unset
+from disttrain.api.meta import DNS1123_SUBDOMAIN, matches
+
+TEMPLATE_KIND = "TrainingTemplate"
+CLUSTER_TEMPLATE_KIND = "ClusterTrainingTemplate"
+TEMPLATE_KINDS = (TEMPLATE_KIND, CLUSTER_TEMPLATE_KIND)
+RESOLUTION_ORDER = "the template's defaults < the job's own spec < the template's enforced settings"
+# Fields a template cannot hold: they control one job's life, not a team's settings.
+NOT_IN_TEMPLATES = {"suspend": "suspending a job is its owner's call, job by job"}
+NOBODY = "the platform team that owns the template"
+
+DEFAULT, JOB, ENFORCED = "template default", "job", "enforced"
+
+
+@dataclass(frozen=True)
+class Template:
+    kind: str
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    description: str = ""
+    contact: str = ""  # whom a refused user should ask
+    defaults: dict[str, Any] = field(default_factory=dict)
+    enforced: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind} {self.name}" if self.kind == CLUSTER_TEMPLATE_KIND else \
+            f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclass
+class Resolution:
+    """A job's document with its spec resolved against a template; `errors` are the
+    enforced settings it contradicts; `sources` says where each set field came from
+    (path -> DEFAULT, JOB or ENFORCED)."""
+
+    doc: dict[str, Any]
+    errors: list[FieldError]
+    sources: dict[str, str]
+
+
+def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
+    """A TrainingTemplate or ClusterTrainingTemplate document -> Template. Its defaults
+    and enforced settings are checked as partial job specs (types, enums, bounds); what
+    they make of a job is checked when a job is resolved against it (check_template)."""
+    from disttrain.api.parse import parse_object
+
+    if not isinstance(doc, dict):
+        return None, [FieldError("(document)", doc, "is not a mapping", "a TrainingTemplate object",
+                                 f"start the document with apiVersion: {t.API_VERSION}")]
+    errors: list[FieldError] = []
+    if doc.get("apiVersion") != t.API_VERSION:
+        errors.append(FieldError("apiVersion", doc.get("apiVersion", unset()), "is not ours", t.API_VERSION,
+                                 f"set apiVersion: {t.API_VERSION}"))
+    kind = doc.get("kind")
+    if kind not in TEMPLATE_KINDS:
+        errors.append(FieldError("kind", kind if kind is not None else unset(), "is not a template kind",
+                                 " or ".join(TEMPLATE_KINDS), f"set kind: {CLUSTER_TEMPLATE_KIND} (or "
+                                 f"{TEMPLATE_KIND} for one namespace)"))
+    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = metadata.get("name")
+    if not (isinstance(name, str) and len(name) <= 253 and matches(DNS1123_SUBDOMAIN, name)):
+        errors.append(FieldError("metadata.name", name if name is not None else unset(), "is not a valid name",
+                                 "a DNS subdomain (lowercase letters, digits, '-' and '.')",
+                                 "set metadata.name: e.g. gpu-8x"))
+    spec = doc.get("spec") if doc.get("spec") is not None else {}
+    if not isinstance(spec, dict):
+        spec, _ = {}, errors.append(FieldError("spec", doc.get("spec"), "is not a mapping",
+                                               "description, contact, defaults, enforced",
+                                               "write spec: {defaults: {...}, enforced: {...}}"))
+    allowed = ("description", "contact", "defaults", "enforced")
+    for key in spec:
+        if key not in allowed:
+            errors.append(FieldError(f"spec.{key}", spec[key], "is not a template field", ", ".join(allowed),
+                                     did_you_mean(key, list(allowed)) or
+                                     "a job's settings go under spec.defaults or spec.enforced"))
+    for key in ("description", "contact"):
+        if spec.get(key) is not None and not isinstance(spec[key], str):
+            errors.append(FieldError(f"spec.{key}", spec[key], "must be a string", "text",
+                                     f"quote it: {key}: \"...\""))
+    parts = {}
+    for part in ("defaults", "enforced"):
+        raw = spec.get(part) if spec.get(part) is not None else {}
+        if not isinstance(raw, dict):
+            errors.append(FieldError(f"spec.{part}", raw, "is not a mapping", "a partial DistributedTraining spec",
+                                     f"write spec.{part}: {{image: ..., gpusPerNode: ...}}"))
+            raw = {}
+        for key, why in NOT_IN_TEMPLATES.items():
+            if raw.get(key) is not None:
+                errors.append(FieldError(f"spec.{part}.{key}", raw[key], "cannot be in a template", why,
+                                         f"remove spec.{part}.{key}"))
+        _, part_errors = parse_object(t.DistributedTrainingSpec, raw, f"spec.{part}")
+        errors += part_errors
+        parts[part] = raw
+    if errors:
+        return None, errors
+    return Template(kind=kind, name=name, namespace=metadata.get("namespace") if kind == TEMPLATE_KIND else None,
+                    uid=metadata.get("uid"), generation=metadata.get("generation"),
+                    description=spec.get("description") or "", contact=spec.get("contact") or "",
+                    defaults=copy.deepcopy(parts["defaults"]), enforced=copy.deepcopy(parts["enforced"])), []
+
+
+def resolve(template: Template, job_doc: dict[str, Any]) -> Resolution:
+    """The job's document with its spec resolved in RESOLUTION_ORDER (the job's own
+    document is not changed)."""
+    own = job_doc.get("spec") if isinstance(job_doc.get("spec"), dict) else {}
+    sources: dict[str, str] = {}
+    node = _spec_schema()
+    _mark(template.defaults, node, "spec", sources, DEFAULT)
+    merged = _overlay(copy.deepcopy(template.defaults), own, node, "spec", sources, JOB)
+    errors: list[FieldError] = []
+    merged = _enforce(merged, own, template.enforced, node, "spec", errors, sources, template)
+    return Resolution(doc={**job_doc, "spec": merged}, errors=errors, sources=dict(sorted(sources.items())))
+
+
+def check_template(template: Template) -> list[FieldError]:
+    """What the template makes of a job that sets nothing, checked as a job is (the same
+    validation and pod policy: a template grants nothing a job could not have)."""
+    from disttrain.api.validate import validate_document
+
+    job = {"apiVersion": t.API_VERSION, "kind": t.KIND, "metadata": {"name": "template-check"}}
+    resolution = resolve(template, job)
+    validation = validate_document(resolution.doc)
+    return [*resolution.errors, *validation.errors]
+
+
+# ---- merging, by the job schema's kind of each field --------------------------------------
+
+MISSING = object()
+
+
+@cache
+def _spec_schema() -> dict[str, Any]:
+    """The job spec's schema: it says which lists merge on which keys. Read, never changed."""
+    from disttrain.api.schema import spec_schema
+
+    return spec_schema()
+
+
+def _node(schema: dict[str, Any] | None, key: str | None = None, item: bool = False) -> dict[str, Any] | None:
+    if not isinstance(schema, dict):
+        return None
+    if item:
+        return schema.get("items") if isinstance(schema.get("items"), dict) else None
+    props = schema.get("properties") or {}
+    if key in props:
+        return props[key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def _list_keys(schema: dict[str, Any] | None, items: list) -> tuple[str, ...]:
+    """The keys a list merges on: its schema's list-map keys; for a list the schema says
+    nothing of, `name` when every item has one; else none (the list is one value)."""
+    if schema is not None and schema.get("x-kubernetes-list-type") == "map":
+        return tuple(schema.get("x-kubernetes-list-map-keys") or ())
+    if schema is not None and schema.get("x-kubernetes-list-type") in ("atomic", "set"):
+        return ()
+    if items and all(isinstance(x, dict) and "name" in x for x in items):
+        return ("name",)
+    return ()
+
+
+def _key_of(item: Any, keys: tuple[str, ...]) -> tuple:
+    return tuple(item.get(k) for k in keys) if isinstance(item, dict) else (json.dumps(item, sort_keys=True),)
+
+
+def _label(item: Any, keys: tuple[str, ...]) -> str:
+    return ",".join(str(v) for v in _key_of(item, keys) if v is not None)
+
+
+def _mark(value: Any, node: dict[str, Any] | None, path: str, sources: dict[str, str], who: str,
+          keys: tuple[str, ...] = ()) -> None:
+    """Record `who` for every field `value` sets below `path` (`keys`: those that name a
+    list's item, already in its path)."""
+    if isinstance(value, dict) and (node is None or node.get("type") == "object"):
+        for key, inner in value.items():
+            if inner is not None and key not in keys:
+                _mark(inner, _node(node, key), f"{path}.{key}", sources, who)
+        return
+    if isinstance(value, list):
+        keys = _list_keys(node, value)
+        if keys:
+            for item in value:
+                _mark(item, _node(node, item=True), f"{path}[{_label(item, keys)}]", sources, who, keys)
+            return
+    for known in [p for p in sources if p.startswith(path + ".") or p.startswith(path + "[")]:
+        del sources[known]  # a value set whole replaces what was set inside it
+    sources[path] = who
+
+
+def _overlay(base: Any, top: Any, node: dict[str, Any] | None, path: str, sources: dict[str, str], who: str,
+             keys: tuple[str, ...] = ()) -> Any:
+    """`top` over `base` (the job's spec over the template's defaults); `keys`: those
+    that name the list item these are, already in `path`."""
+    if isinstance(base, dict) and isinstance(top, dict):
+        out = dict(base)
+        for key, value in top.items():
+            if value is None or key in keys:
+                continue
+            child = _node(node, key)
+            if key in out:
+                out[key] = _overlay(out[key], value, child, f"{path}.{key}", sources, who)
+            else:
+                out[key] = copy.deepcopy(value)
+                _mark(value, child, f"{path}.{key}", sources, who)
+        return out
+    if isinstance(base, list) and isinstance(top, list):
+        keys = _list_keys(node, [*base, *top])
+        if keys:
+            out = list(base)
+            where = {_key_of(item, keys): i for i, item in enumerate(out)}
+            item_node = _node(node, item=True)
+            for item in top:
+                at = where.get(_key_of(item, keys))
+                item_path = f"{path}[{_label(item, keys)}]"
+                if at is None:
+                    where[_key_of(item, keys)] = len(out)
+                    out.append(copy.deepcopy(item))
+                    _mark(item, item_node, item_path, sources, who, keys)
+                else:
+                    out[at] = _overlay(out[at], item, item_node, item_path, sources, who, keys)
+            return out
+    _mark(top, node, path, sources, who)
+    return copy.deepcopy(top)
+
+
+def _enforce(merged: Any, own: Any, enforced: Any, node: dict[str, Any] | None, path: str, errors: list[FieldError],
+             sources: dict[str, str], template: Template, keys: tuple[str, ...] = ()) -> Any:
+    """`enforced` over `merged`, refusing where the job's `own` value says otherwise."""
+    if isinstance(enforced, dict) and (node is None or node.get("type") == "object" or isinstance(merged, dict)):
+        out = dict(merged) if isinstance(merged, dict) else {}
+        mine = own if isinstance(own, dict) else {}
+        for key, value in enforced.items():
+            if value is None:
+                continue
+            if key in keys:  # named in the path already
+                out[key] = copy.deepcopy(value)
+                continue
+            out[key] = _enforce(out.get(key, MISSING), mine.get(key, MISSING), value, _node(node, key),
+                                f"{path}.{key}", errors, sources, template)
+        return out
+    if isinstance(enforced, list):
+        keys = _list_keys(node, [*enforced, *(own if isinstance(own, list) else [])])
+        if keys:
+            out = list(merged) if isinstance(merged, list) else []
+            mine = {_key_of(item, keys): item for item in own} if isinstance(own, list) else {}
+            item_node = _node(node, item=True)
+            for item in enforced:
+                key = _key_of(item, keys)
+                at = next((i for i, x in enumerate(out) if _key_of(x, keys) == key), None)
+                resolved = _enforce(out[at] if at is not None else MISSING, mine.get(key, MISSING), item, item_node,
+                                    f"{path}[{_label(item, keys)}]", errors, sources, template, keys)
+                if at is None:
+                    out.append(resolved)
+                else:
+                    out[at] = resolved
+            return out
+    if own is not MISSING and own is not None and own != enforced:
+        errors.append(refusal(template, path, own, enforced))
+    _mark(enforced, node, path, sources, ENFORCED)
+    return copy.deepcopy(enforced)
+
+
+def refusal(template: Template, path: str, value: Any, enforced: Any) -> FieldError:
+    """A job's setting that contradicts an enforced one."""
+    contact = template.contact or NOBODY
+    return FieldError(path, value, f"is enforced by {template.title}",
+                      f"{json.dumps(enforced)} (the template's value)",
+                      f"leave {path} out of the job (the template sets it), or ask {contact} to change the template")

@@ -21,18 +21,30 @@ its first checkpoint):
                   preemption and re-admission does to a job, without Kueue's own decision
   drain           `kubectl drain` of the node (the job's pods only), uncordoned once the
                   workers are gone: there is one node, so the workers come back to it
+  node-lost       the node dies: its kubelet and the job's processes on it stop (SIGSTOP)
+                  and its Ready condition says Unknown, as the node lifecycle controller
+                  writes it once the kubelet is silent for the cluster's
+                  node-monitor-grace-period (not counted here: a cluster setting, 40 s by
+                  default); once the operator has replaced the workers the node comes
+                  back rebooted (its old processes killed, the kubelet resumed), as the
+                  replacements need a node and there is one (so the job has
+                  failurePolicy.avoidNodeAfterFailures 0: a lost node is avoided otherwise)
+  kueue-preempt   a job of a higher WorkloadPriorityClass queued on a ClusterQueue that
+                  fits one job (real Kueue, tests/kueue_host.py): Kueue preempts this one,
+                  the operator stops it checkpoint first; the preemptor is deleted once
+                  the job is back in its queue, so Kueue admits it again at once
 
 "First new step": the first moment a trainer process that started after the fault reports
 a step past the checkpoint it resumed from, polled every 0.2 s at each worker's /status.
-A node lost is not here: it needs a node that dies, and the one real node must not (the
-KWOK tests, tests/cluster/reconcile/test_node_loss.py, time its replacement).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -47,12 +59,15 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "operator")]
+import kueue_host  # noqa: E402  (tests/kueue_host.py: Kueue as a host process)
 CLUSTER = "bench-recovery"
 NS = "recovery"
 EXAMPLE = REPO / "manifests" / "examples" / "cpu-ddp-2x1.yaml"
-CLASSES = ("rank-killed", "pod-deleted", "hang", "suspend-resume", "drain")
+CLASSES = ("rank-killed", "pod-deleted", "hang", "suspend-resume", "drain", "node-lost", "kueue-preempt")
 ROTATION = ("rank-killed", "pod-deleted", "suspend-resume", "drain")  # the hang hook fires once per job
 HANG_SECONDS = 30
+QUEUE, HIGH = "bench", "bench-high"  # the Kueue class's LocalQueue and preemptor's WorkloadPriorityClass
 
 
 def sh(*args: str, env: dict[str, str] | None = None, input: str | None = None, check: bool = True,
@@ -75,14 +90,45 @@ class Cluster:
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         return sh(f"{self.bin}/kubectl", *args, env=self.env, input=input, check=check)
 
-    def up(self) -> None:
+    def up(self, stack: contextlib.ExitStack, kueue: bool) -> None:
+        """The cluster, and with `kueue` Kueue running and the chart's kueue.enabled."""
         print("building the images and starting the control plane with the real node ...", file=sys.stderr)
         sh("bash", str(REPO / "hack" / "images.sh"), "build", timeout=3600)
         sh("bash", str(REPO / "hack" / "cluster.sh"), "up", CLUSTER, env=self.env, timeout=1800)
+        if kueue:
+            work = self.state / "kueue"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            stack.enter_context(kueue_host.running(Path(self.bin), self.env["KUBECONFIG"], work,
+                                                   pods_ready_timeout=300))
         sh(f"{self.bin}/helm", "install", "disttrain", str(REPO / "charts" / "disttrain"), "-n", "disttrain-system",
-           "--create-namespace", "--wait", "--timeout=300s", env=self.env)
+           "--create-namespace", "--wait", "--timeout=300s", *(["--set", "kueue.enabled=true"] if kueue else []),
+           env=self.env)
         self.kubectl("create", "namespace", NS)
         self.node = self.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+        if kueue:
+            self.queues()
+
+    def queues(self) -> None:
+        """A ClusterQueue that fits one job of the example (2 workers of 500m and 2Gi),
+        preempting for a higher priority, its LocalQueue, and the preemptor's class."""
+        group = "kueue.x-k8s.io/v1beta2"
+        quota = [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "4Gi"}]
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": group, "kind": "ResourceFlavor", "metadata": {"name": QUEUE}, "spec": {}},
+            {"apiVersion": group, "kind": "ClusterQueue", "metadata": {"name": QUEUE}, "spec": {
+                "namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [{"coveredResources": ["cpu", "memory"],
+                                    "flavors": [{"name": QUEUE, "resources": quota}]}]}},
+            {"apiVersion": group, "kind": "LocalQueue", "metadata": {"name": QUEUE, "namespace": NS},
+             "spec": {"clusterQueue": QUEUE}},
+            {"apiVersion": group, "kind": "WorkloadPriorityClass", "metadata": {"name": HIGH}, "value": 1000}]}))
+
+    detail = ""  # what a fault class says of its own steps, for the run's line
+
+    def kubelet(self, sig: int) -> None:
+        """Signal the real node's kubelet (its process group: hack/node.sh starts it so)."""
+        os.killpg(os.getpgid(int((self.state / "pids" / "node-kubelet.pid").read_text())), sig)
 
     def down(self) -> None:
         sh("bash", str(REPO / "hack" / "cluster.sh"), "down", CLUSTER, env=self.env, check=False)
@@ -181,9 +227,9 @@ def _status(ip: str, port: int) -> dict[str, Any] | None:
 
 
 def job_manifest(name: str, claim: str, interval: int, env: list[dict[str, str]] | None = None,
-                 **spec: Any) -> dict[str, Any]:
+                 labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     doc = yaml.safe_load(EXAMPLE.read_text())
-    doc["metadata"] = {"name": name, "namespace": NS}
+    doc["metadata"] = {"name": name, "namespace": NS, **({"labels": labels} if labels else {})}
     doc["spec"]["trainer"]["builtin"]["steps"] = 10_000_000
     doc["spec"]["checkpoint"] = {**doc["spec"]["checkpoint"], "claimName": claim, "intervalSteps": interval}
     doc["spec"]["env"] = [{"name": "OMP_NUM_THREADS", "value": "1"}, *(env or [])]
@@ -203,21 +249,88 @@ def wait(what: str, test: Any, timeout: float = 600, every: float = 0.5) -> Any:
 
 # --- the faults --------------------------------------------------------------------
 
-def trainer_pid(name: str) -> int:
-    """Worker 1's trainer process (local rank 0) on this machine: the real node's pods are
-    its processes."""
-    want = f"DISTTRAIN_POD_NAME={name}-worker-1".encode()
+def pod_processes(pod: str) -> list[int]:
+    """The processes of a pod of the real node (they are this machine's)."""
+    want = f"DISTTRAIN_POD_NAME={pod}".encode()
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if want in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.append(int(entry))
         except OSError:
             continue
-        if want in environ and b"LOCAL_RANK=0" in environ and b"disttrain_trainer" in cmdline:
-            return int(entry)
+    return found
+
+
+def trainer_pid(name: str) -> int:
+    """Worker 1's trainer process (local rank 0)."""
+    for pid in pod_processes(f"{name}-worker-1"):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"LOCAL_RANK=0" in environ and b"disttrain_trainer" in cmdline:
+            return pid
     raise SystemExit(f"no trainer process of {name}-worker-1 on this machine")
+
+
+def signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def node_lost(cluster: Cluster, name: str) -> None:
+    """The node dies with the job's workers on it; it comes back (rebooted) once the
+    operator has taken the workers off it."""
+    began = time.monotonic()
+    uids = {p["metadata"]["uid"] for p in cluster.pods(name)}
+    frozen = [pid for i in range(2) for pid in pod_processes(f"{name}-worker-{i}")]
+    cluster.kubelet(signal.SIGSTOP)
+    signal_all(frozen, signal.SIGSTOP)
+    try:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                   "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": stamp,
+                   "lastTransitionTime": stamp}
+        cluster.kubectl("patch", "node", cluster.node, "--subresource=status", "--type=strategic", "-p",
+                        json.dumps({"status": {"conditions": [unknown]}}))
+        wait("the lost node's workers replaced", lambda: not uids & {p["metadata"]["uid"] for p in cluster.pods(name)},
+             timeout=300)
+        cluster.detail = f"replacements made {time.monotonic() - began:.1f} s after the node was lost"
+    finally:
+        signal_all(frozen, signal.SIGKILL)  # what a reboot leaves of them
+        cluster.kubelet(signal.SIGCONT)
+
+
+def kueue_preempt(cluster: Cluster, name: str) -> None:
+    """A job of a higher priority takes the queue; deleted once this one is back in it."""
+    began = time.monotonic()
+    preemptor = f"{name}-urgent"
+    claim = cluster.claim(preemptor)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job_manifest(
+        preemptor, claim, 50, labels={"kueue.x-k8s.io/queue-name": QUEUE, "kueue.x-k8s.io/priority-class": HIGH})))
+    try:
+        wait(f"{name} back in its queue", lambda: _condition(cluster.job(name), "Queued") == "True"
+             and not cluster.pods(name), timeout=300)
+        queued = time.monotonic() - began
+    finally:
+        cluster.kubectl("delete", "dt", preemptor, "-n", NS, "--wait=false")
+    freed = time.monotonic()
+    wait(f"{name} admitted again", lambda: _condition(cluster.job(name), "Queued") == "False", timeout=600)
+    admitted = time.monotonic() - freed
+    wait(f"{name}'s workers back", lambda: len(cluster.pods(name)) == 2, timeout=600)
+    cluster.detail = (f"back in its queue {queued:.1f} s after the preemptor was queued; admitted again "
+                      f"{admitted:.1f} s after the preemptor was deleted, workers created "
+                      f"{time.monotonic() - freed:.1f} s after")
+
+
+def _condition(job: dict[str, Any], kind: str) -> str | None:
+    return next((c.get("status") for c in job.get("status", {}).get("conditions") or [] if c.get("type") == kind),
+                None)
 
 
 def inject(cluster: Cluster, kind: str, name: str) -> float:
@@ -244,6 +357,10 @@ def inject(cluster: Cluster, kind: str, name: str) -> float:
         finally:
             cluster.kubectl("uncordon", cluster.node)
             drain.wait(timeout=330)
+    elif kind == "node-lost":
+        node_lost(cluster, name)
+    elif kind == "kueue-preempt":
+        kueue_preempt(cluster, name)
     return began
 
 
@@ -254,6 +371,7 @@ class Outcome:
     lost: int
     restarts: int
     reported_lost: int | None  # status.failures' or status.eviction's stepsLost
+    detail: str = ""
 
 
 def one_fault(cluster: Cluster, kind: str, run: int, interval: int, port: int) -> Outcome:
@@ -263,7 +381,10 @@ def one_fault(cluster: Cluster, kind: str, run: int, interval: int, port: int) -
     warm = 3 * interval
     env = [{"name": "DT_TEST_HANG_AT_STEP", "value": str(warm + interval // 2)}] if hang else None
     policy = {"failurePolicy": {"hangSeconds": HANG_SECONDS}} if hang else {}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(job_manifest(name, claim, interval, env, **policy)))
+    if kind == "node-lost":  # the one node comes back and must take the workers: not avoided
+        policy = {"failurePolicy": {"avoidNodeAfterFailures": 0}}
+    labels = {"kueue.x-k8s.io/queue-name": QUEUE} if kind == "kueue-preempt" else None
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job_manifest(name, claim, interval, env, labels, **policy)))
     poller = Poller(cluster, name, port)
     poller.start()
     try:
@@ -281,12 +402,15 @@ def one_fault(cluster: Cluster, kind: str, run: int, interval: int, port: int) -
     at, _step, resumed = first
     stopped_at = max([before] + [p.step for p in poller.processes if p.since <= began])
     failures = job.get("failures") or []
-    reported = failures[-1].get("stepsLost") if failures else (job.get("eviction") or {}).get("stepsLost")
+    said = [f["stepsLost"] for f in failures if f.get("stepsLost") is not None]  # not a pod's wait to schedule
+    reported = said[-1] if said else (job.get("eviction") or {}).get("stepsLost")
     cluster.kubectl("delete", "dt", name, "-n", NS, "--wait=false")
     cluster.kubectl("delete", "pods", "-n", NS, "-l", f"disttrain.dev/job={name}", "--grace-period=0", "--force",
                     check=False)
     wait(f"{name}'s pods gone", lambda: not cluster.pods(name), timeout=120)
-    outcome = Outcome(kind, at - began, max(0, stopped_at - resumed), job.get("restarts") or 0, reported)
+    outcome = Outcome(kind, at - began, max(0, stopped_at - resumed), job.get("restarts") or 0, reported,
+                      cluster.detail)
+    cluster.detail = ""
     print(f"  {name}: {outcome}", file=sys.stderr)
     return outcome
 
@@ -345,8 +469,9 @@ def main() -> None:
     if os.geteuid() != 0:
         parser.error("the real node needs root (a kubelet and containerd on this machine), as make e2e does")
     cluster = Cluster()
+    stack = contextlib.ExitStack()
     try:
-        cluster.up()
+        cluster.up(stack, kueue="kueue-preempt" in kinds)
         port = yaml.safe_load(EXAMPLE.read_text())["spec"].get("metrics", {}).get("port") or 9400
         outcomes = [one_fault(cluster, kind, run, args.interval, port)
                     for kind in kinds for run in range(args.repeat)]
@@ -362,6 +487,7 @@ def main() -> None:
         if args.goodput_minutes > 0:
             goodput_run(cluster, args.goodput_minutes, args.fault_every, args.interval, port)
     finally:
+        stack.close()
         cluster.down()
 
 

@@ -24,6 +24,8 @@ import yaml
 from disttrain.cli.local_run import die_with_parent
 from disttrain.cli.ports import free_port  # noqa: F401  (the reconcile tests import it from here)
 
+import kueue_host  # tests/kueue_host.py (tests/ is on sys.path)
+
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "manifests"
 OPERATOR_NS = "disttrain-system"
@@ -49,7 +51,8 @@ def operator_kubeconfig(cluster) -> str:
     cluster.kubectl("apply", "-f", str(MANIFESTS / "crd"))
     cluster.kubectl("apply", "-f", str(MANIFESTS / "operator" / "namespace.yaml"))
     cluster.kubectl("apply", "-f", str(MANIFESTS / "rbac"))
-    cluster.wait_established()
+    cluster.wait_established(*(f"{plural}.disttrain.dev" for plural in
+                               ("distributedtrainings", "trainingtemplates", "clustertrainingtemplates")))
     return cluster.kubeconfig_for_service_account(OPERATOR_NS, OPERATOR_SA)
 
 
@@ -271,127 +274,22 @@ def _healthy(port: int) -> bool:
         return False
 
 
-# Kueue admits the Workloads the operator makes for its jobs (Kueue's external framework).
-KUEUE_EXTERNAL_FRAMEWORK = "DistributedTraining.v1alpha1.disttrain.dev"
-# What tests may leave of Kueue's objects, deleted while Kueue runs (it removes their
-# finalizers): the namespaced kinds first, as a ClusterQueue is kept while a Workload uses it.
-KUEUE_LEFTOVERS = ("workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io",
-                   "clusterqueues.kueue.x-k8s.io,cohorts.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io,"
-                   "workloadpriorityclasses.kueue.x-k8s.io")
-
-
 # Kueue's waitForPodsReady timeout in the tests (its recoveryTimeout defaults to the same).
 KUEUE_PODS_READY_TIMEOUT_SECONDS = 30
 
 
 @pytest.fixture(scope="session")
 def kueue(cluster, tmp_path_factory) -> Iterator[Path]:
-    """Kueue's manager (hack/build-tools.sh) with the CRDs and webhooks of its release, as
-    a host process (as an admin: a cluster component, not ours). Its API is
-    kueue.x-k8s.io/v1beta2 (v1beta1 is served too, but unconverted: no conversion webhook).
-    Built-in integrations: batch/job only (Kueue's default; Jobs with a queue-name label).
-    waitForPodsReady as by default, with a KUEUE_PODS_READY_TIMEOUT_SECONDS timeout.
-    Yields its log file once its webhooks answer. At the end of the session its webhooks go
-    first (a call to a stopped one hangs), then what tests left of its objects, then it;
-    it also dies with this process."""
-    crds = cluster.bin_dir / "kueue-crds.yaml"
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))  # too big for an annotation
-    cluster.wait_established(*_crd_names(crds))
-    work = tmp_path_factory.mktemp("kueue")
-    # One self-signed certificate for 127.0.0.1: the webhook server's, and the API server's
-    # trust in it. Without internal cert management Kueue also reads a metrics certificate
-    # from the fixed /etc/kueue/metrics/certs (even with metrics off): the same one, shown
-    # there by a read-only overlay of etc/ on /etc in a mount namespace of its own (the
-    # host's /etc is untouched; the mount goes with the process).
-    certs = work / "etc" / "kueue" / "metrics" / "certs"
-    certs.mkdir(parents=True)
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt"), "-days", "7",
-                    "-subj", "/CN=kueue-webhook", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    webhook_port, health_port = free_port(), free_port()
-    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
-              "internalCertManagement": {"enable": False}, "leaderElection": {"leaderElect": False},
-              "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(certs)},
-              "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}, "metrics": {"bindAddress": "0"},
-              "manageJobsWithoutQueueName": False, "integrations": {"externalFrameworks": [KUEUE_EXTERNAL_FRAMEWORK]},
-              # On by default (30 minutes when the section is absent); short here, so a job
-              # whose PodsReady is never said is evicted within a test, and requeued at once.
-              "waitForPodsReady": {"timeout": f"{KUEUE_PODS_READY_TIMEOUT_SECONDS}s",
-                                   "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffMaxSeconds": 2}}}
-    (work / "config.yaml").write_text(yaml.safe_dump(config))
-    private_etc = ["unshare", "--mount", *([] if os.geteuid() == 0 else ["--map-root-user"]), "sh", "-c",
-                 'mount -t overlay kueue-etc -o "lowerdir=$0:/etc" /etc && exec "$@"', str(work / "etc")]
-    log_path = work / "kueue.log"
-    log = open(log_path, "wb")
-    # VisibilityOnDemand off: its API server would need an APIService and delegated auth.
-    proc = subprocess.Popen([*private_etc, str(cluster.bin_dir / "kueue"), f"--config={work / 'config.yaml'}",
-                             "--feature-gates=VisibilityOnDemand=false"],
-                            env={**os.environ, "KUBECONFIG": cluster.kubeconfig}, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=die_with_parent)  # gone with this process, killed or not
-    webhooks = _kueue_webhooks(cluster.bin_dir / "kueue-webhooks.yaml", webhook_port, certs / "tls.crt")
+    """Kueue's manager as a host process (tests/kueue_host.py), with a
+    KUEUE_PODS_READY_TIMEOUT_SECONDS waitForPodsReady timeout, so a job whose PodsReady is
+    never said is evicted within a test, and requeued at once. Yields its log file; stopped
+    at the end of the session (and with this process)."""
     try:
-        cluster.wait_for(lambda: _kueue_ready(proc, health_port, log_path), timeout=60, what="Kueue ready")
-        cluster.apply(webhooks)
-        cluster.wait_for(lambda: _kueue_webhooks_answer(cluster), timeout=30, what="Kueue's webhooks answering",
-                         describe=lambda: log_path.read_text(errors="replace")[-3000:])
-        yield log_path
-    finally:
-        for doc in webhooks:
-            cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], "--ignore-not-found", check=False)
-        if proc.poll() is None:
-            for kinds in KUEUE_LEFTOVERS:
-                cluster.kubectl("delete", kinds, "--all", "-A", "--ignore-not-found", "--timeout=60s", check=False)
-        kill(proc, signal.SIGTERM)
-        log.close()
-
-
-def _crd_names(path: Path) -> list[str]:
-    import re
-
-    return re.findall(r"^  name: (\S+)$", path.read_text(), re.MULTILINE)  # metadata.name of each
-
-
-def _kueue_webhooks(path: Path, port: int, ca: Path) -> list[dict]:
-    """Kueue's webhook configurations, named as its release names them, called at
-    https://127.0.0.1:PORT instead of its Service. Only those of its own kinds: the
-    integrations' (pods, Jobs, Deployments, ...) fail closed on every such object in the
-    cluster, for the rest of the session."""
-    import base64
-
-    bundle = base64.b64encode(ca.read_bytes()).decode()
-    docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-    for doc in docs:
-        doc["metadata"]["name"] = f"kueue-{doc['metadata']['name']}"
-        doc["webhooks"] = [hook for hook in doc["webhooks"]
-                           if all(rule["apiGroups"] == ["kueue.x-k8s.io"] for rule in hook["rules"])]
-        for hook in doc["webhooks"]:
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}",
-                                    "caBundle": bundle}
-    return docs
-
-
-def _kueue_ready(proc: subprocess.Popen, port: int, log: Path) -> bool:
-    if proc.poll() is not None:
-        pytest.fail(f"kueue exited {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}", pytrace=False)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def _kueue_webhooks_answer(cluster) -> bool:
-    """A ResourceFlavor created in dry run comes back with the finalizer Kueue's
-    mutating webhook adds (and so passed its validating one too)."""
-    import json
-
-    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "webhook-probe"}}
-    proc = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(flavor),
-                           check=False)
-    return proc.returncode == 0 and "kueue.x-k8s.io/resource-in-use" in json.loads(proc.stdout)["metadata"].get(
-        "finalizers", [])
+        with kueue_host.running(cluster.bin_dir, cluster.kubeconfig, tmp_path_factory.mktemp("kueue"),
+                                pods_ready_timeout=KUEUE_PODS_READY_TIMEOUT_SECONDS) as log:
+            yield log
+    except kueue_host.KueueFailed as failed:
+        pytest.fail(str(failed), pytrace=False)
 
 
 # ---- helpers for tests ----------------------------------------------------------------

@@ -97,6 +97,8 @@ kind-down:  ## delete it, and the Docker engine and /lib/modules kind-up started
 
 crd: venv  ## regenerate the CRD, docs/api.md, docs/cli-reference.md and the chart's copies from their sources
 	$(RUN) python -m disttrain.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
+	$(RUN) python -m disttrain.cli crd --kind TrainingTemplate > manifests/crd/disttrain.dev_trainingtemplates.yaml
+	$(RUN) python -m disttrain.cli crd --kind ClusterTrainingTemplate > manifests/crd/disttrain.dev_clustertrainingtemplates.yaml
 	$(RUN) python -m disttrain.cli docs api > docs/api.md
 	$(RUN) python -m disttrain.cli docs cli > docs/cli-reference.md
 	cp manifests/crd/*.yaml charts/disttrain/crds/

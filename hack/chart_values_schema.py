@@ -98,6 +98,9 @@ def values_schema() -> dict[str, Any]:
             "leaseSeconds": {"type": "number", "minimum": 3, "description": "leaderElection.leaseSeconds: a standby takes over when the leader has not renewed the Lease for this long (DISTTRAIN_LEASE_SECONDS)."}}),
         "kueue": obj("kueue: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission (docs/operations.md, Kueue).", {
             "enabled": boolean("kueue.enabled: DISTTRAIN_KUEUE=true and the Workload rights (manifests/kueue/rbac.yaml); needs Kueue v0.19+ and watchNamespaces empty.")}),
+        "templates": obj("templates: training templates, settings a platform team sets once for many jobs (docs/platform.md).", {
+            "readerGroups": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "templates.readerGroups: groups bound to the template-reader ClusterRole, so their users read the cluster's templates (a namespace's they read through view, edit and admin)."},
+            "examples": boolean("templates.examples: install the example ClusterTrainingTemplates cpu, gpu-1 and gpu-8x (the chart's examples/templates/).")}),
         "resyncSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "resyncSeconds: safety resync of a job with nothing happening (DISTTRAIN_RESYNC_SECONDS)."},
         "progressSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "progressSeconds: how often a running trainer's /status is read (DISTTRAIN_PROGRESS_SECONDS)."},
         "restartBackoffSeconds": {"type": "number", "minimum": 0, "description": "restartBackoffSeconds: first back-off before recreating a crashed worker."},

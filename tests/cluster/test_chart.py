@@ -220,12 +220,20 @@ def test_notes_print_the_next_commands(cluster):
 def test_chart_renders_objects_the_api_server_accepts(cluster, namespace):
     cluster.kubectl("apply", "--server-side", "-f", os.path.join(CHART, "crds"))
     cluster.wait_established("distributedtrainings.disttrain.dev")
+    cluster.wait_established("clustertrainingtemplates.disttrain.dev")
     rendered = helm(cluster, "template", "disttrain", CHART, "-n", namespace,
-                    "--set", "replicaCount=2", "--set", "dashboards.enabled=true")
+                    "--set", "replicaCount=2", "--set", "dashboards.enabled=true", "--set", "templates.examples=true")
     docs = [d for d in yaml.safe_load_all(rendered) if d]
-    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap",
-                                              "Deployment", "NetworkPolicy", "Role", "RoleBinding", "Service",
-                                              "ServiceAccount"]
+    assert sorted(d["kind"] for d in docs) == [
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+        *["ClusterTrainingTemplate"] * 3, "ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "Role",
+        "RoleBinding", "Service", "ServiceAccount"]
+    # templates.examples: the chart's example templates, as its examples/templates/ files hold them.
+    shipped = sorted((yaml.safe_load(open(os.path.join(CHART, "examples", "templates", name)))
+                      for name in os.listdir(os.path.join(CHART, "examples", "templates"))),
+                     key=lambda d: d["metadata"]["name"])
+    assert sorted((d for d in docs if d["kind"] == "ClusterTrainingTemplate"), key=lambda d: d["metadata"]["name"]) \
+        == shipped and [d["metadata"]["name"] for d in shipped] == ["cpu", "gpu-1", "gpu-8x"]
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
     # Only the monitoring namespace may scrape the operator's metrics (they name every
@@ -255,6 +263,16 @@ def test_chart_roles_are_the_ones_the_tests_run_the_operator_and_scrape_it_with(
             assert roles[name] == yaml.safe_load(handle)["rules"], path
     # No reader named, none bound: the chart lends /metrics to nobody by default.
     assert not [d for d in rendered if d["kind"] == "ClusterRoleBinding" and "metrics" in d["metadata"]["name"]]
+    # Templates: nobody is bound to writing them; reading, the groups templates.readerGroups names.
+    assert roles["disttrain-template-reader"] == [{"apiGroups": ["disttrain.dev"], "resources": [
+        "trainingtemplates", "clustertrainingtemplates"], "verbs": ["get", "list", "watch"]}]
+    assert set(roles["disttrain-template-admin"][0]["verbs"]) >= {"create", "update", "patch", "delete"}
+    assert not [d for d in rendered if d["kind"] == "ClusterRoleBinding" and "template" in d["metadata"]["name"]]
+    read = [d for d in yaml.safe_load_all(helm(cluster, "template", "disttrain", CHART, "--set",
+                                               "templates.readerGroups={ml-users,ml-admins}")) if d]
+    binding = next(d for d in read if d["kind"] == "ClusterRoleBinding" and "template" in d["metadata"]["name"])
+    assert binding["roleRef"]["name"] == "disttrain-template-reader" and binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group} for group in ("ml-users", "ml-admins")]
 
 
 def test_alert_rules_pass_promtool_and_use_our_metrics(cluster, tmp_path):

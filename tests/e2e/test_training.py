@@ -69,6 +69,29 @@ def test_cpu_example_trains_to_succeeded_as_shipped(node_cluster, chart_operator
     assert status["checkpoint"]["step"] == 60, status["checkpoint"]
 
 
+def test_a_ten_line_job_trains_against_a_shipped_template(node_cluster, chart_operator, ns):
+    """manifests/examples/cpu-from-template.yaml, the CPU example in ten lines, names the
+    chart's example template `cpu` (what templates.examples installs): the operator
+    resolves it, the workers run with the template's settings, and it trains to Succeeded."""
+    template = REPO / "charts" / "disttrain" / "examples" / "templates" / "cpu.yaml"
+    node_cluster.kubectl("apply", "-f", str(template))
+    try:
+        shared_checkpoints(node_cluster, ns, claim="cpu-ddp-checkpoints")
+        node_cluster.kubectl("apply", "-n", ns, "-f", str(REPO / "manifests" / "examples" / "cpu-from-template.yaml"))
+        done = wait_job(node_cluster, ns, "cpu-from-template", "Succeeded",
+                        lambda o: phase(o) in ("Succeeded", "Failed"))
+        status = done["status"]
+        assert phase(done) == "Succeeded", json.dumps(status, indent=1)
+        assert status["progress"]["step"] == 60 and status["resolved"]["strategy"] == "ddp", status
+        assert (status["template"]["name"], status["template"]["enforced"]) == ("cpu", {"gpusPerNode": 0})
+        pod = worker_pods(node_cluster, ns, "cpu-from-template")[0]
+        container = pod["spec"]["containers"][0]
+        assert container["resources"]["requests"] == {"cpu": "500m", "memory": "2Gi"}
+        assert {"name": "OMP_NUM_THREADS", "value": "1"} in container["env"]
+    finally:
+        node_cluster.kubectl("delete", "-f", str(template), "--ignore-not-found", check=False)
+
+
 def long_job(cluster, namespace: str, name: str, steps: int) -> None:
     """The example with `steps`, a checkpoint every 10 steps on a shared claim, one thread a rank."""
     claim = shared_checkpoints(cluster, namespace)

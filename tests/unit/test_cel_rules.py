@@ -157,6 +157,7 @@ CHANGES = {
     "podTemplate": ({"metadata": {"labels": {"a": "1"}}}, {"metadata": {"labels": {"a": "2"}}}),
     "metrics": ({"port": 9400}, {"port": 9401}),
     "failurePolicy": ({"nodeLostSeconds": 30}, {"nodeLostSeconds": 60}),
+    "templateRef": ({"name": "cpu"}, {"name": "gpu-1"}),
 }
 SPEC_FIELDS = {json_name(f): meta_of(f).immutable_while_running for f, _ in fields_of(t.DistributedTrainingSpec)}
 

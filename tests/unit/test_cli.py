@@ -156,7 +156,8 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_zero():
         def write(self, text: str) -> int:
             raise BrokenPipeError(32, "Broken pipe")
 
-    jobs = [e for e in EXAMPLES if "kind: PersistentVolumeClaim" not in open(e).read()]  # no "skipping" lines
+    # no "skipping" lines, no job naming a template (checked without it, it says so)
+    jobs = [e for e in EXAMPLES if "kind: PersistentVolumeClaim" not in open(e).read() and "templateRef" not in open(e).read()]
     err = io.StringIO()
     with contextlib.redirect_stdout(ReaderGone()), contextlib.redirect_stderr(err):
         assert main(["render", *jobs]) == 0
@@ -400,11 +401,14 @@ def test_run_local_says_what_it_cannot_run_before_it_runs_anything(monkeypatch, 
     assert "  queue: Kueue LocalQueue team-a (kueue.x-k8s.io/queue-name): held, no worker created" in held.stderr
 
 
-def test_crd_command_prints_the_committed_crd():
-    result = disttrain("crd")
-    committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", "disttrain.dev_distributedtrainings.yaml")))
+@pytest.mark.parametrize("kind, plural", [("DistributedTraining", "distributedtrainings"),
+                                          ("TrainingTemplate", "trainingtemplates"),
+                                          ("ClusterTrainingTemplate", "clustertrainingtemplates")])
+def test_crd_command_prints_the_committed_crd(kind, plural):
+    result = disttrain("crd", "--kind", kind)
+    committed = yaml.safe_load(open(os.path.join(ROOT, "manifests", "crd", f"disttrain.dev_{plural}.yaml")))
     assert yaml.safe_load(result.stdout) == committed
-    assert json.loads(disttrain("crd", "-o", "json").stdout) == committed
+    assert json.loads(disttrain("crd", "--kind", kind, "-o", "json").stdout) == committed
 
 
 def test_the_committed_cli_reference_is_what_every_commands_help_prints(monkeypatch):

@@ -473,3 +473,14 @@ def test_status_shows_the_latest_evaluation_with_the_metrics_your_code_named():
     assert eval_line({"evalStep": 40, "evalLoss": 0.51234567, "evalMetrics": {"val/f1": 0.8, "accuracy": 0.9125}}) == [
         "Eval:        step 40: loss 0.512346, accuracy 0.9125, val/f1 0.8"]
     assert eval_line({"evalStep": 30, "evalMetrics": {"accuracy": 1.0}}) == ["Eval:        step 30: accuracy 1"]
+
+
+def test_status_names_the_template_the_job_keeps():
+    from disttrain.client.jobview import status_lines, view_of
+
+    obj = {"metadata": {"name": "j", "namespace": "n"}, "status": {"phase": "Running", "template": {
+        "kind": "ClusterTrainingTemplate", "name": "gpu-8x", "uid": "u", "generation": 3}}}
+    lines = status_lines(view_of(obj), [], NOW)
+    assert lines[2] == ("Template:    ClusterTrainingTemplate gpu-8x, generation 3 (its defaults < this job's spec "
+                        "< its enforced settings)")
+    assert not any(line.startswith("Template:") for line in status_lines(view_of({"metadata": {"name": "j"}}), [], NOW))

@@ -447,9 +447,9 @@ def test_a_spec_is_validated_once_per_generation():
     rec = JobRecord(uid="u1", key=KEY)
     from disttrain.operator.controller import WatchedJob
 
-    first = shell.validate(WatchedJob.of(body()), rec, KEY, typed())
-    assert shell.validate(WatchedJob.of(body(status={"phase": "Running"})), rec, KEY, typed()) is first
-    assert shell.validate(WatchedJob.of(body(generation=2)), rec, KEY, typed()) is not first
+    first, _ = shell.validate(WatchedJob.of(body()), rec, KEY, typed())
+    assert shell.validate(WatchedJob.of(body(status={"phase": "Running"})), rec, KEY, typed())[0] is first
+    assert shell.validate(WatchedJob.of(body(generation=2)), rec, KEY, typed())[0] is not first
 
 
 def test_a_job_without_an_image_runs_the_operators_trainer_image_and_keeps_it():

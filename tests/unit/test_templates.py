@@ -179,3 +179,61 @@ def test_validate_and_render_resolve_against_a_template_file(tmp_path):
                        (wrong, "the template is invalid")):
         failed = disttrain("render", "--template", str(path), str(good))
         assert failed.returncode == 1 and said in failed.stderr and failed.stdout == "", failed.stderr
+
+
+def test_a_job_keeps_the_template_it_was_resolved_against_while_its_ref_names_it():
+    """choose(): the kept copy (status.template) wins over the live template, deleted or
+    edited; a templateRef naming another template takes the live one; none named: the
+    namespace's TrainingTemplate `default`, if there is one; a name with no template is a
+    FieldError naming the kind."""
+    from disttrain.api.templates import TEMPLATE_KIND, choose, snapshot
+
+    live_templates = {}
+
+    def live(kind, namespace, name):
+        return live_templates.get((kind, namespace, name))
+
+    first, _ = parse_template(template(defaults={"image": "team/train:1"}))
+    kept = snapshot(first, "2026-12-07T00:00:00Z")
+    assert (kept.defaults, kept.resolve_time, kept.contact) == ({"image": "team/train:1"}, "2026-12-07T00:00:00Z",
+                                                                "#ml-platform")
+    chosen, problem = choose({"name": "gpu-8x"}, "team-a", kept, live)  # deleted since: the copy still serves
+    assert problem is None and chosen.defaults == {"image": "team/train:1"}
+    live_templates[("ClusterTrainingTemplate", None, "other")] = first
+    assert choose({"name": "other"}, "team-a", kept, live) == (first, None)
+    missing, problem = choose({"name": "nope"}, "team-a", None, live)
+    assert missing is None and str(problem).startswith("spec.templateRef.name: names no ClusterTrainingTemplate")
+    local, problem = choose({"kind": TEMPLATE_KIND, "name": "nope"}, "team-a", None, live)
+    assert "names no TrainingTemplate in namespace team-a" in str(problem)
+    assert choose(None, "team-a", None, live) == (None, None)  # no default there: no template
+    live_templates[(TEMPLATE_KIND, "team-a", "default")] = first
+    assert choose(None, "team-a", None, live) == (first, None)
+
+
+def test_the_ten_line_example_is_the_cpu_example_through_the_shipped_template():
+    """manifests/examples/cpu-from-template.yaml resolved against the chart's example
+    template `cpu` trains what manifests/examples/cpu-ddp-2x1.yaml trains."""
+    import yaml
+
+    from disttrain.api import validate_document
+
+    from .conftest import ROOT
+
+    def text(*parts):
+        with open("/".join([ROOT, *parts])) as handle:
+            return handle.read()
+
+    def load(*parts):
+        return yaml.safe_load(text(*parts))
+
+    short = load("manifests", "examples", "cpu-from-template.yaml")
+    assert len(text("manifests", "examples", "cpu-from-template.yaml").splitlines()) == 10
+    cpu, errors = parse_template(load("charts", "disttrain", "examples", "templates", "cpu.yaml"))
+    assert errors == [] and check_template(cpu) == []
+    through = validate_document(resolve(cpu, short).doc)
+    shipped = validate_document(load("manifests", "examples", "cpu-ddp-2x1.yaml"))
+    assert through.ok and shipped.ok
+    assert through.resolved == shipped.resolved
+    mine, theirs = through.job.spec, shipped.job.spec
+    assert (mine.resources, mine.trainer.builtin.steps, mine.checkpoint.claim_name, mine.checkpoint.interval_steps) == (
+        theirs.resources, theirs.trainer.builtin.steps, theirs.checkpoint.claim_name, theirs.checkpoint.interval_steps)

@@ -235,6 +235,105 @@ def crd() -> dict[str, Any]:
     }
 
 
+def template_part_schema(part: str) -> dict[str, Any]:
+    """A template's `defaults` or `enforced`: any part of a job's spec, typed and bounded as
+    the job's, without the job's defaults (a template sets only what it says) and without
+    what a template cannot hold."""
+    from disttrain.api.templates import NOT_IN_TEMPLATES
+
+    spec = schema_for(t.DistributedTrainingSpec)
+    for key in NOT_IN_TEMPLATES:
+        spec["properties"].pop(key, None)
+    _drop_defaults(spec)
+    for path in _k8s_paths(t.DistributedTrainingSpec):
+        _loosen(spec, path)
+    spec["description"] = (f"{part}: a part of a DistributedTraining spec (any field but "
+                           f"{' and '.join(NOT_IN_TEMPLATES)}); " +
+                           ("a job may set its own." if part == "defaults" else
+                            "a job that sets another value is refused."))
+    return spec
+
+
+def _k8s_paths(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The fields typed by a Kubernetes schema (a pod spec, affinity, tolerations, an env
+    var's source), by their JSON path."""
+    out = []
+    for f, shape in fields_of(cls):
+        path = (*prefix, json_name(f))
+        inner = shape.inner if shape.kind == "list" else shape
+        if meta_of(f).k8s is not None:
+            out.append(path)
+        elif inner is not None and inner.kind == "object":
+            out.extend(_k8s_paths(inner.cls, path))
+    return out
+
+
+def _loosen(spec: dict[str, Any], path: tuple[str, ...]) -> None:
+    """A Kubernetes-typed field of a template left untyped in its CRD: typed, each of the
+    two parts of both template kinds would carry a pod spec's whole schema (600 KB a CRD).
+    The operator checks it in full when a job is resolved against the template, as
+    `disttrain validate --template` does."""
+    node = spec
+    for key in path[:-1]:
+        node = node["properties"][key]
+        node = node.get("items", node) if node.get("type") == "array" else node
+    prop = node["properties"][path[-1]]
+    loose: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
+    if prop.get("type") == "array":
+        prop["items"] = {"type": "object", **loose}
+    else:
+        node["properties"][path[-1]] = {"type": "object", **loose, "description": prop.get("description", "")}
+
+
+def _drop_defaults(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("default", None)
+        for value in node.values():
+            _drop_defaults(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_defaults(value)
+
+
+def template_crd(kind: str) -> dict[str, Any]:
+    """The CustomResourceDefinition of TrainingTemplate or ClusterTrainingTemplate."""
+    from disttrain.api.templates import CLUSTER_TEMPLATE_KIND, PLURALS
+
+    cluster = kind == CLUSTER_TEMPLATE_KIND
+    plural = PLURALS[kind]
+    spec = {"type": "object", "description": "spec: what the template sets; a job's defaults < the job < "
+                                             "enforced (docs/platform.md).",
+            "properties": {
+                "description": {"type": "string", "maxLength": 1024, "description": "description: what it is for."},
+                "contact": {"type": "string", "maxLength": 1024,
+                            "description": "contact: whom a user whose job it refuses should ask."},
+                "defaults": template_part_schema("defaults"),
+                "enforced": template_part_schema("enforced")}}
+    root = {"type": "object",
+            "description": (f"{kind}: settings a platform team sets once for many jobs "
+                            f"({'every namespace' if cluster else 'one namespace'}): defaults a job may "
+                            "change and settings it may not (docs/platform.md)."),
+            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                           "metadata": {"type": "object"}, "spec": spec}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{t.GROUP}",
+                     "labels": {"app.kubernetes.io/name": "disttrain", "app.kubernetes.io/part-of": "disttrain"}},
+        "spec": {
+            "group": t.GROUP,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                      "shortNames": ["ctt"] if cluster else ["tt"], "categories": ["disttrain"]},
+            "scope": "Cluster" if cluster else "Namespaced",
+            "versions": [{"name": t.VERSION, "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": root},
+                          "additionalPrinterColumns": [
+                              {"name": "Description", "type": "string", "jsonPath": ".spec.description"},
+                              {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]}],
+        },
+    }
+
+
 def field_paths(cls: type = t.DistributedTrainingSpec, prefix: str = "spec") -> list[str]:
     """Every documented field path (for tests and `kubectl explain` checks)."""
     out = []

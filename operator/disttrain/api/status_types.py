@@ -5,7 +5,7 @@ spec), which api/schema.py turns into the CRD's status schema and docs/api.md.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from disttrain.api.meta import spec_field
 
@@ -221,6 +221,22 @@ class Goodput:
 
 
 @dataclass(kw_only=True, slots=True)
+class TemplateStatus:
+    """template: the training template the job was resolved against, as it was then: the job
+    keeps it for its whole life, whatever becomes of the template."""
+
+    kind: str | None = spec_field("kind: ClusterTrainingTemplate or TrainingTemplate.")
+    name: str | None = spec_field("name: the template's name.", max_length=253)
+    uid: str | None = spec_field("uid: the template's uid when the job was resolved.", max_length=64)
+    generation: int | None = spec_field("generation: the template's generation the job was resolved against.")
+    contact: str | None = spec_field("contact: whom the template said to ask.", max_length=1024)
+    defaults: dict[str, Any] | None = spec_field("defaults: the template's defaults, as resolved.", free_form=True)
+    enforced: dict[str, Any] | None = spec_field("enforced: the template's enforced settings, as resolved.",
+                                                 free_form=True)
+    resolve_time: str | None = spec_field("resolveTime: when the job was first resolved against it (RFC 3339).")
+
+
+@dataclass(kw_only=True, slots=True)
 class CheckpointStatus:
     """checkpoint: the newest complete checkpoint."""
 
@@ -250,6 +266,8 @@ class DistributedTrainingStatus:
         "where, and what it cost; kept after the Events about them expire.", max_items=16)
     goodput: Goodput | None = spec_field(
         "goodput: the share of the job's worker-seconds that went to steps that count.")
+    template: TemplateStatus | None = spec_field(
+        "template: the training template the job was resolved against, kept for its whole life.")
     avoided_nodes: list[AvoidedNode] | None = spec_field(
         "avoidedNodes: nodes this job's new workers avoid after failing there "
         "(failurePolicy.avoidNodeAfterFailures); an entry with liftedTime is avoided no more.",

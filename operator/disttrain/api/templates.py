@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -30,13 +31,18 @@ from typing import Any
 from disttrain.api import types as t
 from disttrain.api.errors import FieldError, did_you_mean, unset
 from disttrain.api.meta import DNS1123_SUBDOMAIN, matches
+from disttrain.api.status_types import TemplateStatus
 
 TEMPLATE_KIND = "TrainingTemplate"
 CLUSTER_TEMPLATE_KIND = "ClusterTrainingTemplate"
 TEMPLATE_KINDS = (TEMPLATE_KIND, CLUSTER_TEMPLATE_KIND)
 RESOLUTION_ORDER = "the template's defaults < the job's own spec < the template's enforced settings"
 # Fields a template cannot hold: they control one job's life, not a team's settings.
-NOT_IN_TEMPLATES = {"suspend": "suspending a job is its owner's call, job by job"}
+NOT_IN_TEMPLATES = {"suspend": "suspending a job is its owner's call, job by job",
+                    "templateRef": "a template is resolved alone, never through another"}
+# A namespace's TrainingTemplate of this name applies to its jobs that name none.
+NAMESPACE_DEFAULT = "default"
+PLURALS = {TEMPLATE_KIND: "trainingtemplates", CLUSTER_TEMPLATE_KIND: "clustertrainingtemplates"}
 NOBODY = "the platform team that owns the template"
 
 DEFAULT, JOB, ENFORCED = "template default", "job", "enforced"
@@ -143,6 +149,43 @@ def resolve(template: Template, job_doc: dict[str, Any]) -> Resolution:
     errors: list[FieldError] = []
     merged = _enforce(merged, own, template.enforced, node, "spec", errors, sources, template)
     return Resolution(doc={**job_doc, "spec": merged}, errors=errors, sources=dict(sorted(sources.items())))
+
+
+def snapshot(template: Template, now: str) -> TemplateStatus:
+    """What a job keeps of the template it was resolved against (status.template)."""
+    return TemplateStatus(kind=template.kind, name=template.name, uid=template.uid, generation=template.generation,
+                          contact=template.contact or None, defaults=copy.deepcopy(template.defaults) or None,
+                          enforced=copy.deepcopy(template.enforced) or None, resolve_time=now)
+
+
+def from_snapshot(kept: TemplateStatus, namespace: str | None) -> Template:
+    return Template(kind=kept.kind or CLUSTER_TEMPLATE_KIND, name=kept.name or "", uid=kept.uid,
+                    generation=kept.generation, namespace=namespace if kept.kind == TEMPLATE_KIND else None,
+                    contact=kept.contact or "", defaults=copy.deepcopy(kept.defaults or {}),
+                    enforced=copy.deepcopy(kept.enforced or {}))
+
+
+def choose(ref: Any, namespace: str, kept: TemplateStatus | None,
+           live: Callable[[str, str | None, str], Template | None]) -> tuple[Template | None, FieldError | None]:
+    """The template a job is resolved against, and whether it is new to it: the one it
+    kept (status.template) while its templateRef still names it; else the live one its
+    templateRef names (`live(kind, namespace, name)`), or without a templateRef its
+    namespace's TrainingTemplate `default` if there is one. A templateRef naming no
+    template is a FieldError."""
+    if isinstance(ref, dict) and ref.get("name"):
+        kind, name = ref.get("kind") or CLUSTER_TEMPLATE_KIND, ref["name"]
+    else:
+        kind, name = TEMPLATE_KIND, NAMESPACE_DEFAULT
+    if kept is not None and (kept.kind, kept.name) == (kind, name):
+        return from_snapshot(kept, namespace), None
+    found = live(kind, namespace if kind == TEMPLATE_KIND else None, name)
+    if found is None and isinstance(ref, dict) and ref.get("name"):
+        where = f" in namespace {namespace}" if kind == TEMPLATE_KIND else ""
+        return None, FieldError("spec.templateRef.name", name, f"names no {kind}{where}",
+                                f"an existing template: kubectl get {PLURALS[kind]}",
+                                "fix the name, or ask your platform team for the template; the job starts "
+                                "once it exists")
+    return found, None
 
 
 def check_template(template: Template) -> list[FieldError]:

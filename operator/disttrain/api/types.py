@@ -120,6 +120,7 @@ class TrainerSpec:
 # on which annotation was read first.
 Instrument = Literal["auto", "none"]
 StragglerAction = Literal["Report", "Replace", "Off"]
+TemplateKind = Literal["ClusterTrainingTemplate", "TrainingTemplate"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -363,9 +364,20 @@ class Metrics:
 
 
 @dataclass(kw_only=True, slots=True)
+class TemplateRef:
+    """templateRef: the training template the job is resolved against (docs/platform.md)."""
+
+    kind: TemplateKind | None = spec_field(
+        "kind: ClusterTrainingTemplate (the cluster's) or TrainingTemplate (the job's namespace's).",
+        default="ClusterTrainingTemplate")
+    name: str | None = spec_field(
+        "name: the template's name.", required=True, max_length=253, pattern=DNS1123_SUBDOMAIN,
+        pattern_hint="a template's name (lowercase letters, digits, '-' and '.')")
+
+
+@dataclass(kw_only=True, slots=True)
 class DistributedTrainingSpec:
     """spec: the desired training job."""
-
     image: str | None = spec_field(
         "image: container image holding torch and the trainer (or your script). Unset: the "
         "operator's trainer image (the chart's trainerImage; " + DEFAULT_IMAGE + " unless your "
@@ -458,6 +470,12 @@ class DistributedTrainingSpec:
         immutable_while_running=True)
     metrics: Metrics | None = spec_field(
         "metrics: the trainer's metrics endpoint.", default={},
+        immutable_while_running=True)
+    template_ref: TemplateRef | None = spec_field(
+        "templateRef: a training template whose settings the job takes: its defaults < the job's own "
+        "spec < its enforced settings (docs/platform.md). Unset: the namespace's TrainingTemplate "
+        "named default, if there is one. The job keeps what it was resolved against (status.template) "
+        "for its whole life: editing or deleting the template changes no job that already runs.",
         immutable_while_running=True)
 
 

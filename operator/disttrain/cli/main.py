@@ -31,7 +31,7 @@ from disttrain.api.defaults import Images
 from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
 from disttrain.cli.documents import Document, DocumentError, describe, is_distributed_training, load_documents
-from disttrain.cli.templates import load_template, print_sources, resolved_document
+from disttrain.cli.templates import load_template, print_sources, resolved_document, unresolved
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, queue_of
 from disttrain.integrations.registry import owned_children
 from disttrain.render import render_pod
@@ -285,10 +285,12 @@ def validated_jobs(paths: list[str], namespace: str | None = None, template=None
             data = doc.data
             if namespace:
                 data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": namespace}}
+            note = unresolved(data) if template is None else None
             data, refused, doc.template = resolved_document(template, data)
             result = validate_document(data, images=Images.from_env(os.environ))
-            if refused:
-                result = Validation(None, None, [*refused, *result.errors], result.warnings)
+            if refused or note:
+                result = Validation(result.job if not refused else None, result.resolved if not refused else None,
+                                    [*refused, *result.errors], [*([note] if note else []), *result.warnings])
             yield doc, result
 
 
@@ -408,7 +410,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
-    dump(schema.crd(), args.output, sys.stdout)
+    dump(schema.crd() if args.kind == t.KIND else schema.template_crd(args.kind), args.output, sys.stdout)
     return 0
 
 
@@ -885,7 +887,11 @@ def _setup_render(p: argparse.ArgumentParser) -> None:
 
 
 def _setup_crd(p: argparse.ArgumentParser) -> None:
+    from disttrain.api.templates import TEMPLATE_KINDS
+
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    p.add_argument("--kind", choices=(t.KIND, *TEMPLATE_KINDS), default=t.KIND,
+                   help=f"whose CustomResourceDefinition (default: {t.KIND})")
 
 
 def _setup_docs(p: argparse.ArgumentParser) -> None:

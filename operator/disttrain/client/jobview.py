@@ -58,6 +58,7 @@ class JobView:
     avoided_nodes: tuple[dict[str, Any], ...] = field(default=())  # status.avoidedNodes
     goodput: dict[str, Any] | None = None  # status.goodput
     eviction: dict[str, Any] | None = None  # status.eviction: the latest stop on purpose
+    template: dict[str, Any] | None = None  # status.template: what it was resolved against
 
     @property
     def finished(self) -> bool:
@@ -116,7 +117,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)),
         avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
         goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None,
-        eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None)
+        eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None,
+        template=status.get("template") if isinstance(status.get("template"), dict) else None)
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -240,6 +242,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     lines = [
         f"Name:        {view.name}",
         f"Namespace:   {view.namespace or '-'}",
+        *([f"Template:    {template_words(view.template)}"] if view.template else []),
         f"Phase:       {view.phase or 'Pending'}"
         + (" (suspending)" if view.suspended and view.phase != "Suspended" else "")
         + (" (queued: waiting for Kueue's admission, see Queued below)" if view.shown_phase == "Queued" else ""),
@@ -357,6 +360,12 @@ def failure_table(failures: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -
                                                                 "resumedFromStep", "stepsLost", "message"))
                                 for f in failures]
     return aligned(rows)
+
+
+def template_words(template: dict[str, Any]) -> str:
+    """status.template in one line: the kind, the name and the generation the job keeps."""
+    return (f"{template.get('kind')} {template.get('name')}, generation {template.get('generation')} "
+            "(its defaults < this job's spec < its enforced settings)")
 
 
 def goodput_words(goodput: dict[str, Any]) -> str:

@@ -30,6 +30,8 @@ from disttrain.api.status_types import DistributedTrainingStatus as Status
 from disttrain.integrations.protocol import Integration
 from disttrain.integrations.registry import integrations as configured_integrations
 from disttrain.api.defaults import Images
+from disttrain.api.status_types import TemplateStatus
+from disttrain.api.templates import resolve
 from disttrain.api.validate import Validation, validate_document
 from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
@@ -46,6 +48,7 @@ from disttrain.operator.settings import Settings
 from disttrain.operator.core.status import read_status
 from disttrain.api.times import iso, parse_time
 from disttrain.operator.children import Children
+from disttrain.operator.templates import Templates
 from disttrain.operator.trainers import Trainers
 from disttrain.operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
 
@@ -114,6 +117,7 @@ class Controller:
         self._background: set[asyncio.Task[None]] = set()  # children being created (one task per job at most), checkpoint asks
         self.children = Children(self)
         self.trainers = Trainers(self)
+        self.templates = Templates(self)
 
     # ---- what the watch tells (handlers.py) ---------------------------------------------
 
@@ -261,11 +265,11 @@ class Controller:
         rec.resync_due = clock.monotonic() + self.settings.resync_seconds
         namespace, name = key
         base = rec.last_status if rec.last_status is not None else self._read_status(key, view)
-        validation = self.validate(view, rec, key, base)
+        validation, template = self.validate(view, rec, key, base)
         joined = tuple([found for integration in self.integrations
                         if (found := await integration.observe(self, key, view)) is not None])
         job = JobState(name=name, namespace=namespace, generation=view.generation, status=base,
-                       validation=validation, joined=joined)
+                       validation=validation, joined=joined, template=template)
         pods, foreign = rec.own_pods(self.observed(key), clock.monotonic())
         await self.children.recheck_conflicts(namespace, rec)
         conflicts = {**{n: who for n, (_kind, who) in rec.conflicts.items()}, **foreign_conflicts(foreign, name)}
@@ -295,19 +299,38 @@ class Controller:
             log.warning("%s/%s: ignoring a status field this operator does not write: %s", *key, error)
         return status
 
-    def validate(self, view: WatchedJob, rec: JobRecord, key: Key, status: Status) -> Validation:
-        """The job's spec validated once per generation: the API server bumps it on every
-        spec change, and passes and progress polls between changes reuse the result. A job
-        that names no image keeps the one its status says it resolved."""
+    def validate(self, view: WatchedJob, rec: JobRecord, key: Key,
+                 status: Status) -> tuple[Validation, TemplateStatus | None]:
+        """The job's spec, resolved against its training template (templates.py), validated
+        once per generation and template: the API server bumps the generation on every spec
+        change, and passes and progress polls between changes reuse the result. A job that
+        names no image keeps the one its status says it resolved. Returns the validation and
+        the template the job keeps (status.template)."""
+        template, missing = self.templates.choose(view, key, status)
+        identity = (view.generation, template and (template.kind, template.name, template.uid, template.generation),
+                    missing and str(missing))
         cached = rec.validation
-        if cached is not None and view.generation is not None and cached[0] == view.generation:
-            return cached[1]
+        if cached is not None and view.generation is not None and cached[0] == identity:
+            return cached[1], cached[2]
         document = {"apiVersion": view.api_version, "kind": view.kind,
                     "metadata": {"name": key[1], "namespace": key[0]}, "spec": dict(view.spec)}
+        refused = [missing] if missing is not None else []
+        if template is not None:
+            resolution = resolve(template, document)
+            document, refused = resolution.doc, resolution.errors
         validation = validate_document(document, self.pod_policy,
                                        Images.of(self.settings.trainer_image, status.resolved))
-        rec.validation = (view.generation, validation)
-        return validation
+        if refused:
+            validation = Validation(None, None, [*refused, *validation.errors], validation.warnings)
+        kept = self.templates.kept(template, status, iso(self.clock.now())) if validation.ok else status.template
+        rec.validation = (identity, validation, kept)
+        return validation, kept
+
+    def tell(self, key: Key, view: WatchedJob, type_: str, reason: str, message: str) -> None:
+        """An Event about a job outside its pass (the pass's own go through its plan)."""
+        involved = {"apiVersion": view.api_version, "kind": view.kind, "name": key[1], "namespace": key[0],
+                    "uid": view.uid}
+        self.outbox.put_nowait((involved, type_, reason, c.cap(message), iso(self.clock.now())))
 
     async def carry_out(self, plan: Plan, job: JobState, view: WatchedJob, pods: list[PodInfo],
                         rec: JobRecord) -> bool:

@@ -9,6 +9,9 @@ controller.py's queue.
 - `node_health` indexes every node's health (Ready, unreachable taints) by name, a few
   fields each; `node_changed` queues the jobs with workers on a node that was lost or
   came back (failures.py, recovery.lost_workers).
+- `training_templates` and `cluster_training_templates` index both kinds of training
+  template by (namespace, name), parsed (operator/templates.py); a change of one queues
+  the jobs that name it.
 - `job_changed` (and a changed pod, through the pod watch) put the job's key on the work
   queue: reactions take milliseconds, not a timer.
 - `watch_integrations` registers the watches of each integration that is on
@@ -49,12 +52,15 @@ from disttrain.operator.metrics import OperatorMetrics
 from disttrain.operator.metrics_serving import MetricsServer, Reviewer
 from disttrain.operator.core.state import Policy
 from disttrain.operator.core.nodes import summarize_node
+from disttrain.operator.templates import summarize as summarize_template
+from disttrain.api.templates import CLUSTER_TEMPLATE_KIND, PLURALS, TEMPLATE_KIND
 from disttrain.operator.settings import Settings, configure_kopf, lease_settings, platform_policies
 
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger,
-                node_health: kopf.Index, **indices: Any) -> None:
+                node_health: kopf.Index, training_templates: kopf.Index, cluster_training_templates: kopf.Index,
+                **indices: Any) -> None:
     ours = Settings.from_env()
     pod_policy, network_policy = platform_policies()
     configure_kopf(settings, ours)
@@ -72,6 +78,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     controller.pods_index, controller.pod_watch = pods.cache, pods
     pods.start()
     controller.nodes_index = node_health
+    controller.templates.indexes = {TEMPLATE_KIND: training_templates, CLUSTER_TEMPLATE_KIND: cluster_training_templates}
     for integration in controller.integrations:
         integration.attach(indices)  # the indexes its watches keep (watch_integrations)
     memo.controller = controller
@@ -95,8 +102,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
 
 def needed_crds(integrations: tuple[Integration, ...] | None = None) -> list[tuple[str, str, str, str]]:
     """(name, group, version, plural) of each CRD whose objects kopf watches for us: the
-    jobs', and those of each integration that is on (None: of every integration)."""
-    found = [(f"{PLURAL}.{GROUP}", GROUP, VERSION, PLURAL)]
+    jobs' and the training templates', and those of each integration that is on (None: of
+    every integration)."""
+    found = [(f"{plural}.{GROUP}", GROUP, VERSION, plural) for plural in (PLURAL, *PLURALS.values())]
     for integration in integrations if integrations is not None else tuple(kind() for kind in REGISTRY):
         if integrations is None or integration.on:
             found += [(crd.name, crd.group, crd.version, crd.plural) for crd in integration.crds]
@@ -200,6 +208,29 @@ async def node_health(name: str, body: kopf.Body, **_: Any) -> dict:
 @kopf.on.event("nodes")
 async def node_changed(name: str, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     memo.controller.node_event(name, deleted=type == "DELETED")
+
+
+@kopf.index(GROUP, VERSION, "trainingtemplates")
+async def training_templates(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
+    return {(namespace, name): summarize_template(body)}
+
+
+@kopf.index(GROUP, VERSION, "clustertrainingtemplates")
+async def cluster_training_templates(name: str, body: kopf.Body, **_: Any) -> dict:
+    return {(None, name): summarize_template(body)}
+
+
+@kopf.on.event(GROUP, VERSION, "trainingtemplates")
+async def training_template_changed(namespace: str, name: str, body: kopf.Body, type: str | None, memo: kopf.Memo,
+                                    **_: Any) -> None:
+    memo.controller.templates.event(TEMPLATE_KIND, namespace, name, type == "DELETED", body.get("metadata", {}).get("uid"))
+
+
+@kopf.on.event(GROUP, VERSION, "clustertrainingtemplates")
+async def cluster_training_template_changed(name: str, body: kopf.Body, type: str | None, memo: kopf.Memo,
+                                            **_: Any) -> None:
+    memo.controller.templates.event(CLUSTER_TEMPLATE_KIND, None, name, type == "DELETED",
+                                    body.get("metadata", {}).get("uid"))
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

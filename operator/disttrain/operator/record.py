@@ -45,7 +45,8 @@ class JobRecord:
     posted: set[tuple[str, str]] = field(default_factory=set)  # (reason, message) Events posted
     report: TrainerReport | None = None  # the trainer's newest /status
     silent_polls: int = 0  # /status polls in a row that got no report
-    validation: tuple[Any, Validation] | None = None  # (generation, result)
+    # (what it was validated for: generation and template, the result, the template it keeps)
+    validation: tuple[Any, Validation, Any] | None = None
     resync_due: float = 0.0  # a pass after this moment first checks the job still exists
     creating: bool = False  # its children are being created in the background
     asked_checkpoint: str | None = None  # the eviction (its requestTime) a checkpoint was asked for

@@ -230,6 +230,9 @@ def template_hash(job: t.Job, resolved: Resolved) -> str:
 
 def _template_hash(job: t.Job, resolved: Resolved) -> str:
     spec = {k: v for k, v in asdict(job.spec).items() if k not in _LIVE_FIELDS}
+    # The name of the template the job was resolved against: no pod reads it, and what the
+    # template set is in the spec itself by now.
+    spec.pop("template_ref", None)
     # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
     spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items()
                           if k != "evict_grace_seconds" and (k not in _ADDED_CHECKPOINT_DEFAULTS

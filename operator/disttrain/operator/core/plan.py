@@ -365,6 +365,11 @@ def _restart_reason(status: Status, crashed: list[PodInfo], disrupted: bool) -> 
 def _validated(job: JobState, plan: Plan) -> None:
     warnings = job.validation.warnings
     plan.status.resolved = job.validation.resolved
+    if job.template is not None and job.template is not job.status.template:
+        kept = job.template
+        plan.events.append(Event("Normal", c.TEMPLATE_RESOLVED, f"resolved against {kept.kind} {kept.name} "
+                                 f"(generation {kept.generation}); the job keeps it as status.template"))
+    plan.status.template = job.template
     plan.status.warnings = [str(w) for w in warnings]
     message = "; ".join(str(w) for w in warnings) or "spec is valid"
     before = c.get_condition(job.status.conditions, c.VALIDATED)

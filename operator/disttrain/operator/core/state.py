@@ -12,7 +12,7 @@ from disttrain.api import conditions as c
 from disttrain.api.errors import GuardrailWarning
 from disttrain.api.times import iso
 from disttrain.api.status_types import DistributedTrainingStatus as Status
-from disttrain.api.status_types import FailureRecord, Workers
+from disttrain.api.status_types import FailureRecord, TemplateStatus, Workers
 from disttrain.api.validate import Validation
 from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.nodes import DEFAULT_UNHEALTHY_CONDITIONS, NodeRules
@@ -49,6 +49,7 @@ class JobState:
     status: Status
     validation: Validation
     joined: tuple[Joined, ...] = ()  # its part in each integration it takes part in (integration.py)
+    template: TemplateStatus | None = None  # the training template it keeps (status.template)
 
     def joined_to(self, integration: str) -> Joined | None:
         return next((j for j in self.joined if j.integration == integration), None)

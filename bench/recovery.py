@@ -475,20 +475,25 @@ def main() -> None:
         port = yaml.safe_load(EXAMPLE.read_text())["spec"].get("metrics", {}).get("port") or 9400
         outcomes = [one_fault(cluster, kind, run, args.interval, port)
                     for kind in kinds for run in range(args.repeat)]
-        print(f"\nrecovery on this machine ({os.cpu_count()} cores), checkpoint every {args.interval} steps:")
-        print(f"  {'fault':<16} {'to first new step (s)':>22} {'steps lost':>12} {'stepsLost said':>15} "
-              f"{'restarts':>9}")
-        for kind in kinds:
-            mine = [o for o in outcomes if o.kind == kind]
-            seconds = [o.seconds for o in mine]
-            print(f"  {kind:<16} {statistics.median(seconds):>12.1f} ({min(seconds):.1f}-{max(seconds):.1f})"
-                  f" {'/'.join(str(o.lost) for o in mine):>12} "
-                  f"{'/'.join(str(o.reported_lost) for o in mine):>15} {'/'.join(str(o.restarts) for o in mine):>9}")
+        if outcomes:
+            table(outcomes, kinds, args.interval)
         if args.goodput_minutes > 0:
             goodput_run(cluster, args.goodput_minutes, args.fault_every, args.interval, port)
     finally:
         stack.close()
         cluster.down()
+
+
+def table(outcomes: list[Outcome], kinds: list[str], interval: int) -> None:
+    print(f"\nrecovery on this machine ({os.cpu_count()} cores), checkpoint every {interval} steps:")
+    print(f"  {'fault':<16} {'to first new step (s)':>22} {'steps lost':>12} {'stepsLost said':>15} "
+          f"{'restarts':>9}")
+    for kind in kinds:
+        mine = [o for o in outcomes if o.kind == kind]
+        seconds = [o.seconds for o in mine]
+        print(f"  {kind:<16} {statistics.median(seconds):>12.1f} ({min(seconds):.1f}-{max(seconds):.1f})"
+              f" {'/'.join(str(o.lost) for o in mine):>12} "
+              f"{'/'.join(str(o.reported_lost) for o in mine):>15} {'/'.join(str(o.restarts) for o in mine):>9}")
 
 
 if __name__ == "__main__":

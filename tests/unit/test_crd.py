@@ -162,17 +162,21 @@ def test_schema_is_structural():
         assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{path} has no type"
 
 
-def test_defaults_in_the_schema_are_the_ones_the_validator_applies():
+def test_the_schema_defaults_only_the_size_and_the_operator_applies_the_rest():
+    """A stored spec holds what its writers set: the API server fills in no default but
+    `nodes` (the scale subresource reads it), so a training template's default or enforced
+    value is never hidden or contradicted by one it filled in; the operator applies the
+    defaults when it reads the job, as `disttrain validate` does."""
     spec = validate_document(job()).job.spec
     props = openapi()["properties"]["spec"]["properties"]
     assert props["nodes"]["default"] == spec.nodes
-    assert props["rendezvous"]["properties"]["port"]["default"] == spec.rendezvous.port
-    assert props["checkpoint"]["properties"]["keep"]["default"] == spec.checkpoint.keep
-    # No schema default for trainer: the operator sees that none was set and says which
-    # built-in trainer runs (DefaultTrainer); the builtin's own fields have defaults.
-    assert "default" not in props["trainer"]
-    assert props["trainer"]["properties"]["builtin"]["properties"]["steps"]["default"] == \
-        validate_document(job()).job.spec.trainer.builtin.steps
+    ours = set(schema.field_paths())  # not inside the Kubernetes types: their list-map keys must keep theirs
+    defaulted = [path for path, node in walk(openapi()["properties"]["spec"], "spec")
+                 if "default" in node and path.replace("[]", "") in ours]
+    assert defaulted == ["spec.nodes"], defaulted
+    assert (spec.rendezvous.port, spec.checkpoint.keep, spec.trainer.builtin.steps) == (29400, 3, 100)
+    last_call = props["rendezvous"]["properties"]["lastCallTimeoutSeconds"]
+    assert "default" not in last_call and spec.rendezvous.last_call_timeout_seconds == 30
 
 
 def test_bounds_and_enums_come_from_the_types():

@@ -45,7 +45,7 @@ def test_steps_count_once_and_time_without_new_steps_is_not_productive():
     """Start-up, saves and the restarts torchrun does inside a pod make no new step: only
     the steps past the highest counted are productive, at the trainer's step time."""
     goodput, _ = account(since(10), "Running", 2, NOW, [], None, step=0)  # the trainer's report before its first step
-    assert (goodput.productive_seconds, goodput.restarting_seconds, goodput.step) == (0.0, 20.0, 0)
+    assert (goodput.productive_seconds, goodput.restarting_seconds, goodput.step) == (20.0, 0.0, None)
     goodput, _ = account(Goodput(**{**vars_of(goodput), "update_time": iso(at(-10))}), "Running", 2, NOW, [], 0.5, step=16)
     assert (goodput.productive_seconds, goodput.restarting_seconds, goodput.step) == (16.0, 24.0, 16)  # 16 x 0.5 s x 2
     # A rank killed and restarted in place between two polls: the steps it does again
@@ -55,10 +55,13 @@ def test_steps_count_once_and_time_without_new_steps_is_not_productive():
 
 
 def test_until_the_first_step_running_time_counts_and_the_first_step_keeps_what_its_steps_took():
-    """A script that never reports is counted by the time it runs; a trainer's first report
-    takes back the start-up counted before it."""
+    """A script that never reports is counted by the time it runs, and so is one whose step
+    time is unknown; a trainer's first report with a step time takes back the start-up
+    counted before it."""
     silent, _ = account(since(30), "Running", 2, NOW, [], None)
     assert (silent.productive_seconds, silent.step) == (60.0, None)
+    untimed, _ = account(since(30, productive_seconds=100.0), "Running", 2, NOW, [], None, step=40)
+    assert (untimed.productive_seconds, untimed.step, untimed.ratio) == (160.0, None, 1.0)
     first, _ = account(since(30, productive_seconds=100.0), "Running", 2, NOW, [], 0.5, step=40)
     assert (first.productive_seconds, first.restarting_seconds, first.step) == (40.0, 120.0, 40)
 

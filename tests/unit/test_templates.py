@@ -63,7 +63,11 @@ def test_lists_with_keys_merge_item_by_item_and_only_enforced_items_are_the_temp
         "spec.env[HF_HOME].value": DEFAULT, "spec.env[MINE].value": JOB, "spec.env[NCCL_DEBUG].value": JOB,
         "spec.env[NCCL_IB_HCA].value": ENFORCED}
     (error,) = resolved(tpl, job(env=[{"name": "NCCL_IB_HCA", "value": "mlx4"}])).errors
-    assert (error.path, error.value) == ("spec.env[NCCL_IB_HCA].value", "mlx4")
+    assert (error.path, error.value) == ("spec.env[NCCL_IB_HCA]", {"name": "NCCL_IB_HCA", "value": "mlx4"})
+    # An item is one value (an env var has one source): the job's replaces the default's whole.
+    secret = template(defaults={"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]})
+    assert resolved(secret, job(env=[{"name": "TOKEN", "value": "plain"}])).doc["spec"]["env"] == [
+        {"name": "TOKEN", "value": "plain"}]
 
 
 def test_a_list_without_keys_is_one_value():
@@ -92,7 +96,15 @@ def test_a_pod_spec_merges_containers_volumes_and_mounts_on_their_keys():
     assert pod["spec"]["containers"] == [{"name": "trainer", "volumeMounts": [
         {"name": "data", "mountPath": "/data"}, mount]}]
     clash = job(podTemplate={"spec": {"volumes": [{"name": "shm", "emptyDir": {"sizeLimit": "1Gi"}}]}})
-    assert [e.path for e in resolved(tpl, clash).errors] == ["spec.podTemplate.spec.volumes[shm].emptyDir.sizeLimit"]
+    assert [e.path for e in resolved(tpl, clash).errors] == ["spec.podTemplate.spec.volumes[shm]"]
+
+
+def test_a_job_of_the_wrong_shape_is_refused_not_dropped_and_never_a_traceback():
+    tpl = template(defaults={"env": [{"name": "A", "value": "1"}]},
+                   enforced={"resources": {"limits": {"memory": "4Gi"}}, "scheduling": {"nodeSelector": {"a": "b"}}})
+    r = resolved(tpl, job(resources="lots", env=[{"name": ["x"], "value": "1"}]))
+    assert [e.path for e in r.errors] == ["spec.resources"]
+    assert {"name": ["x"], "value": "1"} in r.doc["spec"]["env"]  # left for the job's own validation to name
 
 
 def test_resolution_changes_neither_the_job_nor_the_template():

@@ -165,7 +165,14 @@ def _add_bounds(prop: dict[str, Any], shape: Shape, meta) -> None:
 
 
 def spec_schema() -> dict[str, Any]:
+    """The job's spec, without defaults but the size's: the operator applies its defaults
+    when it reads a job (api/parse.py, as `disttrain validate` does), so a stored spec holds
+    what its writers set and nothing more, and a training template's default or enforced
+    value is never hidden or contradicted by one the API server filled in. `nodes` keeps
+    its default: the scale subresource reads it."""
     spec = schema_for(t.DistributedTrainingSpec)
+    _drop_own_defaults(spec, t.DistributedTrainingSpec)
+    spec["properties"]["nodes"]["default"] = meta_of(_field("nodes")).default
     spec["x-kubernetes-validations"] = SPEC_RULES + immutability_rules()
     props = spec["properties"]
     props["trainer"]["x-kubernetes-validations"] = TRAINER_RULES
@@ -252,6 +259,21 @@ def template_part_schema(part: str) -> dict[str, Any]:
                            ("a job may set its own." if part == "defaults" else
                             "a job that sets another value is refused."))
     return spec
+
+
+def _drop_own_defaults(node: dict[str, Any], cls: type) -> None:
+    """Our fields' defaults out of a schema; those inside the Kubernetes types stay (the
+    keys of their list-maps must have one)."""
+    for f, shape in fields_of(cls):
+        prop = node["properties"][json_name(f)]
+        prop.pop("default", None)
+        inner = shape.inner if shape.kind == "list" else shape
+        if meta_of(f).k8s is None and inner is not None and inner.kind == "object":
+            _drop_own_defaults(prop["items"] if shape.kind == "list" else prop, inner.cls)
+
+
+def _field(name: str) -> Any:
+    return next(f for f, _ in fields_of(t.DistributedTrainingSpec) if json_name(f) == name)
 
 
 def _k8s_paths(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

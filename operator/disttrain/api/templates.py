@@ -39,6 +39,7 @@ TEMPLATE_KINDS = (TEMPLATE_KIND, CLUSTER_TEMPLATE_KIND)
 RESOLUTION_ORDER = "the template's defaults < the job's own spec < the template's enforced settings"
 # Fields a template cannot hold: they control one job's life, not a team's settings.
 NOT_IN_TEMPLATES = {"suspend": "suspending a job is its owner's call, job by job",
+                    "nodes": "a job's size is its own (kubectl scale changes it; the API server defaults it to 1)",
                     "templateRef": "a template is resolved alone, never through another"}
 # A namespace's TrainingTemplate of this name applies to its jobs that name none.
 NAMESPACE_DEFAULT = "default"
@@ -140,7 +141,8 @@ def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
 
 def resolve(template: Template, job_doc: dict[str, Any]) -> Resolution:
     """The job's document with its spec resolved in RESOLUTION_ORDER (the job's own
-    document is not changed)."""
+    document is not changed). Its spec is what its writer set: the CRD defaults nothing but
+    `nodes`, which no template holds (api/schema.spec_schema)."""
     own = job_doc.get("spec") if isinstance(job_doc.get("spec"), dict) else {}
     sources: dict[str, str] = {}
     node = _spec_schema()
@@ -236,12 +238,31 @@ def _list_keys(schema: dict[str, Any] | None, items: list) -> tuple[str, ...]:
     return ()
 
 
+# Lists whose items merge field by field (a container's env, mounts, resources); an item
+# of any other keyed list is one value (an env var, a volume, a mount: each holds one of
+# several sources, which must not mix), replaced whole by a later one.
+DEEP_ITEMS = frozenset({"containers", "initContainers"})
+
+
 def _key_of(item: Any, keys: tuple[str, ...]) -> tuple:
-    return tuple(item.get(k) for k in keys) if isinstance(item, dict) else (json.dumps(item, sort_keys=True),)
+    if not isinstance(item, dict):
+        return (json.dumps(item, sort_keys=True),)
+    return tuple(json.dumps(item.get(k), sort_keys=True) for k in keys)
 
 
 def _label(item: Any, keys: tuple[str, ...]) -> str:
-    return ",".join(str(v) for v in _key_of(item, keys) if v is not None)
+    if not isinstance(item, dict):
+        return json.dumps(item, sort_keys=True)
+    return ",".join(str(item.get(k)) for k in keys if item.get(k) is not None)
+
+
+def _deep(path: str) -> bool:
+    return path.rsplit(".", 1)[-1] in DEEP_ITEMS
+
+
+def _forget(sources: dict[str, str], path: str) -> None:
+    for known in [p for p in sources if p == path or p.startswith(path + ".") or p.startswith(path + "[")]:
+        del sources[known]
 
 
 def _mark(value: Any, node: dict[str, Any] | None, path: str, sources: dict[str, str], who: str,
@@ -289,12 +310,15 @@ def _overlay(base: Any, top: Any, node: dict[str, Any] | None, path: str, source
             for item in top:
                 at = where.get(_key_of(item, keys))
                 item_path = f"{path}[{_label(item, keys)}]"
-                if at is None:
-                    where[_key_of(item, keys)] = len(out)
-                    out.append(copy.deepcopy(item))
-                    _mark(item, item_node, item_path, sources, who, keys)
-                else:
+                if at is not None and _deep(path):
                     out[at] = _overlay(out[at], item, item_node, item_path, sources, who, keys)
+                    continue
+                if at is None:
+                    where[_key_of(item, keys)] = at = len(out)
+                    out.append(None)
+                _forget(sources, item_path)
+                out[at] = copy.deepcopy(item)
+                _mark(item, item_node, item_path, sources, who, keys)
             return out
     _mark(top, node, path, sources, who)
     return copy.deepcopy(top)
@@ -304,6 +328,8 @@ def _enforce(merged: Any, own: Any, enforced: Any, node: dict[str, Any] | None, 
              sources: dict[str, str], template: Template, keys: tuple[str, ...] = ()) -> Any:
     """`enforced` over `merged`, refusing where the job's `own` value says otherwise."""
     if isinstance(enforced, dict) and (node is None or node.get("type") == "object" or isinstance(merged, dict)):
+        if own is not MISSING and own is not None and not isinstance(own, dict):
+            errors.append(refusal(template, path, own, enforced))  # not even a mapping
         out = dict(merged) if isinstance(merged, dict) else {}
         mine = own if isinstance(own, dict) else {}
         for key, value in enforced.items():
@@ -317,7 +343,9 @@ def _enforce(merged: Any, own: Any, enforced: Any, node: dict[str, Any] | None, 
         return out
     if isinstance(enforced, list):
         keys = _list_keys(node, [*enforced, *(own if isinstance(own, list) else [])])
-        if keys:
+        if keys and _deep(path):
+            if own is not MISSING and own is not None and not isinstance(own, list):
+                errors.append(refusal(template, path, own, enforced))  # not even a list
             out = list(merged) if isinstance(merged, list) else []
             mine = {_key_of(item, keys): item for item in own} if isinstance(own, list) else {}
             item_node = _node(node, item=True)
@@ -330,6 +358,23 @@ def _enforce(merged: Any, own: Any, enforced: Any, node: dict[str, Any] | None, 
                     out.append(resolved)
                 else:
                     out[at] = resolved
+            return out
+        if keys:  # each enforced item is one value: the job may add others, not change these
+            if own is not MISSING and own is not None and not isinstance(own, list):
+                errors.append(refusal(template, path, own, enforced))
+            out = list(merged) if isinstance(merged, list) else []
+            mine = {_key_of(item, keys): item for item in own} if isinstance(own, list) else {}
+            for item in enforced:
+                key, item_path = _key_of(item, keys), f"{path}[{_label(item, keys)}]"
+                if key in mine and mine[key] != item:
+                    errors.append(refusal(template, item_path, mine[key], item))
+                at = next((i for i, x in enumerate(out) if _key_of(x, keys) == key), None)
+                if at is None:
+                    out.append(copy.deepcopy(item))
+                else:
+                    out[at] = copy.deepcopy(item)
+                _forget(sources, item_path)
+                _mark(item, _node(node, item=True), item_path, sources, ENFORCED, keys)
             return out
     if own is not MISSING and own is not None and own != enforced:
         errors.append(refusal(template, path, own, enforced))

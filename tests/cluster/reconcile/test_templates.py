@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import condition, events_of, get_job, job_manifest, pods_of, wait_job, wait_phase
+from .conftest import condition, dump, events_of, get_job, job_manifest, pods_of, wait_job, wait_phase
 
 pytestmark = pytest.mark.cluster
 
@@ -30,14 +30,18 @@ def env_of(pod: dict) -> dict[str, str]:
 
 def workers(cluster, namespace: str, job: str, count: int = 1) -> list[dict]:
     return cluster.wait_for(lambda: (lambda pods: pods if len(pods) == count else None)(pods_of(cluster, namespace, job)),
-                            timeout=60, what=f"{count} workers of {job}")
+                            timeout=60, what=f"{count} workers of {job}",
+                            describe=lambda: dump((cluster.try_get("dt", job, namespace) or {}).get("status")))
 
 
 def test_jobs_resolve_against_cluster_and_namespace_templates_and_keep_what_they_resolved(
         cluster, namespace, operator):
     shared = f"{namespace}-shared"[:63]
-    cluster.apply(cluster_template(shared, defaults={"env": [{"name": "STAGE", "value": "one"}]},
-                                   enforced={"podTemplate": {"metadata": {"labels": {"team": "vision"}}}}))
+    # maxRestarts and backoffLimit have defaults (the operator's, not the API server's: a
+    # stored spec holds what its writer set), and the template's default and enforced value win.
+    cluster.apply(cluster_template(shared, defaults={"env": [{"name": "STAGE", "value": "one"}], "maxRestarts": 1},
+                                   enforced={"podTemplate": {"metadata": {"labels": {"team": "vision"}}},
+                                             "backoffLimit": 2}))
     cluster.apply(team_template("team", {"resources": {"requests": {"cpu": "250m"}}}), namespace=namespace)
     try:
         cluster.apply(job_manifest("first", nodes=1, templateRef={"name": shared}), namespace=namespace)
@@ -45,13 +49,15 @@ def test_jobs_resolve_against_cluster_and_namespace_templates_and_keep_what_they
                       namespace=namespace)
         (pod,) = workers(cluster, namespace, "first")
         assert env_of(pod)["STAGE"] == "one" and pod["metadata"]["labels"]["team"] == "vision"
+        assert env_of(pod)["PET_MAX_RESTARTS"] == "1"
+        assert "maxRestarts" not in get_job(cluster, namespace, "first")["spec"]  # nothing filled in as stored
         first = wait_phase(cluster, namespace, "first", "Running")
         kept = first["status"]["template"]
         made = cluster.get("clustertrainingtemplate", shared)
         assert {k: kept.get(k) for k in ("kind", "name", "uid", "generation", "contact")} == {
             "kind": "ClusterTrainingTemplate", "name": shared, "uid": made["metadata"]["uid"],
             "generation": made["metadata"]["generation"], "contact": "#ml-platform"}
-        assert kept["enforced"] == {"podTemplate": {"metadata": {"labels": {"team": "vision"}}}}
+        assert kept["enforced"] == {"podTemplate": {"metadata": {"labels": {"team": "vision"}}}, "backoffLimit": 2}
         assert any(e["reason"] == "TemplateResolved" for e in events_of(cluster, namespace, "first"))
         (local,) = workers(cluster, namespace, "local")
         assert local["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "250m"
@@ -67,8 +73,9 @@ def test_jobs_resolve_against_cluster_and_namespace_templates_and_keep_what_they
         assert pods_of(cluster, namespace, "other") == []
 
         # The template edited while the job runs: the job keeps what it resolved, a new one takes the edit.
-        cluster.apply(cluster_template(shared, defaults={"env": [{"name": "STAGE", "value": "two"}]},
-                                       enforced={"podTemplate": {"metadata": {"labels": {"team": "vision"}}}}))
+        cluster.apply(cluster_template(shared, defaults={"env": [{"name": "STAGE", "value": "two"}], "maxRestarts": 1},
+                                       enforced={"podTemplate": {"metadata": {"labels": {"team": "vision"}}},
+                                                 "backoffLimit": 2}))
         edited = cluster.get("clustertrainingtemplate", shared)["metadata"]["generation"]
         assert edited > kept["generation"]
         cluster.apply(job_manifest("second", nodes=1, templateRef={"name": shared}), namespace=namespace)

@@ -9,9 +9,9 @@ accrues nothing). What the total is made of:
               counts no second time). Time Running that made no new step (start-up:
               imports, rendezvous, loading a checkpoint; saves; the restarts torchrun does
               inside a pod, which the operator never sees) is not productive. Until the
-              trainer reports a step (a script without a status server never does), every
-              second Running counts, as nothing tells them apart; its first report keeps no
-              more of that time than its steps took.
+              trainer reports a step and its step time (a script without a status server
+              never does), every second Running counts, as nothing tells them apart; its
+              first such report keeps no more of that time than its steps took.
   lost        the steps a recorded failure made be done again (stepsLost x the step time,
               out of the time that made no new step), and the waiting of a job a queue
               evicted (its workers' time was taken from it)
@@ -54,12 +54,11 @@ def account(old: Goodput | None, phase: str | None, workers: int, now: datetime,
     elif phase == "Pending":
         waiting += spent
     elif phase == "Running" and counted is None:
-        productive += spent  # no step reported yet: time is all there is to count
-    if step is not None and counted is None:
-        # The first step reported: steps count from now on, and the time counted so far
-        # keeps no more than the steps done in it (the rest was start-up). A trainer that
-        # has not stepped yet (no step time) counts from where it starts.
-        productive = min(productive, step * (step_seconds or 0.0) * workers)
+        productive += spent  # no step and step time reported yet: time is all there is to count
+    if step is not None and step_seconds is not None and counted is None:
+        # The first step with its step time: steps count from now on, and the time counted
+        # so far keeps no more than the steps done in it (the rest was start-up).
+        productive = min(productive, step * step_seconds * workers)
         counted = step
     elif step is not None and step_seconds is not None and phase in ACCRUING:
         assert counted is not None

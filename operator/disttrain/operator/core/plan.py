@@ -85,7 +85,10 @@ def _account_goodput(job: JobState, plan: Plan, report: TrainerReport | None) ->
     step_seconds = None
     lost_to = None
     if job.validation.ok:
-        step_seconds = seconds_per_step(report, global_batch(job.validation.job.spec, job.validation.resolved))
+        spec = job.validation.job.spec
+        # A script's samples are its own business: only its measured step time says how long a step took.
+        step_seconds = seconds_per_step(report, global_batch(spec, job.validation.resolved)) if spec.trainer.builtin \
+            else (report.step_seconds if report is not None else None)
         for joined in job.joined:  # waiting after a stop it did not ask for (a queue's eviction)
             cause = joined.lost_to(job)
             if cause is not None:

@@ -239,7 +239,8 @@ def test_the_ten_line_example_is_the_cpu_example_through_the_shipped_template():
         return yaml.safe_load(text(*parts))
 
     short = load("manifests", "examples", "cpu-from-template.yaml")
-    assert len(text("manifests", "examples", "cpu-from-template.yaml").splitlines()) == 10
+    lines = text("manifests", "examples", "cpu-from-template.yaml").splitlines()
+    assert len([line for line in lines if not line.startswith("#")]) == 10
     cpu, errors = parse_template(load("charts", "disttrain", "examples", "templates", "cpu.yaml"))
     assert errors == [] and check_template(cpu) == []
     through = validate_document(resolve(cpu, short).doc)

@@ -235,13 +235,14 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took_and_its_return_is_
     log, port = tmp_path / "operator.log", free_port()
     proc = start_operator_process(namespace, operator_kubeconfig, log, liveness=f"http://127.0.0.1:{port}/healthz")
     crd = "distributedtrainings.disttrain.dev"
+    templates = {"trainingtemplates.disttrain.dev": "served", "clustertrainingtemplates.disttrain.dev": "served"}
     try:
         cluster.apply([job_manifest(f"doomed-{i}", nodes=2) for i in range(3)], namespace=namespace)
         for i in range(3):
             wait_phase(cluster, namespace, f"doomed-{i}", "Running")
         created = log.read_text(errors="replace").count("created pod")
         assert created == 6
-        assert liveness(port) == (200, {"crds": {crd: "served"}})
+        assert liveness(port) == (200, {"crds": {crd: "served", **templates}})
         cluster.kubectl("delete", "crd", crd, "--wait=true", "--timeout=120s")
         # The pods left behind change as pods do (ended by hand here, as their node or the
         # garbage collector would, and the collector may be first): each change reaches the operator.
@@ -251,7 +252,7 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took_and_its_return_is_
                                 "--ignore-not-found")
         cluster.wait_for(lambda: all(pods_of(cluster, namespace, f"doomed-{i}") == [] for i in range(3)),
                          timeout=60, what="the orphaned pods gone")
-        missing = {"crds": {crd: "not installed: no job of this kind is served until it is created"}}
+        missing = {"crds": {crd: "not installed: no job of this kind is served until it is created", **templates}}
         cluster.wait_for(lambda: liveness(port) == (200, missing), timeout=60, interval=1,
                          what="the liveness answer saying the CRD is missing")
         # Give a wrong operator every chance to act: a few of its passes, reacting to the deletions.
@@ -266,7 +267,7 @@ def test_deleting_the_crd_creates_no_pod_for_the_jobs_it_took_and_its_return_is_
         cluster.apply(job_manifest("after", nodes=1), namespace=namespace)
         wait_phase(cluster, namespace, "after", "Running", stall=120, log=log)
         assert proc.poll() is None and f"the CRD {crd} is back: starting over to serve it" in log.read_text()
-        cluster.wait_for(lambda: liveness(port) == (200, {"crds": {crd: "served"}}), timeout=30, interval=1,
+        cluster.wait_for(lambda: liveness(port) == (200, {"crds": {crd: "served", **templates}}), timeout=30, interval=1,
                          what="the liveness answer saying the CRD is served")
         kill(proc, signal.SIGTERM)  # a signal still ends the process that started kopf over
         assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]

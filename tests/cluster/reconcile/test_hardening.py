@@ -187,8 +187,9 @@ def test_the_namespaced_kustomize_overlay_and_chart_mode_are_accepted(cluster, n
     role = next(d for d in chart_docs if d["kind"] == "Role")
     overlay_role = next(d for d in docs if d["kind"] == "Role")
     assert role["metadata"]["namespace"] == namespace and role["rules"] == overlay_role["rules"]
+    # the operator's reads and reviews (bound), the metrics reader, the template reader and admin (unbound)
     assert sorted(d["kind"] for d in chart_docs if d["kind"].startswith("Cluster")) == [
-        "ClusterRole", "ClusterRole", "ClusterRoleBinding"]  # the operator's reads and reviews; the metrics reader
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding"]
     cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=out)
 
 

@@ -91,7 +91,9 @@ def test_apply_k_manifests_in_one_shot_on_a_fresh_cluster_then_ha_on_top(fresh_c
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                               "verbs": ["get", "create", "update"]}]
     assert fresh_cluster.try_get("rolebinding", "disttrain-operator-leader-election", "disttrain-system")
-    assert crds_besides_kwoks(fresh_cluster) == ["customresourcedefinition.apiextensions.k8s.io/distributedtrainings.disttrain.dev"]
+    assert crds_besides_kwoks(fresh_cluster) == [f"customresourcedefinition.apiextensions.k8s.io/{plural}.disttrain.dev"
+                                                 for plural in ("clustertrainingtemplates", "distributedtrainings",
+                                                                "trainingtemplates")]
 
     proc = fresh_cluster.kubectl("apply", "-k", str(MANIFESTS / "ha"), check=False)
     assert proc.returncode == 0, proc.stderr

@@ -104,9 +104,9 @@ def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
                                  "set metadata.name: e.g. gpu-8x"))
     spec = doc.get("spec") if doc.get("spec") is not None else {}
     if not isinstance(spec, dict):
-        spec, _ = {}, errors.append(FieldError("spec", doc.get("spec"), "is not a mapping",
-                                               "description, contact, defaults, enforced",
-                                               "write spec: {defaults: {...}, enforced: {...}}"))
+        errors.append(FieldError("spec", doc.get("spec"), "is not a mapping", "description, contact, defaults, enforced",
+                                 "write spec: {defaults: {...}, enforced: {...}}"))
+        spec = {}
     allowed = ("description", "contact", "defaults", "enforced")
     for key in spec:
         if key not in allowed:
@@ -280,8 +280,7 @@ def _mark(value: Any, node: dict[str, Any] | None, path: str, sources: dict[str,
             for item in value:
                 _mark(item, _node(node, item=True), f"{path}[{_label(item, keys)}]", sources, who, keys)
             return
-    for known in [p for p in sources if p.startswith(path + ".") or p.startswith(path + "[")]:
-        del sources[known]  # a value set whole replaces what was set inside it
+    _forget(sources, path)  # a value set whole replaces what was set inside it
     sources[path] = who
 
 

@@ -302,13 +302,6 @@ class Config:
         e = _Env(os.environ if env is None else env)
         get, num, flag = e.get, e.num, e.flag
 
-        def test_hook(name: str, default: int) -> int:
-            raw = e.env.get(name, "") or str(default)
-            try:
-                return int(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r} is not an integer") from None
-
         seed = num(BUILTIN["seed"].name, BUILTIN["seed"].default)
         return cls(
             model=ModelConfig(name=get(BUILTIN["model"].name, BUILTIN["model"].default)),  # type: ignore[arg-type]
@@ -339,11 +332,28 @@ class Config:
             metrics=MetricsConfig.from_env(e.env),
             eval=_eval_config(e),
             # Test hooks, named outside DISTTRAIN_* so that a job's spec.env can set them.
-            test_hang_at_step=test_hook("DT_TEST_HANG_AT_STEP", 0),
-            test_hang_rank=test_hook("DT_TEST_HANG_RANK", 1),
-            test_slow_rank=test_hook("DT_TEST_SLOW_RANK", -1),
+            test_hang_at_step=hook_number(e.env, "DT_TEST_HANG_AT_STEP", 0),
+            test_hang_rank=hook_number(e.env, "DT_TEST_HANG_RANK", 1),
+            test_slow_rank=hook_number(e.env, "DT_TEST_SLOW_RANK", -1),
             test_slow_factor=slow_factor(e.env.get("DT_TEST_SLOW_FACTOR", "") or "2"),
         )
+
+
+def hook_number(env: Mapping[str, str], name: str, default: int) -> int:
+    """A DT_TEST_* hook's number (faults.py)."""
+    raw = env.get(name, "") or str(default)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def slow_stretch(env: Mapping[str, str], rank: int) -> float:
+    """The slow-rank test hook for this rank: how many times slower its compute runs (1: not
+    slowed), for a Session, which reads no Config."""
+    if hook_number(env, "DT_TEST_SLOW_RANK", -1) != rank:
+        return 1.0
+    return slow_factor(env.get("DT_TEST_SLOW_FACTOR", "") or "2")
 
 
 def slow_factor(raw: str) -> float:

@@ -11,11 +11,8 @@ import contextlib
 import datetime
 import logging
 import os
-import signal
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import FrameType
 
 import torch
 import torch.distributed as dist
@@ -29,6 +26,30 @@ log = logging.getLogger("disttrain_trainer")
 
 # Generous: other jobs share the CPUs in CI, and a resumed peer may be slow to load.
 PG_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What torchrun tells this process through its variables, read here alone (the
+    built-in trainer's RunContext and every Session start from it)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    restart_count: int = 0
+    """TORCHELASTIC_RESTART_COUNT: how often torchrun restarted this pod's workers."""
+    worker: int = 0
+    """This pod's worker index (timing.worker_index): whose compute time this rank's is."""
+    under_torchrun: bool = False
+    """MASTER_ADDR is set: a process group to join; otherwise a world of one."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Launch:
+        env = os.environ if env is None else env
+        return cls(rank=int(env.get("RANK", "0")), local_rank=int(env.get("LOCAL_RANK", "0")),
+                   world_size=int(env.get("WORLD_SIZE", "1")),
+                   restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+                   worker=worker_index(env), under_torchrun="MASTER_ADDR" in env)
 
 
 @dataclass(kw_only=True)
@@ -78,63 +99,56 @@ class RunContext:
         if self.world_size > 1:
             dist.barrier(group=self.control_group)
 
+    @property
+    def launch(self) -> Launch:
+        return Launch(rank=self.rank, local_rank=self.local_rank, world_size=self.world_size,
+                      restart_count=self.restart_count, worker=self.worker)
+
     @classmethod
     @contextlib.contextmanager
     def open(cls, cfg: ParallelConfig, env: Mapping[str, str] | None = None) -> Iterator[RunContext]:
         """Join the process group, yield the context, and always tear it down."""
-        env = os.environ if env is None else env
-        rank = int(env.get("RANK", "0"))
-        local_rank = int(env.get("LOCAL_RANK", "0"))
-        world_size = int(env.get("WORLD_SIZE", "1"))
+        launch = Launch.from_env(env)
         visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        resolved = resolve_parallel(cfg, world_size=world_size, visible_gpus=visible)
-        _setup_logging(rank)
-        if rank == 0:  # the same guardrails hold on every rank: say it once
+        resolved = resolve_parallel(cfg, world_size=launch.world_size, visible_gpus=visible)
+        _setup_logging(launch.rank)
+        if launch.rank == 0:  # the same guardrails hold on every rank: say it once
             for w in resolved.warnings:
                 log.warning(w)
-        if resolved.device_type == "cuda":
-            device = torch.device("cuda", local_rank % max(1, min(cfg.gpus_per_node, visible)))
-            torch.cuda.set_device(device)
-            backend = "nccl"
-        else:
-            device = torch.device("cpu")
-            backend = "gloo"
+        device, backend = _device(resolved, cfg, launch.local_rank, visible)
         owns_group = not dist.is_initialized()
         if owns_group:
-            if "MASTER_ADDR" in env:
+            if launch.under_torchrun:
                 dist.init_process_group(backend, timeout=PG_TIMEOUT, device_id=device if backend == "nccl" else None)
             else:  # not under torchrun: a world of one
                 dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=PG_TIMEOUT)
         ctx = cls(
-            rank=rank,
-            local_rank=local_rank,
-            world_size=world_size,
-            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
-            device=device,
-            resolved=resolved,
-            mesh=_build_mesh(resolved, cfg, device.type, world_size),
-            control_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT) if world_size > 1 else None,
+            rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
+            restart_count=launch.restart_count, device=device, resolved=resolved,
+            mesh=_build_mesh(resolved, cfg, device.type, launch.world_size),
+            control_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT) if launch.world_size > 1 else None,
             checkpoint_group=dist.new_group(backend="gloo", timeout=PG_TIMEOUT),
-            worker=worker_index(env),
+            worker=launch.worker,
         )
-        if local_rank == 0:  # every pod's log says which ranks it holds, not only rank 0's
-            log.info("joined: rank %d of %d (local rank 0 of this node), %s on %s", rank, world_size, backend,
-                     device, extra={EVERY_NODE: True})
-        previous = signal.getsignal(signal.SIGTERM)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, ctx._on_sigterm)
+        if launch.local_rank == 0:  # every pod's log says which ranks it holds, not only rank 0's
+            log.info("joined: rank %d of %d (local rank 0 of this node), %s on %s", launch.rank, launch.world_size,
+                     backend, device, extra={EVERY_NODE: True})
         try:
-            yield ctx
+            with ctx.stops.on_sigterm():
+                yield ctx
             ctx.stops.drain()
         finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, previous)
             if owns_group and dist.is_initialized():
                 dist.destroy_process_group()
 
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        log.warning("SIGTERM received: checkpointing the current step, then exiting")
-        self.stops.signal.set()
+
+def _device(resolved: Resolved, cfg: ParallelConfig, local_rank: int, visible: int) -> tuple[torch.device, str]:
+    """This rank's device and the process group's backend."""
+    if resolved.device_type == "cuda":
+        device = torch.device("cuda", local_rank % max(1, min(cfg.gpus_per_node, visible)))
+        torch.cuda.set_device(device)
+        return device, "nccl"
+    return torch.device("cpu"), "gloo"
 
 
 def _build_mesh(resolved: Resolved, cfg: ParallelConfig, device_type: str, world: int) -> DeviceMesh | None:

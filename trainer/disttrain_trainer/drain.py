@@ -11,13 +11,20 @@ named, when training goes on (the operator changed its mind, or is gone).
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import logging
+import signal as signals
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import FrameType
 
 import torch
 import torch.distributed as dist
+
+log = logging.getLogger("disttrain_trainer")
 
 # Longest hold a request may ask for: longer than any termination grace period we render.
 MAX_HOLD_SECONDS = 3600
@@ -78,6 +85,27 @@ class StopAgreement:
     _steps_to_check: int = field(default=1, init=False, repr=False)
     _last_call: float | None = field(default=None, init=False, repr=False)
     _step_seconds: float | None = field(default=None, init=False, repr=False)
+
+    @contextlib.contextmanager
+    def on_sigterm(self) -> Iterator[None]:
+        """While inside, SIGTERM sets `signal` (the next stop check finds it: checkpoint,
+        then exit 75) instead of ending the process; the handler before is restored after.
+        The one SIGTERM handler of the built-in trainer and of every Session. Python runs
+        handlers on the main thread only, so elsewhere this installs nothing."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            log.warning("SIGTERM received: the next step checkpoints, then the run stops")
+            self.signal.set()
+
+        previous = signals.signal(signals.SIGTERM, handler)
+        try:
+            yield
+        finally:
+            if previous is not None:  # None: set outside Python, which cannot be restored from here
+                signals.signal(signals.SIGTERM, previous)
 
     def _local(self) -> tuple[Stop, int]:
         if self.signal.is_set():

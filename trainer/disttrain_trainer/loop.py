@@ -15,16 +15,16 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from disttrain_trainer import parallelize, timing
+from disttrain_trainer import parallelize
 from disttrain_trainer.checkpoint import CheckpointManager, TrainState
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.context import RunContext
 from disttrain_trainer.data import ShardedLoader
-from disttrain_trainer.drain import Stop
 from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.faults import HangHook
-from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics
+from disttrain_trainer.metrics import Metrics
 from disttrain_trainer.models import LossFn, forward
+from disttrain_trainer.session import Action, Session
 
 log = logging.getLogger("disttrain_trainer")
 
@@ -85,72 +85,59 @@ def should_log(step: int, cfg: TrainConfig) -> bool:
 
 
 def run(c: Components, ctx: RunContext, cfg: TrainConfig) -> Result:
+    """Train to `cfg.steps`, driving the run's Session (session.py) as a user's loop does:
+    the report, the stop check, the hold and SIGTERM are the session's."""
     resumed = c.checkpoint.load()
     result = Result(step=c.state.step, resumed_from=c.state.step if resumed else None)
     c.metrics.record_checkpoint(c.checkpoint.latest)
     if resumed:
         log.info("resuming at step %d of %d", c.state.step, cfg.steps)
-    c.metrics.start()
+    session = Session.driven(c.metrics, ctx.stops, ctx.launch, total_steps=cfg.steps, log_every=cfg.log_every,
+                             first_step=c.state.step, on_loss=result.losses.__setitem__)
     autocast = parallelize.autocast(ctx)
-    while c.state.step < cfg.steps:
-        stop = ctx.stops.requested()
-        if stop is Stop.CHECKPOINT and not _checkpoint_and_hold(c, ctx):
-            continue  # the hold ran out: train on
-        if stop:
-            c.checkpoint.save(c.state.step, force_sync=True)  # no-op after a requested one
-            c.metrics.record_checkpoint(c.checkpoint.latest)
-            log.warning("stopped on SIGTERM at step %d (%s)", c.state.step,
-                        "checkpoint written" if c.checkpoint.enabled else "checkpointing is off")
-            result.preempted = True
-            break
-        logging_step = should_log(c.state.step + 1, cfg)
-        c.hang.before_step(c.state.step + 1, ctx.rank, ctx.stops.signal)
-        loss, norm = train_step(c, ctx, cfg, autocast, want_norm=logging_step)
-        c.state.step += 1
-        step = c.state.step
-        mean_loss = grad_norm = None
-        if logging_step:
-            mean_loss = _dp_mean(loss, ctx, c.metrics)
-            result.losses[step] = mean_loss
-            grad_norm = None if norm is None else float(norm)
-        c.metrics.record_step(step, mean_loss, grad_norm)
-        if c.evaluator is not None and c.evaluator.due(step) and step < cfg.steps:
-            _evaluate(c, autocast, result)
-        with c.metrics.paused():  # checkpoint work is reported on its own, not as step time
-            if c.checkpoint.should_save(step):
-                c.checkpoint.save(step)
-            c.checkpoint.poll()
-            c.metrics.record_checkpoint(c.checkpoint.latest)
-    else:
-        if c.evaluator is not None:
-            _evaluate(c, autocast, result)
-        c.checkpoint.save(c.state.step)  # the final state (no-op if just saved)
-    c.checkpoint.finish(hand_off=result.preempted)
-    c.metrics.record_checkpoint(c.checkpoint.latest)
-    result.step = c.state.step
-    c.metrics.finish(INTERRUPTED if result.preempted else FINISHED, result.step)
+    with session:
+        while c.state.step < cfg.steps:
+            logging_step = should_log(c.state.step + 1, cfg)
+            c.hang.before_step(c.state.step + 1, ctx.rank, ctx.stops.signal)
+            loss, norm = train_step(c, ctx, cfg, autocast, want_norm=logging_step)
+            c.state.step += 1
+            step = c.state.step
+            action = session.step(step, loss=loss if logging_step else None,
+                                  grad_norm=None if norm is None or not logging_step else float(norm))
+            if c.evaluator is not None and c.evaluator.due(step) and step < cfg.steps:
+                _evaluate(c, autocast, result)
+            with c.metrics.paused():  # checkpoint work is reported on its own, not as step time
+                if c.checkpoint.should_save(step):
+                    c.checkpoint.save(step)
+                c.checkpoint.poll()
+                c.metrics.record_checkpoint(c.checkpoint.latest)
+            if action and _checkpoint_asked(c, session, action):
+                result.preempted = True
+                break
+        else:
+            if c.evaluator is not None:
+                _evaluate(c, autocast, result)
+            c.checkpoint.save(c.state.step)  # the final state (no-op if just saved)
+        c.checkpoint.finish(hand_off=result.preempted)
+        c.metrics.record_checkpoint(c.checkpoint.latest)
+        result.step = c.state.step
     return result
 
 
-def _checkpoint_and_hold(c: Components, ctx: RunContext) -> bool:
-    """The operator asked for a checkpoint before it stops the job (drain.py): save this
-    step, say so in /status, and hold. True: SIGTERM came during the hold (stop now)."""
-    hold = ctx.stops.agreed_hold_seconds
-    c.checkpoint.save(c.state.step, force_sync=True)
-    c.checkpoint.wait()
-    c.metrics.record_checkpoint(c.checkpoint.latest)
-    ctx.stops.acted()
+def _checkpoint_asked(c: Components, session: Session, action: Action) -> bool:
+    """The session asked for a checkpoint of this step: SIGTERM came (save, then stop), or
+    the operator asked before it stops the job (save, then the session holds). True: stop."""
     step = c.state.step
-    log.warning("checkpoint of step %d %s on the operator's request; holding up to %ds for the stop", step,
-                "written" if c.checkpoint.enabled else "skipped (checkpointing is off)", hold)
-    c.metrics.record_held(step)
-    try:
-        stopped = ctx.stops.hold(hold)
-    finally:
-        c.metrics.record_held(None)
-    if not stopped:
-        log.warning("no stop came within %ds of the requested checkpoint: training on from step %d", hold, step)
-    return stopped
+    c.checkpoint.save(step, force_sync=True)  # no-op after a save of this step
+    if not action.stop:
+        c.checkpoint.wait()
+        session.saved(step, c.checkpoint.latest if c.checkpoint.enabled else None)  # holds
+        if not session.stopping:
+            return False
+    c.metrics.record_checkpoint(c.checkpoint.latest)
+    log.warning("stopped on SIGTERM at step %d (%s)", step,
+                "checkpoint written" if c.checkpoint.enabled else "checkpointing is off")
+    return True
 
 
 def _evaluate(c: Components, autocast: contextlib.AbstractContextManager, result: Result) -> None:
@@ -238,18 +225,3 @@ def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
         coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         torch._foreach_mul_(locals_ + plain, coef)
     return total
-
-
-def _dp_mean(loss: torch.Tensor, ctx: RunContext, metrics: Metrics | None = None) -> float:
-    """Mean of the local losses over data-parallel ranks (tensor-parallel peers agree); the
-    workers' times of the window before ride along to every rank (timing.py)."""
-    if ctx.world_size <= 1:
-        return float(loss)
-    window = metrics.last_window if metrics is not None else None
-    both = torch.cat([loss.detach().reshape(1).float(),
-                      torch.tensor(timing.row(ctx.world_size, ctx.rank, ctx.worker, window), device=loss.device)])
-    dist.all_reduce(both, op=dist.ReduceOp.SUM)
-    values = both.tolist()
-    if metrics is not None and window is not None:
-        metrics.record_worker_times(window[0], timing.per_worker(values[1:]))
-    return values[0] / ctx.world_size

@@ -22,21 +22,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer import timing
-from disttrain_trainer.config import MetricsConfig, slow_factor
-from disttrain_trainer.drain import Stop, StopAgreement
+from disttrain_trainer.checkpoint import CheckpointInfo
+from disttrain_trainer.config import MetricsConfig, slow_stretch
+from disttrain_trainer.context import Launch
+from disttrain_trainer.drain import CheckpointRequest, Stop, StopAgreement
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetrics, build_metrics, eval_metrics
 
 log = logging.getLogger("disttrain_trainer")
@@ -61,8 +60,21 @@ class Action:
 CARRY_ON = Action()
 
 
+def run_metrics(cfg: MetricsConfig, launch: Launch, *, total_steps: int, samples_per_step: int,
+                tokens_per_sample: int, flops_per_token: float, peak_flops: float | None,
+                request: CheckpointRequest | None, params: Mapping[str, Any], timer: timing.ComputeTimer) -> Metrics:
+    """The report's sinks for one rank of a run, the built-in trainer's and a Session's alike."""
+    return build_metrics(
+        cfg, is_local_rank0=launch.local_rank == 0, is_rank0=launch.rank == 0, restarts=launch.restart_count,
+        total_steps=total_steps, world_size=launch.world_size, samples_per_step=samples_per_step,
+        tokens_per_sample=tokens_per_sample, flops_per_token=flops_per_token, peak_flops=peak_flops,
+        checkpoint_request=request, params=params, timer=timer)
+
+
 class Session:
-    """One training run's report to the operator; use it as a context manager, once."""
+    """One training run's report to the operator; use it as a context manager, once. The
+    built-in trainer's loop drives one too (`Session.driven`): the report, the stop check,
+    the hold and SIGTERM exist here only."""
 
     def __init__(self, *, total_steps: int, samples_per_step: float = 0, tokens_per_sample: float = 0,
                  flops_per_token: float = 0.0, log_every: int = 10, checkpoints: bool = True,
@@ -78,67 +90,79 @@ class Session:
             raise ValueError(f"Session(total_steps={total_steps}, log_every={log_every}): "
                              "total_steps must be >= 0 and log_every >= 1")
         env = os.environ if env is None else env
-        self.enabled = bool(env.get(IN_A_POD))
+        launch = Launch.from_env(env)
+        stops = StopAgreement(rank=launch.rank, world_size=launch.world_size)
+        metrics = None
+        if env.get(IN_A_POD):
+            timer = timing.ComputeTimer(torch.device("cuda") if torch.cuda.is_available() else None,
+                                        stretch=slow_stretch(env, launch.rank))
+            metrics = run_metrics(
+                MetricsConfig.from_env(env), launch, total_steps=total_steps, samples_per_step=int(samples_per_step),
+                tokens_per_sample=int(tokens_per_sample), flops_per_token=flops_per_token, peak_flops=None,
+                request=stops.request if checkpoints else None, timer=timer,
+                params={"total_steps": total_steps, "samples_per_step": samples_per_step,
+                        "world_size": launch.world_size, "framework": framework or "disttrain.train.Session"})
+            if framework:
+                metrics.record_framework(framework)
+        self._attach(metrics, stops, launch, total_steps=total_steps, log_every=log_every, first_step=0,
+                     owns_parts=True)
+
+    @classmethod
+    def driven(cls, metrics: Metrics, stops: StopAgreement, launch: Launch, *, total_steps: int, log_every: int,
+               first_step: int, on_loss: Callable[[int, float], None]) -> Session:
+        """The built-in loop's session over the parts it built from the job's Config and its
+        RunContext (which owns the SIGTERM handler and the stop check's group). `on_loss`
+        gets each log step's mean loss over the ranks once it is known."""
+        session = cls.__new__(cls)
+        session._attach(metrics, stops, launch, total_steps=total_steps, log_every=log_every,
+                        first_step=first_step, owns_parts=False)
+        session._on_loss = on_loss
+        return session
+
+    def _attach(self, metrics: Metrics | None, stops: StopAgreement, launch: Launch, *, total_steps: int,
+                log_every: int, first_step: int, owns_parts: bool) -> None:
+        self.enabled = metrics is not None
+        self.metrics = metrics
+        self.stops = stops
         self.total_steps = total_steps
         self.log_every = log_every
-        self.checkpoints = checkpoints
-        self.rank = int(env.get("RANK", "0"))
-        self.world_size = int(env.get("WORLD_SIZE", "1"))
-        local_rank0 = int(env.get("LOCAL_RANK", "0")) == 0
-        self.stops = StopAgreement(rank=self.rank, world_size=self.world_size)
-        self.worker = timing.worker_index(env)
-        self.metrics: Metrics | None = None
-        if self.enabled:
-            slow = env.get("DT_TEST_SLOW_RANK", "") == str(self.rank)  # the slow-rank test hook (faults.py)
-            timer = timing.ComputeTimer(torch.device("cuda") if torch.cuda.is_available() else None,
-                                        stretch=slow_factor(env.get("DT_TEST_SLOW_FACTOR", "") or "2") if slow else 1.0)
-            self.metrics = build_metrics(
-                MetricsConfig.from_env(env), is_local_rank0=local_rank0, is_rank0=self.rank == 0,
-                restarts=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")), total_steps=total_steps,
-                world_size=self.world_size, samples_per_step=int(samples_per_step),
-                tokens_per_sample=int(tokens_per_sample), flops_per_token=flops_per_token, peak_flops=None,
-                checkpoint_request=self.stops.request if checkpoints else None,
-                params={"total_steps": total_steps, "samples_per_step": samples_per_step, "world_size": self.world_size,
-                        "framework": framework or "disttrain.train.Session"}, timer=timer)
-        if self.metrics is not None and framework:
-            self.metrics.record_framework(framework)
-        self.last_step = 0
+        self.rank, self.world_size, self.worker = launch.rank, launch.world_size, launch.worker
+        self.last_step = first_step
+        self._owns_parts = owns_parts  # its metrics and SIGTERM handler (a driven session's are the loop's)
+        self._on_loss: Callable[[int, float], None] | None = None
         self._stopping = False
         self._asked_at: int | None = None  # a requested checkpoint of this step is awaited
-        self._joined = self.world_size == 1
+        self._joined = self.world_size == 1 or stops.group is not None
         self._pending_loss: tuple[dist.Work, torch.Tensor, StepMetrics, int | None] | None = None
         self._last: StepMetrics | None = None  # the newest step's metrics
-        self._previous_handler: Any = None
+        self._exit = contextlib.ExitStack()
 
     # ---- the block ---------------------------------------------------------------------
     def __enter__(self) -> Session:
-        if self.enabled and threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+        if self.enabled and self._owns_parts:
+            self._exit.enter_context(self.stops.on_sigterm())
         if self.metrics is not None:
             self.metrics.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
-        """A crash leaves no outcome (the operator sees the exit); otherwise the report
-        says Interrupted after a stop, Finished after the loop ended on its own."""
+        """A crash leaves no outcome (the operator sees the exit) and waits on no collective
+        (a peer may be gone); otherwise the report says Interrupted after a stop, Finished
+        after the loop ended on its own."""
         if not self.enabled:
             return
         try:
-            if self._joined:
-                self._publish_loss()
-                self.stops.drain()
-            if self.metrics is not None and kind is None:
+            if kind is None:
+                if self._joined:
+                    self._publish_loss()
+                    self.stops.drain()
+                assert self.metrics is not None
                 self.metrics.finish(INTERRUPTED if self._stopping else FINISHED, self.last_step)
         finally:
-            if self.metrics is not None:
+            if self.metrics is not None and self._owns_parts:
                 self.metrics.close()
-            if self._previous_handler is not None:
-                signal.signal(signal.SIGTERM, self._previous_handler)
-
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        log.warning("SIGTERM received: the next step() asks for a checkpoint, then a stop")
-        self.stops.signal.set()
+            self._exit.close()
 
     # ---- what the loop tells -----------------------------------------------------------
     def compute(self) -> contextlib.AbstractContextManager[None]:
@@ -178,6 +202,10 @@ class Session:
         else:
             mean = None if loss is None or not logs else float(loss)
             self._last = self.metrics.record_step(step, mean, grad_norm, samples=samples, tokens=tokens, close=logs)
+            if mean is not None and self._on_loss is not None:
+                self._on_loss(step, mean)
+        if step == self.total_steps:  # training is done: a stop now loses nothing, the run Finished
+            return CARRY_ON
         stop = self.stops.requested()
         if stop is Stop.SIGNAL:
             self._stopping = True
@@ -214,9 +242,14 @@ class Session:
         resumed from): status.checkpoint. Call it on every rank. After an Action that asked
         for it, every rank then holds here until the pod's SIGTERM (`stopping` turns True)
         or the hold the operator named runs out (training goes on)."""
+        self.saved(step, CheckpointInfo(step=step, path=where, time=time.time()))
+
+    def saved(self, step: int, info: CheckpointInfo | None) -> None:
+        """`checkpointed` with the save's own record (the built-in trainer's checkpoint
+        manager keeps one); None: nothing was written (no checkpoint storage)."""
         if self.metrics is None:
             return
-        self.metrics.record_checkpoint(CheckpointInfo(step=step, path=where, time=time.time()))
+        self.metrics.record_checkpoint(info)
         if self._asked_at != step:
             return
         self._asked_at = None
@@ -224,8 +257,8 @@ class Session:
             dist.barrier(group=self.stops.group)
         self.stops.acted()
         hold = self.stops.agreed_hold_seconds
-        log.warning("checkpoint of step %d written on the operator's request; holding up to %ds for the stop",
-                    step, hold)
+        log.warning("checkpoint of step %d %s on the operator's request; holding up to %ds for the stop", step,
+                    "written" if info is not None else "skipped (checkpointing is off)", hold)
         self.metrics.record_held(step)
         try:
             if self.stops.hold(hold):
@@ -268,5 +301,7 @@ class Session:
         total, count, *table = pair.tolist()
         if count and self.metrics is not None:  # a NaN loss stays NaN (reported as null)
             self.metrics.publish(replace(m, loss=total / count))
+            if self._on_loss is not None:
+                self._on_loss(m.step, total / count)
         if window_step is not None and self.metrics is not None:
             self.metrics.record_worker_times(window_step, timing.per_worker(table))

@@ -40,9 +40,9 @@ from disttrain_trainer.data import MapStyle, ShardedLoader, SyntheticDataset, Te
 from disttrain_trainer.evaluate import Evaluator, MetricsFn
 from disttrain_trainer.faults import HangHook
 from disttrain_trainer.flops import peak_flops
-from disttrain_trainer.metrics import build_metrics
 from disttrain_trainer.models import LossFn
 from disttrain_trainer.parallelize import parallelize
+from disttrain_trainer.session import run_metrics
 from disttrain_trainer.timing import ComputeTimer
 from disttrain_trainer.tracking import flat_params
 
@@ -161,13 +161,11 @@ def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, lo
             metrics_fn=eval_metrics),
         checkpoint=CheckpointManager(cfg.checkpoint, ctx, states),
         hang=HangHook(at_step=cfg.test_hang_at_step, rank=cfg.test_hang_rank, marker_dir=cfg.checkpoint.dir),
-        metrics=build_metrics(
-            cfg.metrics, is_local_rank0=ctx.is_local_rank0, is_rank0=ctx.is_rank0,
-            restarts=ctx.restart_count, total_steps=cfg.train.steps, world_size=ctx.world_size,
-            samples_per_step=loader.samples_per_step, tokens_per_sample=train.tokens_per_sample,
-            flops_per_token=flops_per_token,
+        metrics=run_metrics(
+            cfg.metrics, ctx.launch, total_steps=cfg.train.steps, samples_per_step=loader.samples_per_step,
+            tokens_per_sample=train.tokens_per_sample, flops_per_token=flops_per_token,
             peak_flops=peak_flops(device_name(ctx.device), ctx.resolved.precision) if flops_per_token else None,
-            checkpoint_request=ctx.stops.request, params=run_params(cfg, ctx, loader.samples_per_step) | dict(params or {}),
+            request=ctx.stops.request, params=run_params(cfg, ctx, loader.samples_per_step) | dict(params or {}),
             timer=ComputeTimer(ctx.device, stretch=cfg.test_slow_factor if ctx.rank == cfg.test_slow_rank else 1.0),
         ),
     )

@@ -143,3 +143,20 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
     except OSError:
         return ""
+
+
+def test_a_sigterm_another_thread_receives_ends_the_hold(tmp_path: Path) -> None:
+    """The kernel hands a process signal to any thread that does not block it (a tracer's,
+    the status server's); Python then runs the handler on the main thread only when that
+    thread next runs Python code. A hold that blocks the main thread in one long wait
+    would sleep through the SIGTERM until the hold ran out, then train on (issue 68 d)."""
+    with Session(total_steps=10, env=pod(tmp_path)) as session:
+        session.stops.request.ask(5)
+        assert session.step(1) == Action(checkpoint=True)
+        other = threading.Thread(target=lambda: (threading.Event().wait(0.5),
+                                                 signal.pthread_kill(threading.get_ident(), signal.SIGTERM)))
+        other.start()
+        session.checkpointed(1, str(tmp_path / "ckpt-1"))
+        other.join()
+        assert session.stopping, "the hold ran out: the SIGTERM another thread received was not seen"
+    assert json.loads((tmp_path / "report").read_text())["outcome"] == "Interrupted"

@@ -31,6 +31,8 @@ MAX_HOLD_SECONDS = 3600
 # The agreement's cost: one tiny all-reduce about every half second, not every step.
 STOP_CHECK_SECONDS = 0.5
 STOP_CHECK_MAX_STEPS = 1000
+# How soon a hold sees a SIGTERM whose handler waits for the main thread (hold()).
+HOLD_SLICE_SECONDS = 0.2
 
 
 class Stop(enum.IntEnum):
@@ -161,8 +163,14 @@ class StopAgreement:
         """Hold after a requested checkpoint: True when SIGTERM came (stop), False when
         the hold ran out (train on). Every rank holds, so none runs ahead of the others."""
         self.request.held.set()
+        deadline = time.monotonic() + seconds
         try:
-            return self.signal.wait(seconds)
+            # In slices: a SIGTERM the kernel handed to another thread runs its Python handler
+            # only when the main thread next runs Python code, not inside one long wait.
+            while not self.signal.wait(min(HOLD_SLICE_SECONDS, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline:
+                    return False
+            return True
         finally:
             self.request.held.clear()
 

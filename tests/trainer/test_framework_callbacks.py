@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from disttrain_trainer.drain import EXIT_INTERRUPTED
+
 from dt_helpers import (CONTROL_TOKEN, Agent, doc_file, free_port, get_status, post_checkpoint, script_env,
                         stop_agents, wait_for_step)
 
@@ -54,6 +56,8 @@ def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved, metric: s
         stop_agents([agent])
     report = json.loads((tmp_path / "report-a").read_text())
     assert (report["outcome"], report["step"], report["checkpoint"]["step"]) == ("Interrupted", held, held), report
+    stopped = agent.output()  # the script's code after training is for a finished run only (issue 68 e, f)
+    assert "final model in" not in stopped and f"exiting {EXIT_INTERRUPTED} before the code after training" in stopped
     check_saved(Path(saved_at(ck, held)), held)
 
     agent, port = one_pod(tmp_path, path, ck, held + 30, "b")
@@ -65,6 +69,7 @@ def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved, metric: s
     assert rc == 0, out[-4000:]
     report = json.loads((tmp_path / "report-b").read_text())
     assert (report["outcome"], report["step"]) == ("Finished", held + 30), report
+    assert "final model in" in out
     return held, out
 
 

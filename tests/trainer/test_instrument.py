@@ -101,3 +101,4 @@ def test_a_transformers_script_that_never_imports_disttrain_reports_and_holds_at
     report = json.loads((tmp_path / "report").read_text())
     assert (report["outcome"], report["step"]) == ("Interrupted", doc["heldAtStep"]), report
     assert "built no Transformers" not in agent.output()
+    assert "final model in" not in agent.output()  # a stop ends the process before the code after train()

@@ -31,6 +31,9 @@ MAX_HOLD_SECONDS = 3600
 # The agreement's cost: one tiny all-reduce about every half second, not every step.
 STOP_CHECK_SECONDS = 0.5
 STOP_CHECK_MAX_STEPS = 1000
+# Exit status of a run stopped on a signal before its last step (EX_TEMPFAIL): never 0,
+# so neither torchrun nor the operator can take an interrupted run for a finished one.
+EXIT_INTERRUPTED = 75
 # How soon a hold sees a SIGTERM whose handler waits for the main thread (hold()).
 HOLD_SLICE_SECONDS = 0.2
 

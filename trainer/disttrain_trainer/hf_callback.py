@@ -95,9 +95,9 @@ class DisttrainCallback(TrainerCallback):
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
-        if self.session is not None:
-            self.session.__exit__(None, None, None)
-            self.session = None
+        session, self.session = self.session, None
+        if session is not None:
+            session.end()  # after a stop, the process ends here
 
 
 def _folder(args: TrainingArguments, step: int) -> str:

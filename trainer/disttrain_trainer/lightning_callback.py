@@ -113,8 +113,8 @@ class DisttrainCallback(Callback):
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self.session is not None:
             self._report_saved(trainer)
-            self.session.__exit__(None, None, None)
-            self.session = None
+            session, self.session = self.session, None
+            session.end()  # after a stop, the process ends here
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         if self.session is not None:  # no outcome: the operator reads the crash

@@ -24,6 +24,7 @@ from disttrain_trainer.evaluate import Evaluator
 from disttrain_trainer.faults import HangHook
 from disttrain_trainer.metrics import Metrics
 from disttrain_trainer.models import LossFn, forward
+from disttrain_trainer.drain import EXIT_INTERRUPTED
 from disttrain_trainer.session import Action, Session
 
 log = logging.getLogger("disttrain_trainer")
@@ -60,11 +61,6 @@ class Result:
         """What the process exits with: 0 when it trained to the end, EXIT_INTERRUPTED
         when a stop came first."""
         return EXIT_INTERRUPTED if self.preempted else 0
-
-
-# Exit status of a run stopped on a signal before its last step (EX_TEMPFAIL): never 0,
-# so neither torchrun nor the operator can take an interrupted run for a finished one.
-EXIT_INTERRUPTED = 75
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:

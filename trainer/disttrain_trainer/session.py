@@ -35,7 +35,7 @@ from disttrain_trainer import timing
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig, slow_stretch
 from disttrain_trainer.context import Launch
-from disttrain_trainer.drain import CheckpointRequest, Stop, StopAgreement
+from disttrain_trainer.drain import EXIT_INTERRUPTED, CheckpointRequest, Stop, StopAgreement
 from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetrics, build_metrics, eval_metrics
 
 log = logging.getLogger("disttrain_trainer")
@@ -163,6 +163,22 @@ class Session:
             if self.metrics is not None and self._owns_parts:
                 self.metrics.close()
             self._exit.close()
+
+    def end(self) -> None:
+        """Close the session for a framework's training that just ended; after a stop, end
+        the process too, with EXIT_INTERRUPTED (docs/pod-contract.md): the script's code
+        after `train()`/`fit()` (an export, an upload of the "final" model) is for a run
+        that finished, not for one the pod's deletion cut short. The process group goes
+        first, as an exiting process with a live gloo group may abort instead."""
+        stopped = self.enabled and self._stopping
+        self.__exit__(None, None, None)
+        if not stopped:
+            return
+        log.warning("stopped before the last step: exiting %d before the code after training runs",
+                    EXIT_INTERRUPTED)
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        raise SystemExit(EXIT_INTERRUPTED)
 
     # ---- what the loop tells -----------------------------------------------------------
     def compute(self) -> contextlib.AbstractContextManager[None]:

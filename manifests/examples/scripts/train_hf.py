@@ -52,3 +52,5 @@ last = get_last_checkpoint(output) if os.path.isdir(output) else None
 if last:
     print(f"resuming from {last}", flush=True)
 trainer.train(resume_from_checkpoint=last)
+trainer.save_model(os.path.join(output, "final"))  # after a stop the process has ended: only a finished run gets here
+print(f"final model in {output}/final", flush=True)

@@ -334,7 +334,7 @@ class Bench:
 
         from disttrain.api.validate import validate_document
         from disttrain.operator.kube import Kube
-        from disttrain.render import render_pod
+        from disttrain.integrations.registry import render_pod
 
         ns = f"{NAMESPACE}-ceiling-{jobs}"
         self.kubectl("create", "namespace", ns)

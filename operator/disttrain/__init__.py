@@ -7,7 +7,7 @@ The packages, by role (docs/architecture.md draws them):
 - `disttrain.render`: a validated job -> the objects it owns, pure.
 - `disttrain.operator`: the operator's shell (kopf handlers, informers, work queue, the
   API writes); `disttrain.operator.core` its pure decisions.
-- `disttrain.integrations`: what the operator does with other controllers (Kueue).
+- `disttrain.integrations`: what the operator does with other controllers (integrations/registry.py).
 - `disttrain.client`, `disttrain.cli`, `disttrain.sweep`: the user's side.
 
 `from disttrain import Client` submits and follows jobs from Python (a notebook, a

@@ -17,7 +17,7 @@ import yaml
 from dt_helpers import ROOT, base_env
 from disttrain.api.validate import validate_document
 from disttrain.cli.local_run import localize, newest_checkpoint, run_local
-from disttrain.render import render_children
+from disttrain.integrations.registry import render_children
 
 def job_doc(name: str, steps: int) -> dict:
     return {

@@ -10,7 +10,9 @@ import asyncio
 
 from disttrain.api import load_job, validate_document
 from disttrain.operator.kube import ApiError
-from disttrain.render import render_children, render_pod, render_pod_group, template_hash
+from disttrain.integrations.gang.pod_group import render_pod_group
+from disttrain.integrations.registry import render_children, render_pod
+from disttrain.render import template_hash
 
 from .fake_kube import FakeKube
 from .helpers import job

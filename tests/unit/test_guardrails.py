@@ -6,7 +6,7 @@ import pytest
 
 from disttrain.api import validate_document
 from disttrain.api.defaults import DDP_SINGLE_DEVICE, FSDP_SINGLE_DEVICE
-from disttrain.render import render_children
+from disttrain.integrations.registry import render_children
 
 from .helpers import errors_of, job, warnings_of
 

@@ -11,7 +11,8 @@ from disttrain.api.report import TrainerReport, parse_report
 from disttrain.api.types import DEFAULT_IMAGE
 from disttrain.api.validate import validate_document
 from disttrain.operator.core.plan import decide
-from disttrain.render import render_children, template_hash
+from disttrain.integrations.registry import render_children
+from disttrain.render import template_hash
 from disttrain.render.instrument import BOOT, FOLDER, INIT_CONTAINER, VOLUME
 
 from .helpers import job

@@ -11,7 +11,7 @@ import yaml
 
 from disttrain.api.validate import validate_document
 from disttrain.cli.local_run import finished_note, localize
-from disttrain.render import render_children
+from disttrain.integrations.registry import render_children
 
 from .helpers import package_paths
 

@@ -13,7 +13,8 @@ from disttrain.operator.core.nodes import summarize_node
 from disttrain.operator.core.stopping import DRAIN_SETTLE_SECONDS, draining_workers
 from disttrain.operator.core.plan import decide
 from disttrain.operator.core.pods import summarize_pod
-from disttrain.render import render_children, render_disruption_budget, render_pod
+from disttrain.integrations.registry import render_children
+from disttrain.render import render_disruption_budget, render_pod
 from disttrain.api.report import TrainerReport
 
 from .helpers import job as job_doc

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from disttrain.api import load_job
-from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_children, template_hash
+from disttrain.integrations.registry import render_children
+from disttrain.render import TEMPLATE_HASH_ANNOTATION, template_hash
 
 from .helpers import CHILD_METADATA, job
 

@@ -16,7 +16,7 @@ from disttrain.api import InvalidSpec, load_job, validate_document
 from disttrain.api import types as t
 from disttrain.api.defaults import apply_defaults
 from disttrain.api.meta import Shape, fields_of, json_name, meta_of
-from disttrain.render import render_children
+from disttrain.integrations.registry import render_children
 
 from . import crd_cel, specs
 from .conftest import EXAMPLES, REPORT, examples

@@ -7,28 +7,28 @@ Reasons are CamelCase constants shared by conditions, Events and metric labels.
 from __future__ import annotations
 
 from disttrain.api.reasons import *  # noqa: F403  (guardrail warning reasons)
-from disttrain.api.status_types import Condition
+from disttrain.api.status_types import CONDITION, Condition
 
-# Condition types
-VALIDATED = "Validated"
-RUNNING = "Running"
-RESTARTING = "Restarting"
-SUSPENDED = "Suspended"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-CHECKPOINT_STALE = "CheckpointStale"
+# Condition types, named from status_types.CONDITION_TYPES (the CRD's list; spelled there once)
+VALIDATED = CONDITION.VALIDATED
+RUNNING = CONDITION.RUNNING
+RESTARTING = CONDITION.RESTARTING
+SUSPENDED = CONDITION.SUSPENDED
+SUCCEEDED = CONDITION.SUCCEEDED
+FAILED = CONDITION.FAILED
+CHECKPOINT_STALE = CONDITION.CHECKPOINT_STALE
 # Trouble the operator cannot fix alone (docs/operations.md): said on the job, not only in Events.
-NAME_CONFLICT = "NameConflict"                 # a child's name is taken by an object we do not own
-POD_CREATION_FORBIDDEN = "PodCreationForbidden"  # admission, quota or validation refused a pod
-SPEC_INVALID = "SpecInvalid"                   # a running job's spec stopped validating
+NAME_CONFLICT = CONDITION.NAME_CONFLICT                    # a child's name is taken by an object we do not own
+POD_CREATION_FORBIDDEN = CONDITION.POD_CREATION_FORBIDDEN  # admission, quota or validation refused a pod
+SPEC_INVALID = CONDITION.SPEC_INVALID                      # a running job's spec stopped validating
 # Kueue (integrations/kueue/workload.py): the job waits in its LocalQueue, was admitted, was evicted.
-QUEUED = "Queued"
-ADMITTED = "Admitted"
-EVICTED = "Evicted"
+QUEUED = CONDITION.QUEUED
+ADMITTED = CONDITION.ADMITTED
+EVICTED = CONDITION.EVICTED
 # trainer.instrument: auto (operator/core/instrumentation.py): was a Trainer found to report from?
-INSTRUMENTED = "Instrumented"
+INSTRUMENTED = CONDITION.INSTRUMENTED
 # failurePolicy.stragglers (operator/core/stragglers.py): a worker computes slower than its peers.
-STRAGGLER = "Straggler"
+STRAGGLER = CONDITION.STRAGGLER
 
 # Reasons
 VALID = "Valid"

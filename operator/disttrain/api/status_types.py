@@ -4,17 +4,30 @@ spec), which api/schema.py turns into the CRD's status schema and docs/api.md.""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from types import SimpleNamespace
+from typing import Any, Literal, get_args
 
 from disttrain.api.meta import spec_field
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
-# Every condition type the operator writes (api/conditions.py names each; a test keeps the
-# two equal): the job's life, trouble it cannot fix alone, and Kueue's admission.
+# Every condition type the operator writes, the one list (api/conditions.py names each from
+# it, CONDITION): the job's life, trouble it cannot fix alone, and Kueue's admission.
 CONDITION_TYPES = ("Validated", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "CheckpointStale",
                    "NameConflict", "PodCreationForbidden", "SpecInvalid", "Queued", "Admitted", "Evicted",
                    "Instrumented", "Straggler")
+
+
+def named(values: tuple[str, ...]) -> SimpleNamespace:
+    """CamelCase values by their UPPER_SNAKE names (OOMKilled: OOM_KILLED, PodsReadyTimeout:
+    PODS_READY_TIMEOUT): a constant that names a value of a list is read from the list, so
+    the value is spelled once, and a name that is not there fails at import."""
+    return SimpleNamespace(**{re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", value).upper(): value
+                              for value in values})
+
+
+CONDITION = named(CONDITION_TYPES)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -94,6 +107,8 @@ class Progress:
 FailureCause = Literal["NodeLost", "Evicted", "Preempted", "OOMKilled", "ExitCode", "Hung",
                        "ImagePullBackOff", "Unschedulable", "PodsReadyTimeout", "QueueEvicted", "NodeDrain",
                        "NodeUnhealthy", "Straggler"]
+# Each cause by its constant's name (operator/core/failures.py's, an integration's `causes`).
+CAUSE = named(get_args(FailureCause))
 
 
 @dataclass(kw_only=True, slots=True)

@@ -50,7 +50,7 @@ from typing import Any, TextIO
 
 from disttrain.api.names import JOB_LABEL
 from disttrain.cli.ports import free_port, free_ports
-from disttrain.render import render_children
+from disttrain.integrations.registry import render_children
 from disttrain.api.report import INTERRUPTED, TrainerReport, newest, parse_report
 
 DEFAULT_GRACE_SECONDS = 60

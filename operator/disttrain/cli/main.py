@@ -32,9 +32,7 @@ from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
 from disttrain.cli.documents import Document, DocumentError, describe, is_distributed_training, load_documents
 from disttrain.cli.templates import load_template, print_sources, resolved_document, unresolved
-from disttrain.integrations.kueue.workload import QUEUE_LABEL, queue_of
-from disttrain.integrations.registry import owned_children
-from disttrain.render import render_pod
+from disttrain.integrations.registry import held, owned_children, queue_of, render_pod
 from disttrain.sweep import command as sweep_command
 
 
@@ -334,8 +332,7 @@ def print_report(entry: dict[str, Any], out: TextIO) -> None:
               f"{r['worldSize']}, strategy {r['strategy']}, precision {r['precision']}, "
               f"{device} per node", file=out)
         if entry.get("queue"):
-            print(f"  queue: Kueue LocalQueue {entry['queue']} ({QUEUE_LABEL}): held, no worker created, until Kueue "
-                  "admits its Workload (an operator run with DISTTRAIN_KUEUE)", file=out)
+            print(f"  queue: {held(entry['queue'])}", file=out)
     else:
         print(f"{where}: {entry['name'] or '(unnamed)'}: invalid", file=out)
     if entry.get("template"):

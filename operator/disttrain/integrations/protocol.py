@@ -10,17 +10,24 @@ permissions table and `disttrain render` know this protocol, never an integratio
                               which the shipped RBAC is checked against
              `crds`           the CRDs of what it watches: followed as they go and come back
              `refusal_hints`  the fix to name when the API refuses one of its children
+             `settings`       its operator settings (fields of operator/settings.py's Settings)
+             `causes`         the failure causes it records (of the API's FailureCause)
+  offline    `queue_of`,      the queue that holds a job before any worker is created, and
+             `held`           what `disttrain validate` says of a job held there
   watch      `watch`          kopf handlers for its own resources, registered before kopf
                               starts; an object that changes queues its job
              `attach`         the kopf indexes those handlers keep
   observe    `observe`        what a pass of `decide` needs of it for one job: a `Joined`
                               (operator/core/integration.py: hold, sized, suspended, tell,
                               lost_to), None when the job does not take part
-  children   `shape`          the job's owned children (rendered) adjusted or added to
+  children   `children`       what it adds to the job's owned children, rendered (a PodGroup)
+             `dress`          what it adds to each worker pod (the PodGroup it joins)
+             `shape`          the job's owned children (rendered) adjusted
              `placement`      node labels and tolerations its admission puts the workers on
   carry out  `carry_out`      the `Step`s a pass asked of it, with the shell's API calls
 
-Every hook does nothing by default. An integration that needs a setting reads it in `of`.
+An integration must answer `name`; every hook is an opt-in extra that does nothing by
+default. An integration that needs a setting reads it in `of`.
 The shell lends each hook what it may use (`Shell`): its API client, its clock, how to
 say a refusal on the job and how to look at the job again.
 """
@@ -32,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
 from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.state import JobState
 
@@ -64,6 +72,16 @@ class Crd:
 
 
 @dataclass(frozen=True, slots=True)
+class Setting:
+    """An operator setting an integration declares: the field `name` of Settings, read from
+    DISTTRAIN_<NAME> (a bool, int, float or str, as `default` is)."""
+
+    name: str
+    default: bool | int | float | str
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """Where an admitted job's workers go: node labels and tolerations to add, and how
     many workers were admitted (None: as many as the job asks)."""
@@ -78,6 +96,7 @@ class Shell(Protocol):
 
     kube: Any  # operator/kube.py's Kube: get, create, patch, replace, delete (async)
     clock: Any  # operator/clock.py's Clock: monotonic(), now()
+    integrations: tuple[Integration, ...]  # all of them, as configured (worker pods are dressed by each)
 
     async def create_or_refuse(self, record: Any, key: Key, body: dict, hints: Mapping[int, str]) -> bool:
         """Create `body`; a refusal of the API (not one of the API server's own errors,
@@ -106,6 +125,8 @@ class Integration:
     # Where the API serves each kind it reads or writes: KIND.GROUP -> its path, "{ns}" for
     # the namespace of a namespaced kind (operator/kube.py).
     paths: ClassVar[Mapping[str, str]] = {}
+    settings: ClassVar[tuple[Setting, ...]] = ()
+    causes: ClassVar[tuple[str, ...]] = ()  # failure causes only it records (api/status_types.py's FailureCause)
 
     @classmethod
     def of(cls, settings: Any) -> Integration:
@@ -116,6 +137,16 @@ class Integration:
     def on(self) -> bool:
         """Whether it watches and may call the API (its `uses` are granted)."""
         return True
+
+    @classmethod
+    def queue_of(cls, labels: Mapping[str, str] | None) -> str | None:
+        """The queue that holds a job with these labels before any worker is created."""
+        return None
+
+    @classmethod
+    def held(cls, queue: str) -> str | None:
+        """What `disttrain validate` says of a job it holds in `queue` (None: it holds none)."""
+        return None
 
     def watch(self, queue_job: Callable[[Any, Key], None]) -> None:
         """Register kopf handlers; one that sees a change calls queue_job(memo, key)
@@ -130,6 +161,14 @@ class Integration:
         spec), read whether or not its spec validates."""
         return None
 
+    def children(self, job: t.Job, resolved: Resolved) -> list[dict]:
+        """What it adds to the job's owned children, after render_owned's (and before any pod)."""
+        return []
+
+    def dress(self, pod: dict, job: t.Job) -> dict:
+        """What it adds to a worker pod render_pod made (a label, an annotation)."""
+        return pod
+
     def shape(self, children: list[dict], job: t.Job) -> list[dict]:
         return children
 
@@ -140,3 +179,10 @@ class Integration:
                         steps: list[Step]) -> None:
         """Only called with this integration's own steps, when the job takes part."""
         return None
+
+
+def dressed(pod: dict, job: t.Job, among: tuple[Integration, ...]) -> dict:
+    """The worker pod with what each integration of `among` adds to it, in their order."""
+    for integration in among:
+        pod = integration.dress(pod, job)
+    return pod

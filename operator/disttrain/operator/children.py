@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from disttrain.api.names import worker_name
 from disttrain.integrations.protocol import Placement
-from disttrain.integrations.registry import owned_children
+from disttrain.integrations.registry import owned_children, render_pod
 from disttrain.operator.core.failures import avoiding
 from disttrain.operator.core.integration import Joined
 from disttrain.operator.core.plan import refusal_retry_seconds
@@ -25,7 +25,7 @@ from disttrain.operator.core.pods import controller_uid
 from disttrain.operator.core.state import JobState, Plan, Refusal
 from disttrain.operator.kube import ApiError, kind_of
 from disttrain.operator.record import JobRecord, Key, describe
-from disttrain.render import TEMPLATE_HASH_ANNOTATION, render_pod, template_hash
+from disttrain.render import TEMPLATE_HASH_ANNOTATION, template_hash
 
 if TYPE_CHECKING:
     from disttrain.operator.controller import Controller
@@ -96,7 +96,7 @@ class Children:
                     return
                 while left:
                     pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,
-                                     tolerations=placement.tolerations)
+                                     tolerations=placement.tolerations, among=shell.integrations)
                     try:
                         outcome = await self._create(pod, rec, owned.uid)
                     except ApiError as exc:

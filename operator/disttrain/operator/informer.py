@@ -4,7 +4,7 @@ kopf watched the pods before, and at 500 jobs x 8 pods its per-event machinery (
 a patch, a logger and a handler call for every pod event, a per-object memory for every
 pod) was about half of the operator's event loop. Pods need none of it: only a summary
 per pod (pods.PodInfo) by job, and a nudge to the work queue when a summary changes.
-kopf keeps watching what it is good at (the jobs, the nodes, Kueue's Workloads).
+kopf keeps watching what it is good at (the jobs, the nodes, what an integration watches).
 
 - `PodCache` (pure): the summaries by (namespace, job); `apply` one watch event or
   `replace` a scope's list, each returning the jobs whose pods changed. An event that

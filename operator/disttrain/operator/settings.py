@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
 import kopf
@@ -23,6 +23,7 @@ from disttrain.api.bounds import RECURSION_LIMIT
 from disttrain.api.names import FINALIZER
 from disttrain.api.policy import PodPolicy, pod_policy_from_env
 from disttrain.api.types import DEFAULT_IMAGE, GROUP
+from disttrain.integrations.registry import REGISTRY
 from disttrain.operator.leader import LeaseSettings
 from disttrain.operator.metrics_serving import AUTH_MODES
 from disttrain.operator.core.backoff import exponential
@@ -31,7 +32,9 @@ from disttrain.render.network_policy import NetworkPolicySettings, network_polic
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class CoreSettings:
+    """The operator's own settings; Settings adds each integration's (Integration.settings)."""
+
     metrics_port: int = 8080
     """DISTTRAIN_OPERATOR_METRICS_PORT: Prometheus /metrics port; 0 turns it off."""
     metrics_auth: str = "kubernetes"
@@ -69,10 +72,6 @@ class Settings:
     """DISTTRAIN_TRAINER_IMAGE: the image of a job that sets no spec.image, and the one
     instrument: auto copies disttrain from (the chart's trainerImage: your registry's copy of
     the trainer image). A job keeps the image it was first given (status.resolved.image)."""
-    kueue: bool = False
-    """DISTTRAIN_KUEUE: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission
-    (a Workload each; the chart's kueue.enabled sets it and grants the RBAC). Off, the label
-    is ignored with a Warning Event on the job."""
     unhealthy_node_conditions: str = DEFAULT_UNHEALTHY_CONDITIONS
     """DISTTRAIN_UNHEALTHY_NODE_CONDITIONS: node conditions (TYPE=STATUS, comma-separated)
     that make a Ready node unhealthy: its workers move off it, checkpoint first, and the job
@@ -86,7 +85,7 @@ class Settings:
         return NodeRules.parse(self.unhealthy_node_conditions, self.unhealthy_node_taints)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, env: dict[str, str] | None = None) -> Any:
         env = dict(os.environ if env is None else env)
         values: dict[str, Any] = {}
         for f in fields(cls):
@@ -119,11 +118,24 @@ class Settings:
         return settings
 
 
+def with_integrations(core: type) -> type:
+    """The settings class: `core`'s fields, then every registered integration's, in the
+    registry's order (integrations/protocol.py, Setting)."""
+    declared = [(s.name, type(s.default), field(default=s.default, metadata={"doc": s.doc}))
+                for kind in REGISTRY for s in kind.settings]
+    settings = make_dataclass("Settings", declared, bases=(core,), frozen=True, slots=True)
+    settings.__module__ = __name__
+    return settings
+
+
+Settings = with_integrations(CoreSettings)
+
+
 BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-def lease_settings(settings: Settings, env: dict[str, str] | None = None,
+def lease_settings(settings: Any, env: dict[str, str] | None = None,
                    service_account_namespace: str = SERVICE_ACCOUNT_NAMESPACE) -> LeaseSettings | None:
     """Where and how to elect a leader; None when leader election is off."""
     if not settings.leader_election:
@@ -175,7 +187,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
+def configure_kopf(settings: kopf.OperatorSettings, ours: Any) -> None:
     # Deep objects stored under an older, looser CRD must decode, so validation can say
     # what is wrong with that one job (see __main__.RECURSION_LIMIT; also for `kopf run`).
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))

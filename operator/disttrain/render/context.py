@@ -24,7 +24,7 @@ class RenderContext:
     resolved: Resolved
     index: int = 0
     avoid_nodes: tuple[str, ...] = ()  # nodes this worker must not be placed on (status.avoidedNodes)
-    # Kueue's admitted flavors (kueue.Placement): their node labels and tolerations.
+    # An admission's flavors (integrations' Placement): their node labels and tolerations.
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[dict, ...] = ()
 

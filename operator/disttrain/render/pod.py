@@ -14,7 +14,6 @@ from disttrain.api.meta import fields_of, meta_of
 from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL, SHM_MOUNT, TMP_MOUNT, service_name, worker_name
 from disttrain.api import types as t
 from disttrain.api.status_types import Resolved
-from disttrain.render.pod_group import gang_member
 from disttrain.render.context import (TERMINATION_GRACE_SECONDS, TERMINATION_LOG, RenderContext, common_labels,
                                       owner_references)
 from disttrain.render.env import apply_env
@@ -164,9 +163,10 @@ def avoided_nodes(pod: dict, ctx: RenderContext) -> dict:
 
 
 def admitted_flavor(pod: dict, ctx: RenderContext) -> dict:
-    """Kueue admitted the job on ResourceFlavors: their node labels join the node selector
-    (a flavor's label wins over the spec's: the quota was reserved on those nodes) and
-    their tolerations are added, as Kueue does for the job kinds it knows."""
+    """A queue admitted the job on flavors of nodes (integrations' `placement`): their node
+    labels join the node selector (a flavor's label wins over the spec's: the quota was
+    reserved on those nodes) and their tolerations are added, as the queue does for the job
+    kinds it knows."""
     spec = pod["spec"]
     if ctx.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **dict(ctx.node_selector)}
@@ -177,14 +177,15 @@ def admitted_flavor(pod: dict, ctx: RenderContext) -> dict:
 
 
 PASSES: tuple[Callable[[dict, RenderContext], dict], ...] = (
-    apply_env, resources, volumes, ports_and_probes, scheduling, security, instrument, pod_template, gang_member,
-    avoided_nodes, admitted_flavor)
+    apply_env, resources, volumes, ports_and_probes, scheduling, security, instrument, pod_template, avoided_nodes,
+    admitted_flavor)
 
 
 def render_pod(job: t.Job, resolved: Resolved, index: int, avoid_nodes: tuple[str, ...] = (), *,
                node_selector: dict[str, str] | None = None, tolerations: tuple[dict, ...] = ()) -> dict:
-    """Worker `index` of the job; `avoid_nodes` kept away from, Kueue's admitted flavors'
-    node labels and tolerations added."""
+    """Worker `index` of the job; `avoid_nodes` kept away from, the node labels and
+    tolerations of an admission (a queue's flavors) added. What an integration adds to each
+    worker (its PodGroup) comes on top: integrations/registry.py's render_pod."""
     ctx = RenderContext(job=job, resolved=resolved, index=index, avoid_nodes=avoid_nodes,
                         node_selector=tuple(sorted((node_selector or {}).items())), tolerations=tuple(tolerations))
     pod = skeleton(ctx)

@@ -171,7 +171,7 @@ class Agents:
     def __init__(self, cluster, namespace: str, name: str, spec: dict, workdir: Path, port: int):
         from disttrain.api.validate import validate_document
         from disttrain.cli.local_run import localize
-        from disttrain.render import render_children
+        from disttrain.integrations.registry import render_children
 
         doc = job_manifest(name, **spec)
         doc["metadata"]["namespace"] = namespace

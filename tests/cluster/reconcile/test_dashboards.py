@@ -147,7 +147,7 @@ def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.
     """The job's one pod as a local torchrun agent (its own command and env; see localize)."""
     from disttrain.api.validate import validate_document
     from disttrain.cli.local_run import localize
-    from disttrain.render import render_children
+    from disttrain.integrations.registry import render_children
 
     doc = job_manifest(name, nodes=1, gpusPerNode=0, precision="32",
                        trainer={"builtin": {"model": "gpt-nano", "dataset": "text", "steps": 100000,

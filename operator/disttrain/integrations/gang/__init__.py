@@ -1,5 +1,5 @@
-"""Gang scheduling: the PodGroup of a job with spec.scheduling.gang (render/pod_group.py
-renders it and puts each worker in it), created before any worker by the shell."""
+"""Gang scheduling: the PodGroup of a job with spec.scheduling.gang (pod_group.py renders it
+and puts each worker in it), created before any worker by the shell."""
 
 from disttrain.integrations.gang.integration import Gang
 

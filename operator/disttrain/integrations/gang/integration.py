@@ -1,7 +1,7 @@
-"""The gang-scheduling integration: what the operator may do with PodGroups, and what to
-tell a user whose PodGroup the API refuses. The PodGroup itself is part of the job's
-children (render/pod_group.py: coscheduling's or Volcano's kind), so `disttrain render`
-shows it without a cluster.
+"""The gang-scheduling integration: the PodGroup among the job's children and each worker
+in it (pod_group.py: coscheduling's or Volcano's kind, so `disttrain render` shows them
+without a cluster), what the operator may do with PodGroups, and what to tell a user whose
+PodGroup the API refuses.
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+from disttrain.api import types as t
+from disttrain.api.status_types import Resolved
+from disttrain.integrations.gang.pod_group import COSCHEDULING, VOLCANO, gang_member, render_pod_group
 from disttrain.integrations.protocol import Integration, Use
-from disttrain.render.pod_group import COSCHEDULING, VOLCANO
 
 # What to do when the API refuses a job's PodGroup (spec.scheduling.gang).
 POD_GROUP_HINTS = {
@@ -34,3 +36,11 @@ class Gang(Integration):
         f"PodGroup.{COSCHEDULING.split('/')[0]}": f"/apis/{COSCHEDULING}/namespaces/{{ns}}/podgroups",
         f"PodGroup.{VOLCANO.split('/')[0]}": f"/apis/{VOLCANO}/namespaces/{{ns}}/podgroups",
     }
+
+    def children(self, job: t.Job, resolved: Resolved) -> list[dict]:
+        """The job's PodGroup: the gang scheduler must see it before any pod."""
+        group = render_pod_group(job, resolved)
+        return [group] if group is not None else []
+
+    def dress(self, pod: dict, job: t.Job) -> dict:
+        return gang_member(pod, job)

@@ -13,17 +13,23 @@ from typing import ClassVar
 
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
-from disttrain.api.status_types import Admission
+from disttrain.api.status_types import CAUSE, Admission
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition
-from disttrain.operator.core.eviction import in_progress, settle
-from disttrain.operator.core.failures import PODS_READY_TIMEOUT, PREEMPTED, QUEUE_EVICTED, price_stop
 from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import TERMINAL_PHASES, Event, JobState, Plan, Refusal, creation_refused, workers
-from disttrain.operator.core.stopping import gone, stop_first
+from disttrain.operator.core.stopping import gone, settle_stop, stop_first
 from disttrain.render import template_hash
 
 NAME = "kueue"
+
+# The failure causes only Kueue's stops record (Kueue.causes); its preemptions are the
+# API's Preempted, as the scheduler's are.
+PODS_READY_TIMEOUT = CAUSE.PODS_READY_TIMEOUT
+QUEUE_EVICTED = CAUSE.QUEUE_EVICTED
+PREEMPTED = CAUSE.PREEMPTED
+CAUSES = (PODS_READY_TIMEOUT, QUEUE_EVICTED)
+STOP_CAUSES = (PREEMPTED, *CAUSES)  # what queue_stop_cause returns
 
 
 # The steps a pass asks of the Workload, carried out in this order (shell.py).
@@ -250,9 +256,7 @@ def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, messag
     plan.condition(c.ADMITTED, False, reason, message, only_if_present=True)
     plan.condition(c.RUNNING, False, c.QUEUED, "waiting in its queue", only_if_present=True)
     plan.delete = plan.delete or [(p.name, c.QUEUED) for p in pods if p.active]
-    if st.eviction is not None and st.eviction.reason == "Evicted" and not in_progress(st.eviction):
-        st.eviction = settle(st.eviction, st.checkpoint, st.progress)  # the final reports come in late
-        st.failures = price_stop(st.failures, st.eviction)
+    settle_stop(plan, "Evicted", STOP_CAUSES)  # the final reports come in late
     st.phase = "Pending"
     st.admission = None
     st.start_time = st.next_restart_time = None  # time in a queue does not count towards activeDeadlineSeconds

@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 from disttrain.api.names import JOB_LABEL
 from disttrain.api.times import iso
 from disttrain.integrations.kueue import workload as kueue
-from disttrain.integrations.kueue.admission import (NAME, STEP_ORDER, ActivateWorkload, CreateSlice, CreateWorkload,
-                                                    DeleteWorkload, FinishWorkload, PublishCheckpoint, Queued,
-                                                    QueueIgnored, ReleaseWorkload, SetPodsReady, ShrinkWorkload)
-from disttrain.integrations.protocol import Crd, Integration, Key, Placement, Shell, Use
+from disttrain.integrations.kueue.admission import (CAUSES, NAME, STEP_ORDER, ActivateWorkload, CreateSlice,
+                                                    CreateWorkload, DeleteWorkload, FinishWorkload, PublishCheckpoint,
+                                                    Queued, QueueIgnored, ReleaseWorkload, SetPodsReady,
+                                                    ShrinkWorkload)
+from disttrain.integrations.protocol import Crd, Integration, Key, Placement, Setting, Shell, Use, dressed
 from disttrain.operator.core.integration import Joined, Step
 from disttrain.operator.core.state import JobState
 from disttrain.render import render_pod, template_hash
@@ -35,6 +36,11 @@ WORKLOAD_HINTS = {
     403: "the operator may not create Workloads: install the chart with kueue.enabled=true (or apply "
          "manifests/rbac/kueue.yaml), or remove the label kueue.x-k8s.io/queue-name",
 }
+
+
+SETTING = """DISTTRAIN_KUEUE: jobs labelled kueue.x-k8s.io/queue-name wait for Kueue's admission
+(a Workload each; the chart's kueue.enabled sets it and grants the RBAC). Off, the label
+is ignored with a Warning Event on the job."""
 
 
 class Kueue(Integration):
@@ -61,6 +67,9 @@ class Kueue(Integration):
     }
     refusal_hints: ClassVar[Mapping[str, Mapping[int, str]]] = {"Workload": WORKLOAD_HINTS}
 
+    settings: ClassVar[tuple[Setting, ...]] = (Setting("kueue", False, SETTING),)
+    causes: ClassVar[tuple[str, ...]] = CAUSES
+
     def __init__(self, enabled: bool = False):
         self.enabled = enabled
         self.index: Any = None  # kopf's index of our Workloads by (namespace, job)
@@ -73,6 +82,15 @@ class Kueue(Integration):
     @property
     def on(self) -> bool:
         return self.enabled
+
+    @classmethod
+    def queue_of(cls, labels: Mapping[str, str] | None) -> str | None:
+        return kueue.queue_of(labels)
+
+    @classmethod
+    def held(cls, queue: str) -> str | None:
+        return (f"Kueue LocalQueue {queue} ({kueue.QUEUE_LABEL}): held, no worker created, until Kueue admits its "
+                "Workload (an operator run with DISTTRAIN_KUEUE)")
 
     def watch(self, queue_job: Callable[[Any, Key], None]) -> None:
         """Index the Workloads this operator makes by their job, and queue the job when
@@ -201,7 +219,8 @@ class Kueue(Integration):
                              f"{kind} {name!r} (from {where}) does not exist", {404: f"create it, or change {where}"})
                 return
             priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
-        body = kueue.render_workload(owned, resolved, render_pod(owned, resolved, 0), queue, priority,
+        pod = dressed(render_pod(owned, resolved, 0), owned, shell.integrations)  # as the workers will be
+        body = kueue.render_workload(owned, resolved, pod, queue, priority,
                                      template_hash(job.validation.job, resolved), growth)
         if await shell.create_or_refuse(record, key, body, WORKLOAD_HINTS):
             log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], queue)

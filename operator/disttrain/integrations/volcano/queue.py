@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 from disttrain.api import types as t
 from disttrain.api.report import TrainerReport
+from disttrain.integrations.gang.pod_group import VOLCANO, VOLCANO_SCHEDULER, gang_of
 from disttrain.integrations.protocol import Integration, Key, Shell
 from disttrain.operator.core.integration import Joined
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, Refusal
-from disttrain.render.pod_group import VOLCANO, VOLCANO_SCHEDULER, gang_of
 
 QUEUE_LABEL = "scheduling.volcano.sh/queue-name"
 IGNORED = "VolcanoQueueIgnored"  # the Event's reason

@@ -12,30 +12,31 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Iterable, Mapping, get_args
+from typing import Collection, Iterable, Mapping, get_args
 
-from disttrain.api.status_types import FailureCause
+from disttrain.api.status_types import CAUSE, FailureCause
 from disttrain.api.status_types import AvoidedNode, CheckpointStatus, Eviction, FailureRecord, Progress
 from disttrain.operator.core.nodes import EPOCH, NodeHealth
 from disttrain.operator.core.pods import PodInfo
 from disttrain.api.report import INTERRUPTED
 from disttrain.api.times import iso, parse_time
 
-NODE_LOST = "NodeLost"
-EVICTED = "Evicted"
-PREEMPTED = "Preempted"
-OOM_KILLED = "OOMKilled"
-EXIT_CODE = "ExitCode"
-HUNG = "Hung"
-IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
-UNSCHEDULABLE = "Unschedulable"
-# Stops of the whole job it did not ask for (stop_record): no pod, no backoffLimit spent.
-PODS_READY_TIMEOUT = "PodsReadyTimeout"
-QUEUE_EVICTED = "QueueEvicted"
-NODE_DRAIN = "NodeDrain"
-NODE_UNHEALTHY = "NodeUnhealthy"  # one entry per node the workers were moved off
-STRAGGLER = "Straggler"  # one entry per straggler's node the workers were moved off
-STOPS = frozenset({PREEMPTED, PODS_READY_TIMEOUT, QUEUE_EVICTED, NODE_DRAIN, NODE_UNHEALTHY, STRAGGLER})
+# The causes the core records, named from the API's list (FailureCause, spelled there once);
+# an integration declares those only it records (Integration.causes).
+NODE_LOST = CAUSE.NODE_LOST
+EVICTED = CAUSE.EVICTED
+PREEMPTED = CAUSE.PREEMPTED
+OOM_KILLED = CAUSE.OOM_KILLED
+EXIT_CODE = CAUSE.EXIT_CODE
+HUNG = CAUSE.HUNG
+IMAGE_PULL_BACK_OFF = CAUSE.IMAGE_PULL_BACK_OFF
+UNSCHEDULABLE = CAUSE.UNSCHEDULABLE
+NODE_DRAIN = CAUSE.NODE_DRAIN
+NODE_UNHEALTHY = CAUSE.NODE_UNHEALTHY  # one entry per node the workers were moved off
+STRAGGLER = CAUSE.STRAGGLER  # one entry per straggler's node the workers were moved off
+# Stops of the whole job it did not ask for (stop_record): no pod, no backoffLimit spent;
+# an integration's own stops are priced with them (price_stop's `also`).
+STOPS = frozenset({PREEMPTED, NODE_DRAIN, NODE_UNHEALTHY, STRAGGLER})
 MOVED_OFF = frozenset({NODE_UNHEALTHY, STRAGGLER})  # its node is avoided at once
 CAUSES: tuple[str, ...] = get_args(FailureCause)  # the API's list, in its order
 
@@ -158,20 +159,23 @@ def record_failures(history: Iterable[FailureRecord], pods: Iterable[PodInfo], s
 
 def stop_record(cause: str, message: str, eviction: Eviction, node: str | None = None) -> FailureRecord:
     """The entry of a stop of the whole job it did not ask for, once its pods were deleted:
-    when, why (Kueue's or the node's words; a preemption names its preemptor's uid) and
+    when, why (a queue's or the node's words; a preemption names its preemptor's uid) and
     what it cost, as status.eviction settled it. `node`: the node it was moved off, if one."""
     return FailureRecord(time=eviction.stop_time, cause=cause, node=node, message=message[:1024] or None,
                          resumed_from_step=eviction.resume_from_step, steps_lost=eviction.steps_lost)
 
 
-def price_stop(history: Iterable[FailureRecord] | None, eviction: Eviction | None) -> list[FailureRecord] | None:
-    """The history with the entry of `eviction`'s stop (the one recorded at its stop time)
-    priced again: the pods' final reports come in after they are deleted."""
+def price_stop(history: Iterable[FailureRecord] | None, eviction: Eviction | None,
+               also: Collection[str] = ()) -> list[FailureRecord] | None:
+    """The history with the entry of `eviction`'s stop (the one recorded at its stop time,
+    of a cause of STOPS or `also`) priced again: the pods' final reports come in after they
+    are deleted."""
     kept = list(history or ())
     if eviction is None or eviction.stop_time is None:
         return kept or None
+    priced = STOPS | frozenset(also)
     return [dataclasses.replace(f, resumed_from_step=eviction.resume_from_step, steps_lost=eviction.steps_lost)
-            if f.pod is None and f.time == eviction.stop_time and f.cause in STOPS else f for f in kept] or None
+            if f.pod is None and f.time == eviction.stop_time and f.cause in priced else f for f in kept] or None
 
 
 def add_failure(history: Iterable[FailureRecord] | None, entry: FailureRecord) -> list[FailureRecord]:

@@ -37,7 +37,7 @@ def account(old: Goodput | None, phase: str | None, workers: int, now: datetime,
     """(the goodput after this pass, the worker-seconds lost by cause in it). `phase` is
     the one the job was in since the last pass; `workers` its desired workers; `step` the
     trainer's newest step (None: it reports none); `waiting_lost_to`: the cause its
-    waiting is lost to (a Kueue eviction)."""
+    waiting is lost to (a queue's eviction)."""
     workers = max(workers, 0)
     productive, lost, waiting = _get(old, "productive_seconds"), _get(old, "lost_seconds"), _get(old, "waiting_seconds")
     total = productive + lost + waiting + _get(old, "restarting_seconds")

@@ -1,19 +1,23 @@
 """Stopping a job without losing steps: a suspend, a drained node and an unhealthy one ask
 the trainer for a checkpoint first (checkpoint-then-evict, eviction.py) and delete the pods
 once it is written, or once the trainer cannot answer.
+
+An integration that stops a job (a queue's eviction) does it through three functions of
+this module and nothing else of the core's stops: `stop_first`, `settle_stop` once the
+pods went, and `gone`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Mapping
+from typing import Collection, Mapping
 
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
 from disttrain.api.times import parse_time
 from disttrain.operator.core import stragglers
 from disttrain.operator.core.eviction import cancelled, in_progress, settle, stop
-from disttrain.operator.core.failures import NODE_DRAIN, NODE_UNHEALTHY, add_failure, stop_record
+from disttrain.operator.core.failures import NODE_DRAIN, NODE_UNHEALTHY, add_failure, price_stop, stop_record
 from disttrain.operator.core.nodes import NodeHealth, NodeRules
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, workers
@@ -78,6 +82,16 @@ def stop_first(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, why:
     already = {name for name, _ in plan.delete}
     plan.delete += [(p.name, why) for p in pods if not p.terminating and p.name not in already]
     return True
+
+
+def settle_stop(plan: Plan, reason: str, causes: Collection[str]) -> None:
+    """After a stop for `reason` (as stop_first was asked) whose pods went: status.eviction
+    settles (the pods' final reports come in late) and the history entry the stop recorded
+    (one of `causes`) is priced again."""
+    st = plan.status
+    if st.eviction is not None and st.eviction.reason == reason and not in_progress(st.eviction):
+        st.eviction = settle(st.eviction, st.checkpoint, st.progress)
+        st.failures = price_stop(st.failures, st.eviction, causes)
 
 
 def draining_workers(pods: list[PodInfo], nodes: Mapping[str, NodeHealth]) -> list[PodInfo]:

@@ -5,14 +5,16 @@ Two schedulers read PodGroups, each its own kind under the same name:
     with the label scheduling.x-k8s.io/pod-group;
   - Volcano (schedulerName: volcano): scheduling.volcano.sh/v1beta1, pods join with the
     annotation scheduling.k8s.io/group-name.
-minMember is minNodes: an elastic job may start with that many workers.
+minMember is minNodes: an elastic job may start with that many workers. The gang
+integration (integration.py) adds the PodGroup to the job's children and each worker to it
+(`children`, `dress`), so `disttrain render` shows both without a cluster.
 """
 
 from __future__ import annotations
 
 from disttrain.api import types as t
 from disttrain.api.status_types import Resolved
-from disttrain.render.context import RenderContext, child_metadata
+from disttrain.render.context import child_metadata
 
 COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
@@ -45,13 +47,13 @@ def render_pod_group(job: t.Job, resolved: Resolved) -> dict | None:
             "spec": {"minMember": resolved.min_nodes, "scheduleTimeoutSeconds": gang.schedule_timeout_seconds}}
 
 
-def gang_member(pod: dict, ctx: RenderContext) -> dict:
-    """Render pass: put the worker in its job's PodGroup."""
-    if gang_of(ctx.job) is None:
+def gang_member(pod: dict, job: t.Job) -> dict:
+    """Put the worker in its job's PodGroup (a label or an annotation, as its scheduler reads)."""
+    if gang_of(job) is None:
         return pod
     meta = pod["metadata"]
-    if _volcano(ctx.job):
-        meta["annotations"] = {**meta.get("annotations", {}), VOLCANO_ANNOTATION: ctx.job.name}
+    if _volcano(job):
+        meta["annotations"] = {**meta.get("annotations", {}), VOLCANO_ANNOTATION: job.name}
     else:
-        meta["labels"] = {**meta["labels"], COSCHEDULING_LABEL: ctx.job.name}
+        meta["labels"] = {**meta["labels"], COSCHEDULING_LABEL: job.name}
     return pod

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _client_error() -> type[Exception]:
     """DisttrainError, imported only once a cluster command has imported the client."""
-    module = sys.modules.get("disttrain.client.client")
+    module = sys.modules.get("disttrain.client.errors")
     return module.DisttrainError if module else _NeverRaised
 
 
@@ -224,7 +224,8 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
 
 def _job_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
     """Completer: the names of the jobs in the namespace, or none when the cluster is away."""
-    from disttrain.client.client import Client, DisttrainError
+    from disttrain.client.client import Client
+    from disttrain.client.errors import DisttrainError
 
     try:
         # A shell waits on this: a cluster that is away must not hold the prompt for long.
@@ -516,7 +517,7 @@ def _now() -> datetime:
 
 
 def _ref(name: str) -> str:
-    from disttrain.client.client import OBJECT
+    from disttrain.client.errors import OBJECT
 
     return f"{OBJECT}/{name}"
 
@@ -782,7 +783,7 @@ def for_each_job(args: argparse.Namespace, act: Callable[[Any, str], Any], done:
     """suspend, resume and delete: on each NAME, or every job (--all) or those -l
     selects; every job is tried, one line per failure, exit 1 if any failed.
     --ignore-not-found skips names that do not exist, like kubectl's."""
-    from disttrain.client.client import NotFound
+    from disttrain.client.errors import NotFound
 
     if args.names and (args.all or args.selector):
         return _usage_error("give NAMEs or --all/-l, not both")
@@ -821,7 +822,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from disttrain.client.client import OBJECT
+    from disttrain.client.errors import OBJECT
 
     return for_each_job(args, lambda c, name: c.delete(name, wait=args.wait), lambda name, _: f'{OBJECT} "{name}" deleted')
 

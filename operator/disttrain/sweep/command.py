@@ -52,7 +52,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, mode=args.mode)
     api = None
     if spec.mode == "cluster":
-        from disttrain.client.client import DisttrainError, connect
+        from disttrain.client.errors import DisttrainError
+        from disttrain.client.kubeconfig import connect
 
         try:  # the cluster the way kubectl and the other commands read it, before anything starts
             api, context_ns = connect(args.kubeconfig, args.context, fail_fast=False)

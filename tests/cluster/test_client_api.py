@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from disttrain.cli.ports import free_port
+from disttrain.local.ports import free_port
 
 pytestmark = pytest.mark.cluster
 

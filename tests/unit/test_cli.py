@@ -356,7 +356,7 @@ def test_run_local_hands_the_validated_job_and_every_option_to_the_local_runner(
     tests/trainer/test_local_run.py): the file's one job, validated and resolved, and the
     options as given; its exit code is the command's. A stand-in runner records the call
     here, because a real run is the trainer tests' (minutes of torch, no mutant can afford)."""
-    from disttrain.cli import local_run
+    from disttrain.local import run as local_run
 
     calls = []
 
@@ -385,7 +385,7 @@ def test_run_local_says_what_it_cannot_run_before_it_runs_anything(monkeypatch, 
     """No file: exit 1, nothing run. A --checkpoint-uri that is no object-store prefix: a
     usage error (2) in spec.checkpoint.uri's words. A job held for a Kueue queue runs
     locally all the same, and the report says so on stderr (stdout is the run's)."""
-    from disttrain.cli import local_run
+    from disttrain.local import run as local_run
 
     calls = []
     monkeypatch.setattr(local_run, "run_local", lambda job, resolved, **options: calls.append(job.name) or 0)
@@ -579,7 +579,7 @@ def test_offline_commands_need_no_extra(tmp_path):
 def test_without_tqdm_the_local_run_prints_lines_and_says_why(monkeypatch):
     import io
 
-    from disttrain.cli.local_run import _Progress
+    from disttrain.local.run import _Progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
     out = io.StringIO()

@@ -30,8 +30,8 @@ from disttrain.api import types as t
 from disttrain.api.defaults import Images
 from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
-from disttrain.cli.documents import Document, DocumentError, describe, is_distributed_training, load_documents
-from disttrain.cli.templates import load_template, print_sources, resolved_document, unresolved
+from disttrain.client.documents import Document, DocumentError, describe, is_distributed_training, load_documents
+from disttrain.cli.template_files import load_template, print_sources, resolved_document, unresolved
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, queue_of
 from disttrain.integrations.registry import owned_children
 from disttrain.render import render_pod
@@ -496,7 +496,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_report(entry, sys.stderr)
     if not result.ok:
         return 1
-    from disttrain.cli.local_run import run_local  # needs torch: imported only for this command
+    from disttrain.local.run import run_local  # needs torch: imported only for this command
 
     return run_local(result.job, result.resolved, workdir=args.workdir,
                      progress=not args.no_progress, checkpoint_uri=args.checkpoint_uri)

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from disttrain.api.errors import FieldError
-from disttrain.cli.documents import Document, DocumentError, is_distributed_training, load_documents
+from disttrain.client.documents import Document, DocumentError, is_distributed_training, load_documents
 from disttrain.sweep.results import best_trial, summary, table
 from disttrain.sweep.space import best_job
 from disttrain.sweep.spec import SweepSpec, parse_sweep

@@ -256,7 +256,7 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     import io
     import os
 
-    from disttrain.cli.main import kubectl_complete
+    from disttrain.cli.completion import kubectl_complete
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     # (argcomplete ends the process once it has answered unless told otherwise, with the
@@ -309,7 +309,7 @@ def test_every_command_that_takes_a_job_name_completes_the_names_the_cluster_has
     import io
 
     from disttrain.client import client
-    from disttrain.cli.main import kubectl_complete
+    from disttrain.cli.completion import kubectl_complete
 
     class Listing:
         def __init__(self, *args, **kwargs):

@@ -225,7 +225,7 @@ class Bench:
         self.kubectl("wait", ESTABLISHED, "crd/distributedtrainings.disttrain.dev")
         self.kubectl("create", "namespace", ns)
         self.checkpoint_claim(ns)
-        from disttrain.cli.ports import free_port
+        from disttrain.local.ports import free_port
 
         port = free_port()
         # /metrics is read only to see the operator up: plain HTTP, as older trees serve it

@@ -94,9 +94,9 @@ cmd_env() { echo "export KUBECONFIG=$STATE/kubeconfig"; }
 
 # free_ports N [ADDRESS]: N distinct TCP ports free on a loopback address (127.0.0.1), drawn
 # outside the kernel's ephemeral range so that no outgoing connection takes one before our
-# server binds it (operator/disttrain/cli/ports.py says why).
+# server binds it (operator/disttrain/local/ports.py says why).
 free_ports() {
-  PYTHONPATH="$HACK/../operator" python3 -m disttrain.cli.ports "$1" "${2:-127.0.0.1}"
+  PYTHONPATH="$HACK/../operator" python3 -m disttrain.local.ports "$1" "${2:-127.0.0.1}"
 }
 
 # kubeconfig FILE USER [--cert NAME | --token TOKEN]

@@ -81,7 +81,11 @@ TESTS = ["tests/unit", "tests/trainer", "-m", "not dist and not slow and not clu
 # --cluster: the client and the CLI, and the tests that reach them through the real API
 # server with no operator: the client's, and the CLI commands' that take no `operator`
 # fixture (they run each command that returns through main() in the test's process).
-CLUSTER_MODULES = ["operator/disttrain/client/client.py", "operator/disttrain/cli/main.py"]
+CLUSTER_MODULES = ["operator/disttrain/client/client.py", "operator/disttrain/client/errors.py",
+                   "operator/disttrain/client/kubeconfig.py", "operator/disttrain/client/logs.py",
+                   # the CLI: main's table and the modules it is made of
+                   *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "operator" / "disttrain" / "cli").glob("*.py")
+                           if p.name not in ("__init__.py", "__main__.py", "template_files.py"))]
 CLIENT_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_client_api.py"
 CLI_CLUSTER_TESTS = ROOT / "tests" / "cluster" / "test_cli_commands.py"
 

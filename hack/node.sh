@@ -193,7 +193,7 @@ write_configs() {
   local pki=$STATE/pki api_port kubelet_port health_port ready_port dns_metrics
   api_port=$(sed -n 's/^apiserver=//p' "$STATE/ports")
   read -r kubelet_port health_port ready_port dns_metrics KUBELET_HEALTH \
-    <<<"$(PYTHONPATH="$HACK/../operator" python3 -m disttrain.cli.ports 5)"
+    <<<"$(PYTHONPATH="$HACK/../operator" python3 -m disttrain.local.ports 5)"
   printf 'kubelet=%s\nkubelet-healthz=%s\ncoredns-health=%s\ncoredns-ready=%s\n' \
     "$kubelet_port" "$KUBELET_HEALTH" "$health_port" "$ready_port" >>"$NODE/net.env"
   DNS_READY=$ready_port

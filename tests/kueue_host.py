@@ -25,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from disttrain.cli.local_run import die_with_parent
-from disttrain.cli.ports import free_port
+from disttrain.local.run import die_with_parent
+from disttrain.local.ports import free_port
 
 # Kueue admits the Workloads the operator makes for its jobs (Kueue's external framework).
 EXTERNAL_FRAMEWORK = "DistributedTraining.v1alpha1.disttrain.dev"

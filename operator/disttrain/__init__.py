@@ -26,9 +26,11 @@ __version__ = "0.1.0"  # pyproject.toml's and the chart's appVersion (tests/unit
 _EXPORTS = {
     "DistributedTrainingSpec": "disttrain.api.types",
     "JobView": "disttrain.client.jobview",
-    **{name: "disttrain.client.client" for name in (
-        "ApplyConflict", "Client", "DisttrainError", "Forbidden", "InvalidArgument", "InvalidJob", "JobFailed",
-        "KubeconfigError", "LogLine", "NotFound", "Unreachable", "WaitTimeout")},
+    "Client": "disttrain.client.client",
+    "LogLine": "disttrain.client.logs",
+    **{name: "disttrain.client.errors" for name in (
+        "ApplyConflict", "DisttrainError", "Forbidden", "InvalidArgument", "InvalidJob", "JobFailed",
+        "KubeconfigError", "NotFound", "Unreachable", "WaitTimeout")},
 }
 __all__ = sorted(_EXPORTS)
 

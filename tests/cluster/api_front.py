@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from disttrain.cli.ports import free_port
+from disttrain.local.ports import free_port
 
 # Long past any client timeout a test sets, short of its hang guard: a client that does not
 # time out meets a dropped connection, a different error, and the test fails without hanging.

@@ -28,7 +28,7 @@ def trainer_status_server():
     """The trainer's own /status server (disttrain_trainer.metrics), on loopback."""
     from prometheus_client import CollectorRegistry
 
-    from disttrain.cli.ports import free_port
+    from disttrain.local.ports import free_port
     from disttrain_trainer.metrics import StatusServer, StatusSink
 
     port = free_port()

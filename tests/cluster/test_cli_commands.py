@@ -818,7 +818,7 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_disttrain(cluster
 
     def complete_here(*words: str) -> list[str]:
         """The same completer through kubectl_complete() in this process (mutation testing sees it)."""
-        from disttrain.cli.main import kubectl_complete
+        from disttrain.cli.completion import kubectl_complete
 
         out = io.StringIO()
         with mock.patch.dict(os.environ, {"KUBECONFIG": cluster.kubeconfig}), contextlib.redirect_stdout(out):

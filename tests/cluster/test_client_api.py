@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from disttrain.cli.ports import free_port
+from disttrain.local.ports import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -315,7 +315,7 @@ def test_the_real_servers_404_for_a_group_it_does_not_serve_reads_as_the_missing
     from kubernetes import config as k8s_config
     from kubernetes.client.rest import ApiException
 
-    from disttrain.client import client as client_module
+    from disttrain.client import errors
 
     api = k8s_config.new_client_from_config(config_file=cluster.kubeconfig)
     with pytest.raises(ApiException) as raised:  # a group nothing serves: as disttrain.dev without its CRD
@@ -323,7 +323,7 @@ def test_the_real_servers_404_for_a_group_it_does_not_serve_reads_as_the_missing
                      auth_settings=["BearerToken"], response_types_map={200: "object"})
     answer = raised.value
     assert (answer.status, answer.body) == (404, "404 page not found\n")
-    assert str(client_module.api_error(answer.status, answer.reason, answer.body)) == (
+    assert str(errors.api_error(answer.status, answer.reason, answer.body)) == (
         'Error from server (NotFound): the server doesn\'t have a resource type "distributedtrainings.disttrain.dev": '
         "install disttrain's CRD (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
     api.close()

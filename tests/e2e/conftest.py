@@ -351,7 +351,7 @@ def prometheus(node_cluster: Cluster, tmp_path: Path) -> Iterator[Prometheus]:
     """
     import threading
 
-    from disttrain.cli.ports import free_port
+    from disttrain.local.ports import free_port
     binary = shutil.which("prometheus")
     assert binary, "prometheus missing: hack/ensure-promtool.sh installs Debian's prometheus package"
     port = free_port()

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 import dt_worker as worker  # noqa: E402  (tests/trainer is on sys.path via conftest.py)
-from disttrain.cli.local_run import descendants  # noqa: E402
-from disttrain.cli.ports import free_port  # noqa: E402,F401  (the tests' one port picker)
+from disttrain.local.run import descendants  # noqa: E402
+from disttrain.local.ports import free_port  # noqa: E402,F401  (the tests' one port picker)
 from disttrain_trainer.config import (  # noqa: E402
     CheckpointConfig, Config, DataConfig, EvalConfig, ModelConfig, ParallelConfig, TrainConfig,
 )

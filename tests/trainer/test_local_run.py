@@ -16,7 +16,8 @@ import yaml
 
 from dt_helpers import ROOT, base_env
 from disttrain.api.validate import validate_document
-from disttrain.cli.local_run import localize, newest_checkpoint, run_local
+from disttrain.local.plan import localize, newest_checkpoint
+from disttrain.local.run import run_local
 from disttrain.integrations.registry import render_children
 
 def job_doc(name: str, steps: int) -> dict:
@@ -158,7 +159,7 @@ def test_ctrl_c_checkpoints_and_reports(tmp_path: Path, inherited: str) -> None:
 def test_agents_stop_when_the_cli_is_killed(tmp_path: Path) -> None:
     """SIGKILL to the CLI (no chance to clean up): the kernel sends SIGTERM to each agent,
     which checkpoints and exits instead of training on unattended."""
-    from disttrain.cli.local_run import descendants
+    from disttrain.local.run import descendants
 
     proc = _start_cli(tmp_path, "orphan")
     tree = descendants(proc.pid)[1:]

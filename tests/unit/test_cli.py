@@ -356,7 +356,7 @@ def test_run_local_hands_the_validated_job_and_every_option_to_the_local_runner(
     tests/trainer/test_local_run.py): the file's one job, validated and resolved, and the
     options as given; its exit code is the command's. A stand-in runner records the call
     here, because a real run is the trainer tests' (minutes of torch, no mutant can afford)."""
-    from disttrain.cli import local_run
+    from disttrain.local import run as local_run
 
     calls = []
 
@@ -385,7 +385,7 @@ def test_run_local_says_what_it_cannot_run_before_it_runs_anything(monkeypatch, 
     """No file: exit 1, nothing run. A --checkpoint-uri that is no object-store prefix: a
     usage error (2) in spec.checkpoint.uri's words. A job held for a Kueue queue runs
     locally all the same, and the report says so on stderr (stdout is the run's)."""
-    from disttrain.cli import local_run
+    from disttrain.local import run as local_run
 
     calls = []
     monkeypatch.setattr(local_run, "run_local", lambda job, resolved, **options: calls.append(job.name) or 0)
@@ -415,7 +415,8 @@ def test_the_committed_cli_reference_is_what_every_commands_help_prints(monkeypa
     """docs/cli-reference.md is `disttrain docs cli`, and each of its sections is what
     `disttrain COMMAND --help` prints on a terminal of that width: a flag, a default or a
     help text changed in the code and not in the reference fails here."""
-    from disttrain.cli.main import COMMANDS, REFERENCE_COLUMNS
+    from disttrain.cli.docs import REFERENCE_COLUMNS
+    from disttrain.cli.main import COMMANDS
 
     reference = disttrain("docs", "cli").stdout
     with open(os.path.join(ROOT, "docs", "cli-reference.md")) as handle:
@@ -579,7 +580,7 @@ def test_offline_commands_need_no_extra(tmp_path):
 def test_without_tqdm_the_local_run_prints_lines_and_says_why(monkeypatch):
     import io
 
-    from disttrain.cli.local_run import _Progress
+    from disttrain.local.run import _Progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
     out = io.StringIO()
@@ -652,7 +653,7 @@ def test_a_bad_request_timeout_is_a_usage_error_naming_the_flag(tmp_path):
 def test_name_completion_asks_the_cluster_with_a_short_timeout(monkeypatch):
     import argparse
 
-    from disttrain.cli import main as cli
+    from disttrain.cli import cluster as cli
     from disttrain.client import client
 
     made = []
@@ -664,7 +665,7 @@ def test_name_completion_asks_the_cluster_with_a_short_timeout(monkeypatch):
 
     monkeypatch.setattr(client, "Client", Recording)
     args = argparse.Namespace(namespace=None, context=None, kubeconfig=None)
-    assert cli._job_names("", args) == []
+    assert cli.job_names("", args) == []
     assert made[0]["request_timeout"] == cli.COMPLETION_TIMEOUT <= 2
 
 
@@ -673,7 +674,7 @@ def test_name_completion_lists_the_jobs_where_the_command_line_points(monkeypatc
     the names come from; only names with the typed prefix are offered."""
     import argparse
 
-    from disttrain.cli import main as cli
+    from disttrain.cli import cluster as cli
     from disttrain.client import client
 
     made = []
@@ -687,10 +688,10 @@ def test_name_completion_lists_the_jobs_where_the_command_line_points(monkeypatc
 
     monkeypatch.setattr(client, "Client", Listing)
     args = argparse.Namespace(namespace="team-a", context="lab", kubeconfig="/etc/lab.kubeconfig")
-    assert cli._job_names("train-", args) == ["train-a", "train-b"]
+    assert cli.job_names("train-", args) == ["train-a", "train-b"]
     assert made == [(("team-a",), {"context": "lab", "kubeconfig": "/etc/lab.kubeconfig",
                                     "request_timeout": cli.COMPLETION_TIMEOUT})]
-    assert cli._job_names("", argparse.Namespace()) == ["train-a", "train-b", "eval"]  # a command without them
+    assert cli.job_names("", argparse.Namespace()) == ["train-a", "train-b", "eval"]  # a command without them
     assert made[-1] == ((None,), {"context": None, "kubeconfig": None, "request_timeout": cli.COMPLETION_TIMEOUT})
 
 

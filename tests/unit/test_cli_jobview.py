@@ -256,7 +256,7 @@ def test_kubectl_completion_in_process_quotes_the_word_and_leaves_the_environmen
     import io
     import os
 
-    from disttrain.cli.main import kubectl_complete
+    from disttrain.cli.completion import kubectl_complete
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     # (argcomplete ends the process once it has answered unless told otherwise, with the
@@ -309,7 +309,7 @@ def test_every_command_that_takes_a_job_name_completes_the_names_the_cluster_has
     import io
 
     from disttrain.client import client
-    from disttrain.cli.main import kubectl_complete
+    from disttrain.cli.completion import kubectl_complete
 
     class Listing:
         def __init__(self, *args, **kwargs):
@@ -348,7 +348,7 @@ def waiting_client(*versions: str | dict):
 
 
 def test_wait_for_one_of_several_phases_and_see_each_change():
-    from disttrain.client.client import JobFailed
+    from disttrain.client.errors import JobFailed
 
     seen = []
     view = waiting_client("Pending", "Running", "Succeeded").wait("j", ("Succeeded", "Suspended"),
@@ -362,7 +362,7 @@ def test_wait_for_one_of_several_phases_and_see_each_change():
 
 @pytest.mark.parametrize("phase", ["Done", ("Running", "Done"), ()])
 def test_a_phase_that_cannot_be_waited_for_is_a_disttrain_error(phase):
-    from disttrain.client.client import DisttrainError, InvalidArgument
+    from disttrain.client.errors import DisttrainError, InvalidArgument
 
     with pytest.raises(InvalidArgument) as err:
         waiting_client("Running").wait("j", phase)
@@ -383,7 +383,7 @@ def test_the_list_without_headers_and_wide():
 
 
 def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
-    from disttrain.client.client import InvalidArgument
+    from disttrain.client.errors import InvalidArgument
 
     def job(phase, **status):
         return {"metadata": {"name": "j"}, "status": {"phase": phase, **status}}
@@ -397,7 +397,7 @@ def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
     assert waiting_client(job("Pending"), at_step).wait_for("j", "jsonpath={.status.progress}") is not None
     assert waiting_client("Running", "Succeeded").wait_for("j", "delete") is None  # the watch ended: gone
     # A phase it can no longer reach ends the wait; a condition waits on (until the timeout).
-    from disttrain.client.client import JobFailed
+    from disttrain.client.errors import JobFailed
     with pytest.raises(JobFailed):
         waiting_client("Failed").wait_for("j", "Running,Suspended")
     with pytest.raises(AssertionError, match="unreachable"):  # the stub's watch ends; a real one would not

@@ -19,8 +19,11 @@ import pytest
 import yaml
 
 from disttrain.client import client as client_module
+from disttrain.client import errors, logs
 from disttrain.api.names import INDEX_LABEL
-from disttrain.client.client import Client, DisttrainError, log_time_order
+from disttrain.client.client import Client
+from disttrain.client.errors import DisttrainError
+from disttrain.client.logs import log_time_order
 
 from .helpers import StandInHandler, late_server, stand_in
 
@@ -63,18 +66,18 @@ def _pod(labels: dict[str, str] | None) -> SimpleNamespace:
 def test_a_pods_worker_index_is_its_index_label_when_that_is_a_number():
     from disttrain.api.names import INDEX_LABEL
 
-    assert [client_module._index(_pod(labels)) for labels in (
+    assert [logs.worker_of(_pod(labels)) for labels in (
         {INDEX_LABEL: "0"}, {INDEX_LABEL: "12"}, {INDEX_LABEL: "-1"}, {INDEX_LABEL: "x"}, {INDEX_LABEL: ""},
         {"other": "3"}, {}, None)] == [0, 12, None, None, None, None, None, None]
 
 
 def test_a_log_line_unpacks_as_worker_and_text():
-    worker, text = client_module.LogLine(3, "step 7", "2026-11-26T14:40:20Z")
+    worker, text = logs.LogLine(3, "step 7", "2026-11-26T14:40:20Z")
     assert (worker, text) == (3, "step 7")
-    assert list(client_module.LogLine(None, "")) == [None, ""]
+    assert list(logs.LogLine(None, "")) == [None, ""]
 
 
-# _merged blocks on a queue until every worker's log ends: a merge that loses the end of
+# merged blocks on a queue until every worker's log ends: a merge that loses the end of
 # one would block these tests for ever (and a mutation run for minutes per mutant). The
 # bound is a hang guard, far above the milliseconds they take, not a duration checked.
 HANG_GUARD = pytest.mark.timeout(60)
@@ -82,7 +85,7 @@ HANG_GUARD = pytest.mark.timeout(60)
 
 @HANG_GUARD
 def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_every_log_ends():
-    from disttrain.client.client import LogLine
+    from disttrain.client.logs import LogLine
 
     def worker(index: int, count: int):
         def lines():
@@ -91,11 +94,11 @@ def test_followed_logs_pass_on_every_workers_lines_in_their_order_and_end_when_e
                 yield LogLine(index, f"line {n}")
         return lines
 
-    merged = list(client_module._merged([worker(0, 50), worker(1, 0), worker(2, 1200)]))
+    merged = list(logs.merged([worker(0, 50), worker(1, 0), worker(2, 1200)]))
     assert len(merged) == 1250  # more than the queue holds: the pumps wait, nothing is lost
     for index, count in ((0, 50), (2, 1200)):
         assert [line.text for line in merged if line.worker == index] == [f"line {n}" for n in range(count)]
-    assert list(client_module._merged([])) == []
+    assert list(logs.merged([])) == []
 
 
 @HANG_GUARD
@@ -109,10 +112,10 @@ def test_a_reader_that_stops_following_leaves_no_thread_that_keeps_the_program_a
         return iter(())
 
     def one():
-        yield client_module.LogLine(0, "only")
+        yield logs.LogLine(0, "only")
 
     before = set(threading.enumerate())
-    reader = client_module._merged([one, quiet])
+    reader = logs.merged([one, quiet])
     assert next(reader).text == "only"
     pumps = [t for t in set(threading.enumerate()) - before if t.is_alive()]
     assert pumps and all(t.daemon for t in pumps), pumps
@@ -126,7 +129,7 @@ def test_a_busy_servers_retry_after_is_obeyed_between_0_and_10_seconds():
     (The headers are urllib3's, whose names match in any case.)"""
     from urllib3 import HTTPHeaderDict
 
-    from disttrain.client.client import retry_after
+    from disttrain.client.errors import retry_after
 
     said = ["3", "0.5", "0", "-5", "10", "99", "soon", ""]
     assert [retry_after(HTTPHeaderDict({"Retry-After": v})) for v in said] == [3, 0.5, 0, 0, 10, 10, 1, 1]
@@ -137,7 +140,8 @@ def test_a_logs_since_asks_for_whole_seconds_rounded_up_and_only_a_positive_one(
     """The API server takes whole seconds: `since` is rounded up (kubectl's rule), so no line
     of the asked span is left out; under a second asks one. 0 or less is refused by name
     (tests/cluster/test_client_api.py reads real logs with these)."""
-    from disttrain.client.client import InvalidArgument, since_seconds
+    from disttrain.client.errors import InvalidArgument
+    from disttrain.client.logs import since_seconds
 
     assert [since_seconds(s) for s in (0.001, 0.5, 1, 1.2, 119.2, 120, 3600)] == [1, 1, 1, 2, 120, 120, 3600]
     for bad in (0, -0.5, -5):
@@ -148,13 +152,13 @@ def test_a_logs_since_asks_for_whole_seconds_rounded_up_and_only_a_positive_one(
 @HANG_GUARD
 def test_an_error_reading_one_workers_log_reaches_the_reader():
     def broken():
-        yield client_module.LogLine(0, "first")
+        yield logs.LogLine(0, "first")
         raise DisttrainError("Error from server (NotFound): pods \"j-worker-0\" not found")
 
     def quiet():
         return iter(())
 
-    reader = client_module._merged([broken, quiet])
+    reader = logs.merged([broken, quiet])
     assert next(reader).text == "first"
     with pytest.raises(DisttrainError, match="j-worker-0"):
         next(reader)
@@ -195,7 +199,7 @@ def test_every_error_the_client_raises_imports_from_disttrain():
     import inspect
 
     import disttrain
-    from disttrain.client import client
+    from disttrain.client import errors as client
 
     raised = {name for name, cls in inspect.getmembers(client, inspect.isclass)
               if issubclass(cls, client.DisttrainError) and not name.startswith("_")}
@@ -213,37 +217,37 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     message`; the status code stays on the error (410 is what a watch resumes after). A 404
     says what the server found missing, in its words: the job, its namespace, or the kind."""
     body = json.dumps({"kind": "Status", "reason": "Conflict", "message": "the object  was modified"})
-    conflict = client_module.api_error(409, "Conflict", body)
+    conflict = errors.api_error(409, "Conflict", body)
     assert (type(conflict), str(conflict), conflict.status) == (
         DisttrainError, "Error from server (Conflict): the object was modified", 409)  # only a 403 is Forbidden
-    expired = client_module.api_error(410, "Expired: too old resource version: 12 (15)", None)
+    expired = errors.api_error(410, "Expired: too old resource version: 12 (15)", None)
     assert (str(expired), expired.status) == ("Error from server (Expired): too old resource version: 12 (15)", 410)
     job = json.dumps({"kind": "Status", "reason": "NotFound",
                       "message": 'distributedtrainings.disttrain.dev "demo" not found'})
-    missing = client_module.api_error(404, "Not Found", job)
-    assert (type(missing), missing.status) == (client_module.NotFound, 404)
+    missing = errors.api_error(404, "Not Found", job)
+    assert (type(missing), missing.status) == (errors.NotFound, 404)
     assert str(missing) == 'Error from server (NotFound): distributedtrainings.disttrain.dev "demo" not found'
     gone = json.dumps({"kind": "Status", "reason": "NotFound", "message": 'namespaces "elsewhere" not found'})
-    assert str(client_module.api_error(404, "Not Found", gone)) == (
+    assert str(errors.api_error(404, "Not Found", gone)) == (
         'Error from server (NotFound): namespaces "elsewhere" not found')  # the server's words: not the job
     unserved = json.dumps({"kind": "Status", "reason": "NotFound", "details": {},
                            "message": "the server could not find the requested resource"})  # no CRD installed
     not_installed = ('Error from server (NotFound): the server doesn\'t have a resource type '
                      '"distributedtrainings.disttrain.dev": install disttrain\'s CRD '
                      "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
-    assert str(client_module.api_error(404, "Not Found", unserved)) == not_installed
-    assert str(client_module.api_error(404, "Not Found", "")) == not_installed  # a 404 without words: kubectl's
-    assert str(client_module.api_error(404, "Not Found", unserved, "pods")) == (
+    assert str(errors.api_error(404, "Not Found", unserved)) == not_installed
+    assert str(errors.api_error(404, "Not Found", "")) == not_installed  # a 404 without words: kubectl's
+    assert str(errors.api_error(404, "Not Found", unserved, "pods")) == (
         "Error from server (NotFound): the server could not find the requested resource")
     # an answer that is not the API server's Status (a proxy's own text) reads as that text
-    proxied = client_module.api_error(503, "Service Unavailable", "upstream connect  error\n")
+    proxied = errors.api_error(503, "Service Unavailable", "upstream connect  error\n")
     assert (type(proxied), str(proxied)) == (DisttrainError, "Error from server (Service Unavailable): upstream connect error")
-    denied = client_module.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}))
-    assert (type(denied), denied.status) == (client_module.Forbidden, 403)
+    denied = errors.api_error(403, "Forbidden", json.dumps({"reason": "Forbidden", "message": "no"}))
+    assert (type(denied), denied.status) == (errors.Forbidden, 403)
     assert str(denied) == "Error from server (Forbidden): no"
     # an answer without a reason phrase or a body (HTTP allows both): its status, and says so
     for bare in ((500, None, None), (500, "", "")):
-        assert str(client_module.api_error(*bare)) == "Error from server (500): no message"
+        assert str(errors.api_error(*bare)) == "Error from server (500): no message"
 
 
 class _Busy(StandInHandler):
@@ -321,7 +325,7 @@ class _OtherVersion(_NoCrd):
     def do_GET(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                         "details": {}, "code": 404, "message": client_module.NOT_SERVED})
+                         "details": {}, "code": 404, "message": errors.NOT_SERVED})
 
     do_POST = do_PATCH = do_DELETE = do_GET
 
@@ -332,7 +336,7 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path, s
     installed, a Status where the group is served at another version) means the CRD is not
     installed: every request for them says so and how to install it. (A stand-in answers
     as such a server does: the shared control plane here must keep its CRD.)"""
-    from disttrain.client.client import NotFound
+    from disttrain.client.errors import NotFound
 
     with stand_in(tmp_path, server) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)
@@ -349,7 +353,7 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path, s
 def test_a_job_with_several_errors_is_refused_before_any_request_naming_each(tmp_path):
     """create and apply validate offline: InvalidJob names the job (or says "(unnamed)")
     and every error, "; " between them, and no request reaches the server."""
-    from disttrain.client.client import InvalidJob
+    from disttrain.client.errors import InvalidJob
 
     with late_server(tmp_path, set()) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)
@@ -369,7 +373,8 @@ def test_without_a_kubeconfig_the_client_reads_the_home_one_else_the_pods_servic
     """As kubectl: --kubeconfig, else $KUBECONFIG, else ~/.kube/config; with none of them in
     a pod (KUBERNETES_SERVICE_HOST set), the pod's service account, and a pod without its
     token (the trainer's has none) is a KubeconfigError that says so."""
-    from disttrain.client.client import KubeconfigError, connect
+    from disttrain.client.errors import KubeconfigError
+    from disttrain.client.kubeconfig import connect
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
@@ -422,7 +427,7 @@ def test_the_clients_namespace_is_the_one_given_else_the_contexts_else_default(t
     broken = tmp_path / "broken"  # each file of the list is checked, not only the first
     broken.write_text("just a string\n")
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(path), str(broken)]))
-    with pytest.raises(client_module.KubeconfigError) as refused:
+    with pytest.raises(errors.KubeconfigError) as refused:
         Client()
     assert str(refused.value).startswith(f"error: {broken}: not a kubeconfig: the file must be a map"), refused.value
 
@@ -430,7 +435,8 @@ def test_the_clients_namespace_is_the_one_given_else_the_contexts_else_default(t
 def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unknown_one_lists_the_known(tmp_path):
     """--context: the server, the user and the namespace all come from that context, not
     from the current one; a name the file lacks is a KubeconfigError listing those it has."""
-    from disttrain.client.client import KubeconfigError, connect
+    from disttrain.client.errors import KubeconfigError
+    from disttrain.client.kubeconfig import connect
 
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump({
@@ -455,7 +461,7 @@ def test_a_context_chosen_by_name_gives_its_own_server_and_namespace_and_an_unkn
 def test_a_kubeconfig_of_the_wrong_shape_is_named_by_key_entry_and_what_it_must_be():
     """What the client library would fail on deep inside (a TypeError), said first, for each
     of the three lists (tests/unit/test_cli.py reads the same through the CLI's process)."""
-    from disttrain.client.client import kubeconfig_problem
+    from disttrain.client.kubeconfig import kubeconfig_problem
 
     cases = {
         "": None, "{}": None,
@@ -494,7 +500,7 @@ def test_a_pod_log_the_server_answers_not_found_without_words_is_not_told_as_a_m
     """Only a 404 for the jobs themselves means disttrain's CRD is not installed: reading a
     worker's log answered 404 without a Status (a proxy without the route; a real API server
     always says which pod) is kubectl's "could not find the requested resource"."""
-    from disttrain.client.client import NotFound
+    from disttrain.client.errors import NotFound
 
     with stand_in(tmp_path, _NoLogRoute) as kubeconfig:
         client = Client(kubeconfig=kubeconfig)
@@ -529,4 +535,4 @@ def test_a_connection_failure_is_told_in_a_few_plain_words():
         (MaxRetryError(pool, "/x", NewConnectionError(conn, "Failed to resolve 'nowhere.invalid'\n  (x)")),
          "Failed to resolve 'nowhere.invalid' (x)"),
     ]
-    assert [client_module._reason(exc) for exc, _ in cases] == [want for _, want in cases]
+    assert [errors.connection_failure(exc) for exc, _ in cases] == [want for _, want in cases]

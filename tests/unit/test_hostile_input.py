@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from disttrain.api import validate_document
 from disttrain.api.parse import check_job_name
-from disttrain.cli.documents import DocumentError, load_documents
+from disttrain.client.documents import DocumentError, load_documents
 
 from .conftest import EXAMPLES, examples
 from .helpers import disttrain_process, errors_of, job, write

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from disttrain.api.validate import validate_document
-from disttrain.cli.local_run import finished_note, localize
+from disttrain.local.plan import finished_note, localize
 from disttrain.integrations.registry import render_children
 
 from .helpers import package_paths

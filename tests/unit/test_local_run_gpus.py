@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from disttrain.api.validate import validate_document
-from disttrain.cli.local_run import gpu_note, run_local_job, visible_gpus
+from disttrain.local.plan import gpu_note, visible_gpus
+from disttrain.local.run import run_local_job
 
 ROOT = Path(__file__).resolve().parents[2]
 

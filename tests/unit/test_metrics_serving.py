@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
-from disttrain.cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain.operator.kube import ApiError
 from disttrain.operator.metrics_serving import (ACCESS_REVIEWS, TOKEN_REVIEWS, MetricsServer, Reviewer, bearer,
                                                 judged)

@@ -51,7 +51,7 @@ def test_the_sweep_tells_caught_from_missed_and_stale(tmp_path):
     """hack/planted_sweep.py, as docs/contributing.md runs it, on a set of three bugs and a
     layer of one test file: the bug that file checks is CAUGHT by a test of it, the bug it
     cannot see is MISSED, the plant whose text is gone is STALE; the checkout is untouched."""
-    client = "operator/disttrain/client/client.py"
+    client = "operator/disttrain/client/logs.py"
     bugs = [{"name": "seen", "layer": "client", "file": client, "why": "w",
              "old": 'int((match[2] or "").ljust(9, "0"))', "new": 'int((match[2] or "").rjust(9, "0"))'},
             {"name": "unseen", "layer": "decisions", "file": "operator/disttrain/operator/core/ends.py", "why": "w",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from disttrain.cli import ports
+from disttrain.local import ports
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,10 +73,10 @@ def test_an_empty_pool_falls_back_to_the_kernels_pick(monkeypatch):
 
 def test_the_scripts_command_prints_n_ports_on_the_address_asked():
     env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
-    run = subprocess.run([sys.executable, "-m", "disttrain.cli.ports", "3", "127.240.0.1"], env=env,
+    run = subprocess.run([sys.executable, "-m", "disttrain.local.ports", "3", "127.240.0.1"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert len(set(run.stdout.split())) == 3 and all(p.isdigit() for p in run.stdout.split())
-    bad = subprocess.run([sys.executable, "-m", "disttrain.cli.ports", "three"], env=env,
+    bad = subprocess.run([sys.executable, "-m", "disttrain.local.ports", "three"], env=env,
                          capture_output=True, text=True, timeout=60)
-    assert (bad.returncode, bad.stderr) == (1, "usage: python3 -m disttrain.cli.ports N [ADDRESS]\n")
+    assert (bad.returncode, bad.stderr) == (1, "usage: python3 -m disttrain.local.ports N [ADDRESS]\n")

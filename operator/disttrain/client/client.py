@@ -12,39 +12,29 @@
 
 It needs only the official `kubernetes` client and the pure API model: no torch, no kopf,
 so it imports in a notebook. Every failure is a `DisttrainError` whose str() is the
-one-line message kubectl would print; the CLI (cli/main.py) is this client plus formatting.
+one-line message kubectl would print (errors.py); the CLI (cli/) is this client plus formatting.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import queue
-import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-import yaml
-
 from disttrain.api import types as t
-from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
-from disttrain.api.server import WATCH_SECONDS, retry_after_seconds
+from disttrain.api.names import CONTAINER_NAME, JOB_LABEL
+from disttrain.api.server import WATCH_SECONDS
 from disttrain.api.validate import validate_document
+from disttrain.client.errors import (OBJECT, RESOURCE, ApplyConflict, DisttrainError, Expired, InvalidArgument,
+                                     InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout, api_error,
+                                     connection_failure, failure_reason, retry_after)
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
 from disttrain.client.jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
+from disttrain.client.kubeconfig import connect
+from disttrain.client.logs import LogLine, log_time_order, merged, since_seconds, worker_of
 from disttrain.client.manifest import manifest_of
 
-RESOURCE = f"{t.PLURAL}.{t.GROUP}"  # how kubectl names the resource in errors
-OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtraining.disttrain.dev/NAME
-# The API server's 404 for a path it does not serve: here, a CRD not installed. A group it
-# serves nothing of gets its HTTP mux's plain-text page instead of a Status.
-NOT_SERVED = "the server could not find the requested resource"
-NO_SUCH_GROUP = "404 page not found"
 # How long past its own timeoutSeconds a watch's server may stay silent before the client
 # gives up on it (a read timeout: Unreachable): the server ends a healthy watch first.
 WATCH_SLACK = 30
@@ -56,71 +46,6 @@ REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
 # name for both, so `apply` after `submit` changes the fields it set without a conflict.
 FIELD_MANAGER = "disttrain"
 APPLY = "application/apply-patch+yaml"  # server-side apply
-
-
-class DisttrainError(Exception):
-    """A failed operation; str() is one line, exit_code what the CLI exits with.
-    `causes`: the API server's details.causes ({reason, message, field}), if it gave any;
-    `status`: its HTTP status code, when the error is its answer."""
-
-    exit_code = 1
-    causes: tuple[dict[str, Any], ...] = ()
-    status: int | None = None
-
-
-class NotFound(DisttrainError):
-    pass
-
-
-class Forbidden(DisttrainError):
-    pass
-
-
-class Unreachable(DisttrainError):
-    pass
-
-
-class InvalidArgument(DisttrainError, ValueError):
-    """A method was given a value it does not take (also a ValueError)."""
-
-
-class KubeconfigError(DisttrainError):
-    """No kubeconfig, a context it does not have, or a file that is not a kubeconfig (or not UTF-8)."""
-
-
-class InvalidJob(DisttrainError):
-    """The offline validator refused the job; `errors` holds one line per problem."""
-
-    def __init__(self, message: str, errors: list[str]):
-        super().__init__(message)
-        self.errors = errors
-
-
-class JobFailed(DisttrainError):
-    """The job ended without reaching what was waited for."""
-
-    def __init__(self, message: str, view: JobView):
-        super().__init__(message)
-        self.view = view
-
-
-class ApplyConflict(DisttrainError):
-    """Server-side apply would change fields another manager (kubectl, a controller) set."""
-
-
-class WaitTimeout(DisttrainError):
-    # `timeout`'s code (GNU coreutils): scripts can tell "not yet" from "failed".
-    exit_code = 124
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    worker: int | None
-    text: str
-    time: str = ""  # RFC 3339 from the kubelet; orders lines across workers
-
-    def __iter__(self) -> Iterator[Any]:  # `for worker, line in client.logs(...)`
-        return iter((self.worker, self.text))
 
 
 class Client:
@@ -337,7 +262,7 @@ class Client:
                 return view
             if decision == NEVER:
                 raise JobFailed(f"error: {OBJECT}/{name} is {view.phase}; it will never be "
-                                f"{' or '.join(want.phases)}" + _failure_reason(view), view)
+                                f"{' or '.join(want.phases)}" + failure_reason(view), view)
         if want.delete:
             return None
         raise AssertionError("unreachable: the watch ends only by a return or an error")
@@ -369,7 +294,7 @@ class Client:
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                             yield event["type"], obj
-                except _Expired:
+                except Expired:
                     yield "RELIST", {}
                     break
 
@@ -393,7 +318,7 @@ class Client:
             lines = [line for index, pod in workers for line in self._pod_log(ns, pod, index, False, options)]
             yield from sorted(lines, key=lambda line: log_time_order(line.time))
             return
-        yield from _merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, options) for i, p in workers])
+        yield from merged([lambda i=i, p=p: self._pod_log(ns, p, i, True, options) for i, p in workers])
 
     # ---- internals --------------------------------------------------------------
 
@@ -404,7 +329,7 @@ class Client:
             job = self.get(name, ns)  # NotFound before anything else
             pods = self._call(lambda: self._core.list_namespaced_pod(
                 ns, label_selector=f"{JOB_LABEL}={name}", _request_timeout=self._timeout)).items
-            workers = sorted(((_index(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
+            workers = sorted(((worker_of(p), p.metadata.name) for p in pods), key=lambda w: (w[0] is None, w[0] or 0))
             if worker is not None:
                 workers = [w for w in workers if w[0] == worker]
             view = view_of(job)
@@ -469,7 +394,7 @@ class Client:
                         yield obj
                     if deadline is not None and time.monotonic() > deadline:
                         raise expired()
-            except _Expired:
+            except Expired:
                 # Too old a version to resume from. The job's own version may be as old (a
                 # job unchanged for long, a CRD changed since): a watch from it would expire
                 # again at once. Read it with a list and go on from the list's version.
@@ -483,14 +408,14 @@ class Client:
 
     def _guard(self, stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """A watch stream with API errors mapped (the client raises a watch's ERROR event
-        as an ApiException); 410 Gone, the version to resume from is too old, raises _Expired."""
+        as an ApiException); 410 Gone, the version to resume from is too old, raises Expired."""
         it = iter(stream)
         while True:
             try:
                 event = self._call(lambda: next(it, None))
             except DisttrainError as exc:
                 if exc.status == 410:
-                    raise _Expired() from None
+                    raise Expired() from None
                 raise
             if event is None:
                 return
@@ -557,171 +482,13 @@ class Client:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _unreachable(self, exc: Exception) -> Unreachable:
-        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {_reason(exc)}")
-
-
-def since_seconds(since: float) -> int:
-    """The whole seconds a log's `since` asks the API server for: rounded up, as kubectl
-    does, so a line of the last `since` seconds is never left out."""
-    if since <= 0:
-        raise InvalidArgument(f"since {since}: give seconds > 0")
-    return math.ceil(since)
-
-
-def retry_after(headers: Any) -> float:
-    """The seconds a 429's Retry-After asks for (the one rule, api.server), 1 if it says
-    none, as kubectl waits."""
-    return retry_after_seconds((headers or {}).get("Retry-After"), 1.0)
-
-
-class _Expired(Exception):
-    """A watch's resourceVersion is too old (410): list again."""
-
-
-def api_error(status: int | None, reason: str | None, body: Any, resource: str = RESOURCE) -> DisttrainError:
-    """An API error as kubectl prints it: `Error from server (Reason): message`. A 404 says
-    what the API server found missing in its own words (the object, its namespace, or
-    the kind: `resource` not served, a CRD not installed); one without them, kubectl's."""
-    why, causes = reason or "", []
-    try:  # message: the Status body's, or the body itself when it is not one
-        parsed = json.loads(body) if body else {}
-        message, why = parsed.get("message", ""), parsed.get("reason", why)
-        causes = [c for c in (parsed.get("details") or {}).get("causes") or () if isinstance(c, dict)]
-    except (TypeError, ValueError, AttributeError):
-        message = str(body)  # only a body that is there fails to parse
-    if not body and ": " in why:  # a watch's ERROR event: the client makes it "Reason: message"
-        why, message = why.split(": ", 1)
-    if status == 404:  # the server's words: what is missing may be the namespace, or the kind itself
-        said = " ".join(message.split()) or NOT_SERVED
-        if said == NO_SUCH_GROUP:  # no Status at all: nothing of the group is served
-            said = NOT_SERVED
-        if said == NOT_SERVED and resource == RESOURCE:
-            said = (f'the server doesn\'t have a resource type "{resource}": install disttrain\'s CRD '
-                    "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
-        error: DisttrainError = NotFound(f"Error from server (NotFound): {said}")
-    else:
-        text = f"Error from server ({why or status}): {' '.join(message.split()) or reason or 'no message'}"
-        error = Forbidden(text) if status == 403 else DisttrainError(text)
-    error.causes, error.status = tuple(causes), status
-    return error
+        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {connection_failure(exc)}")
 
 
 def own_fields_only(causes: Iterable[dict[str, Any]]) -> bool:
     """Are all of a server-side apply's conflicts with fields FIELD_MANAGER itself set?"""
     conflicts = [c for c in causes if c.get("reason") == "FieldManagerConflict"]
     return bool(conflicts) and all(f'"{FIELD_MANAGER}"' in str(c.get("message", "")) for c in conflicts)
-
-
-def _reason(exc: Exception) -> str:
-    """The innermost cause of a connection failure, one line ('connection refused')."""
-    inner: BaseException = exc
-    while getattr(inner, "reason", None) is not None and isinstance(inner.reason, BaseException):
-        inner = inner.reason
-    text = str(inner).removeprefix(f"{getattr(inner, 'conn', None)}: ")  # urllib3 names its connection object
-    if "Connection refused" in text:
-        return "connection refused - did you specify the right host or port?"
-    if "Read timed out" in text:  # urllib3's says the pool, and the time left of the total, not the limit
-        return "read timed out - the server sent no answer in time"
-    if "RemoteDisconnected" in text:
-        return "the server closed the connection without an answer"
-    if "Connection broken" in text or "Response ended prematurely" in text:
-        return "the connection broke off in the middle of the answer"
-    return " ".join(text.split()) or type(inner).__name__
-
-
-def connect(kubeconfig: str | None, context: str | None, *, fail_fast: bool = True) -> tuple[Any, str | None]:
-    """(ApiClient, the context's namespace) from a kubeconfig, like kubectl; in a pod
-    with no kubeconfig, its service account. fail_fast: no retry of a failed connection
-    (a command fails at once, like kubectl); a sweep that runs for hours keeps urllib3's."""
-    from kubernetes import client as k8s
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
-
-    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-    present = any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p)
-    configuration = type.__call__(k8s.Configuration)
-    if not present and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except ConfigException as exc:  # a pod without its service account's token (the trainer's)
-            raise KubeconfigError(f"error: no kubeconfig at {path}, and this pod's service account cannot be "
-                                  f"used: {' '.join(str(exc).split())}; set KUBECONFIG or mount the account's "
-                                  "token") from None
-        namespace_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-        namespace = open(namespace_file).read().strip() if os.path.exists(namespace_file) else None
-    else:
-        if not present:
-            raise KubeconfigError(f"error: no kubeconfig at {path}: set KUBECONFIG or pass --kubeconfig "
-                                  "(make cluster-up prints the path of a local cluster's)")
-        try:
-            for part in (os.path.expanduser(p) for p in path.split(os.pathsep) if p):
-                problem = kubeconfig_problem(_read_yaml(part)) if os.path.exists(part) else None
-                if problem:
-                    raise KubeconfigError(f"error: {part}: not a kubeconfig: {problem}")
-            contexts, current = config.list_kube_config_contexts(config_file=path)
-            chosen = next((c for c in contexts if c["name"] == context), None) if context else current
-            if context and chosen is None:
-                raise KubeconfigError(f'error: context "{context}" does not exist in {path}; '
-                                      f"known: {', '.join(c['name'] for c in contexts) or 'none'}")
-            config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
-                                    persist_config=False)
-        except ConfigException as exc:
-            raise KubeconfigError(f"error: {path}: {' '.join(str(exc).split())}") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-            raise KubeconfigError(f"error: {path}: not YAML{where}: {getattr(exc, 'problem', None) or exc}; "
-                                  "check the file, or point --kubeconfig at another") from None
-        except (TypeError, AttributeError, KeyError, ValueError) as exc:
-            # What kubeconfig_problem does not look at: the client library walks the file
-            # without checking the kinds of its values.
-            raise KubeconfigError(f"error: {path}: not a kubeconfig: {type(exc).__name__}: {exc}") from None
-        namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    if fail_fast:
-        configuration.retries = 0  # fail at once like kubectl, not after urllib3's three retries
-    return k8s.ApiClient(configuration), namespace
-
-
-def _read_yaml(path: str) -> Any:
-    """A kubeconfig file's YAML. It must be UTF-8 (YAML's encoding, and kubectl's); the
-    client library would fail on another without saying where."""
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode()  # UTF-8
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise KubeconfigError(f"error: {path}: line {line} is not UTF-8 (byte {data[exc.start]:#04x}); "
-                              "save the file as UTF-8") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: no line of its own, two lines of text
-        line = text.count("\n", 0, exc.position) + 1
-        raise KubeconfigError(f"error: {path}: not YAML: line {line} holds the character #x{exc.character:04x}, "
-                              "which YAML does not allow; check the file, or point --kubeconfig at another") from None
-
-
-def kubeconfig_problem(data: Any) -> str | None:
-    """What makes a parsed kubeconfig file unusable before the client library reads it
-    (it would fail with a TypeError deep inside), in words; None when its shape is right."""
-    if data is None:
-        return None  # an empty file: kubectl treats it as no entries
-    if not isinstance(data, dict):
-        return f"the file must be a map with clusters, contexts and users (got {type(data).__name__})"
-    for key, inner in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
-        entries = data.get(key)
-        if entries is None:
-            continue
-        if not isinstance(entries, list):
-            return f"{key} must be a list of {{name, {inner}}} (got {type(entries).__name__})"
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                return f"{key}[{i}] must be a map with a name and a {inner}"
-            if not isinstance(entry.get(inner) or {}, dict):
-                return f"{key}[{i}].{inner} must be a map"
-    if not isinstance(data.get("current-context") or "", str):
-        return "current-context must be a string"
-    return None
 
 
 def _same_content(before: dict[str, Any], after: dict[str, Any]) -> bool:
@@ -731,57 +498,3 @@ def _same_content(before: dict[str, Any], after: dict[str, Any]) -> bool:
         return obj.get("spec"), meta.get("labels"), meta.get("annotations")
 
     return content(before) == content(after)
-
-
-_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
-
-
-def log_time_order(stamp: str) -> tuple[int, int, int]:
-    """A sort key for the kubelet's RFC 3339 log stamps. Compared as text they misorder:
-    Go trims a fraction's trailing zeros, so "...:20.12Z" sorts after "...:20.123Z" and
-    "...:20Z" after "...:20.5Z". Nanoseconds are kept (datetime keeps microseconds). A
-    stamp that does not parse sorts after every one that does."""
-    match = _STAMP.fullmatch(stamp)
-    if match is None:
-        return (1, 0, 0)
-    zone = "+00:00" if match[3] == "Z" else match[3]
-    seconds = int(datetime.fromisoformat(match[1] + zone).timestamp())
-    return (0, seconds, int((match[2] or "").ljust(9, "0")))
-
-
-def _index(pod: Any) -> int | None:
-    value = (pod.metadata.labels or {}).get(INDEX_LABEL)
-    return int(value) if value is not None and value.isdigit() else None
-
-
-def _failure_reason(view: JobView) -> str:
-    failed = next((c for c in view.conditions if c.get("type") == "Failed" and c.get("status") == "True"), None)
-    return f": {failed.get('reason')}: {failed.get('message')}" if failed else ""
-
-
-def _merged(sources: list[Any]) -> Iterator[LogLine]:
-    """Lines of several generators, as they come, from one thread each."""
-    lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
-    done = object()
-
-    def pump(source: Any) -> None:
-        try:
-            for line in source():
-                lines.put(line)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
-            lines.put(exc)
-        finally:
-            lines.put(done)
-
-    threads = [threading.Thread(target=pump, args=(s,), daemon=True) for s in sources]
-    for thread in threads:
-        thread.start()
-    running = len(threads)
-    while running:
-        item = lines.get()
-        if item is done:
-            running -= 1
-        elif isinstance(item, BaseException):
-            raise item
-        else:
-            yield item

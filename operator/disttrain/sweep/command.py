@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from disttrain.api.errors import FieldError
-from disttrain.cli.documents import Document, DocumentError, is_distributed_training, load_documents
+from disttrain.client.documents import Document, DocumentError, is_distributed_training, load_documents
 from disttrain.sweep.results import best_trial, summary, table
 from disttrain.sweep.space import best_job
 from disttrain.sweep.spec import SweepSpec, parse_sweep
@@ -52,7 +52,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, mode=args.mode)
     api = None
     if spec.mode == "cluster":
-        from disttrain.client.client import DisttrainError, connect
+        from disttrain.client.errors import DisttrainError
+        from disttrain.client.kubeconfig import connect
 
         try:  # the cluster the way kubectl and the other commands read it, before anything starts
             api, context_ns = connect(args.kubeconfig, args.context, fail_fast=False)

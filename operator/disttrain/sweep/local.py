@@ -1,4 +1,4 @@
-"""Trials as `disttrain run --local` jobs: the same machinery (local_run), one workdir per
+"""Trials as `disttrain run --local` jobs: the same machinery (disttrain.local), one workdir per
 trial job under the sweep's folder, so an interrupted trial resumes from its checkpoint."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from disttrain.api.validate import validate_document
-from disttrain.cli.local_run import run_local_job
 from disttrain.api.report import parse_report
+from disttrain.api.validate import validate_document
+from disttrain.local.run import run_local_job
 from disttrain.sweep.runner import JobResult, Watch, finished, objective_points
 
 
@@ -28,7 +28,7 @@ class LocalBackend:
         if not result.ok:
             return JobResult("failed", message="; ".join(str(e) for e in result.errors))
         name = result.job.name
-        log = self.root / name / "run.log"  # local_run's own lines: start, summary, failures
+        log = self.root / name / "run.log"  # the local run's own lines: start, summary, failures
         log.parent.mkdir(parents=True, exist_ok=True)
         why: list[str] = []
 

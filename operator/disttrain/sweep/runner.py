@@ -13,6 +13,7 @@ history; with parallelism > 1 the order trials finish in already varies).
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import threading
@@ -159,13 +160,10 @@ def run_sweep(spec: SweepSpec, backend: Backend, study: Any, *, stopping: thread
 
 def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, params: dict[str, Any], resumed: bool,
                out: TextIO) -> None:
-    import optuna
-
-    pruned = optuna.trial.TrialState.PRUNED
     shown = ", ".join(f"{p.rsplit('.', 1)[-1]}={_fmt(v)}" for p, v in params.items())
     _say(out, f"trial {trial.number}: {'resuming' if resumed else 'starting'} ({shown})")
     frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
-    reported = max(frozen.intermediate_values, default=-1)
+    reports = _Reports(trial, max(frozen.intermediate_values, default=-1))
     folds: list[int | None] = list(range(spec.folds)) if spec.folds else [None]
     values: list[float] = []
     metric = spec.objective
@@ -173,49 +171,70 @@ def _run_trial(spec: SweepSpec, backend: Backend, study: Any, trial: Any, params
         if fold is not None and f"fold{fold}" in frozen.user_attrs:  # done before an interrupt
             values.append(frozen.user_attrs[f"fold{fold}"])
             continue
-
-        def watch(points: EvalPoints, last_step: int | None, fold: int | None = fold) -> bool:
-            nonlocal reported
-            if fold is not None:  # k-fold prunes between folds, on the running mean
-                return False
-            for step, value in points:
-                if step > reported and value is not None:
-                    trial.report(value, step)
-                    reported = step
-                    # The evaluation at the last step is the run's result: stopping the run
-                    # then saves nothing, and would record a finished trial as pruned.
-                    if (last_step is None or step < last_step) and trial.should_prune():
-                        return True
-            return False
-
-        result = backend.run(trial_job(spec, trial.number, params, fold), watch, metric)
-        if result.state == "interrupted":
-            _say(out, f"trial {trial.number}: interrupted; it resumes on the next run")
+        if not _run_fold(spec, backend, study, trial, params, fold, reports, values, out):
             return
-        if result.state == "stopped":
-            study.tell(trial, state=pruned)
-            _say(out, f"trial {trial.number}: pruned at step {reported}")
-            return
-        watch(result.eval_history, 0)  # evaluations between polls, for the pruner's later medians
-        if result.state == "failed" or result.value is None:
-            note = result.message or f"the job reported no {metric}"
-            trial.set_user_attr("note", note[:200])
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            _say(out, f"trial {trial.number}: failed: {note}")
-            return
-        values.append(result.value)
-        if fold is not None:
-            trial.set_user_attr(f"fold{fold}", result.value)
-            trial.report(statistics.fmean(values), fold)
-            if fold < spec.folds - 1 and trial.should_prune():
-                study.tell(trial, state=pruned)
-                _say(out, f"trial {trial.number}: pruned after fold {fold} "
-                     f"(mean {metric} {statistics.fmean(values):.4f})")
-                return
     value = statistics.fmean(values)
     study.tell(trial, value)
     _say(out, f"trial {trial.number}: done, {metric} {value:.4f}"
          + (f" (mean of {len(values)} folds)" if spec.folds else ""))
+
+
+class _Reports:
+    """A trial's evaluations handed to the pruner as they come, each step once (`watch`)."""
+
+    def __init__(self, trial: Any, reported: int) -> None:
+        self.trial = trial
+        self.reported = reported  # the newest step the study already has
+
+    def watch(self, points: EvalPoints, last_step: int | None, fold: int | None = None) -> bool:
+        """A Watch: True when the pruner stops the trial."""
+        if fold is not None:  # k-fold prunes between folds, on the running mean
+            return False
+        for step, value in points:
+            if step > self.reported and value is not None:
+                self.trial.report(value, step)
+                self.reported = step
+                # The evaluation at the last step is the run's result: stopping the run
+                # then saves nothing, and would record a finished trial as pruned.
+                if (last_step is None or step < last_step) and self.trial.should_prune():
+                    return True
+        return False
+
+
+def _run_fold(spec: SweepSpec, backend: Backend, study: Any, trial: Any, params: dict[str, Any], fold: int | None,
+              reports: _Reports, values: list[float], out: TextIO) -> bool:
+    """One job of the trial (its only one, or a fold's), its value added to `values`; False
+    when the trial ends with it (interrupted, pruned, failed)."""
+    import optuna
+
+    pruned = optuna.trial.TrialState.PRUNED
+    metric = spec.objective
+    watch = functools.partial(reports.watch, fold=fold)
+    result = backend.run(trial_job(spec, trial.number, params, fold), watch, metric)
+    if result.state == "interrupted":
+        _say(out, f"trial {trial.number}: interrupted; it resumes on the next run")
+        return False
+    if result.state == "stopped":
+        study.tell(trial, state=pruned)
+        _say(out, f"trial {trial.number}: pruned at step {reports.reported}")
+        return False
+    watch(result.eval_history, 0)  # evaluations between polls, for the pruner's later medians
+    if result.state == "failed" or result.value is None:
+        note = result.message or f"the job reported no {metric}"
+        trial.set_user_attr("note", note[:200])
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        _say(out, f"trial {trial.number}: failed: {note}")
+        return False
+    values.append(result.value)
+    if fold is not None:
+        trial.set_user_attr(f"fold{fold}", result.value)
+        trial.report(statistics.fmean(values), fold)
+        if fold < spec.folds - 1 and trial.should_prune():
+            study.tell(trial, state=pruned)
+            _say(out, f"trial {trial.number}: pruned after fold {fold} "
+                 f"(mean {metric} {statistics.fmean(values):.4f})")
+            return False
+    return True
 
 
 _print_lock = threading.Lock()

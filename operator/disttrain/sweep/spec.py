@@ -177,18 +177,29 @@ def _param(path: str, where: str, body: Any, leaf: set[type], errors: list[Field
             errors.append(FieldError(f"{where}.{key}", body[key], "is not a parameter field", ", ".join(known),
                                      did_you_mean(key, known) or "remove it"))
     if "choices" in body:
-        choices = body["choices"]
-        if body.get("type", "choice") != "choice" or any(k in body for k in ("low", "high", "log", "step")):
-            errors.append(FieldError(where, body, "mixes choices with a range", "choices alone, or type/low/high",
-                                     "keep one of the two"))
-            return None
-        if (not isinstance(choices, list) or not choices or len(set(map(repr, choices))) != len(choices)
-                or not all(isinstance(c, (str, int, float, bool)) for c in choices)):
-            errors.append(FieldError(f"{where}.choices", choices, "is not a list of distinct values",
-                                     "a non-empty list of distinct strings, numbers or booleans",
-                                     "e.g. choices: [ddp, fsdp]"))
-            return None
-        return Param(path=path, kind="choice", choices=tuple(choices))
+        return _choice_param(path, where, body, errors)
+    return _range_param(path, where, body, leaf, errors)
+
+
+def _choice_param(path: str, where: str, body: dict[str, Any], errors: list[FieldError]) -> Param | None:
+    """{choices: [...]}: distinct values, and no range beside them."""
+    choices = body["choices"]
+    if body.get("type", "choice") != "choice" or any(k in body for k in ("low", "high", "log", "step")):
+        errors.append(FieldError(where, body, "mixes choices with a range", "choices alone, or type/low/high",
+                                 "keep one of the two"))
+        return None
+    if (not isinstance(choices, list) or not choices or len(set(map(repr, choices))) != len(choices)
+            or not all(isinstance(c, (str, int, float, bool)) for c in choices)):
+        errors.append(FieldError(f"{where}.choices", choices, "is not a list of distinct values",
+                                 "a non-empty list of distinct strings, numbers or booleans",
+                                 "e.g. choices: [ddp, fsdp]"))
+        return None
+    return Param(path=path, kind="choice", choices=tuple(choices))
+
+
+def _range_param(path: str, where: str, body: dict[str, Any], leaf: set[type], errors: list[FieldError]
+                 ) -> Param | None:
+    """{type: float|int, low, high[, log, step]}: a type the field holds, and bounds that make a range."""
     kind = body.get("type", unset())
     holds = "/".join(sorted(x.__name__ for x in leaf))
     fits = [k for k, py in (("float", float), ("int", int)) if py in leaf]

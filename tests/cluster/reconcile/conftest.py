@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from disttrain.cli.local_run import die_with_parent
-from disttrain.cli.ports import free_port  # noqa: F401  (the reconcile tests import it from here)
+from disttrain.local.run import die_with_parent
+from disttrain.local.ports import free_port  # noqa: F401  (the reconcile tests import it from here)
 
 import kueue_host  # tests/kueue_host.py (tests/ is on sys.path)
 

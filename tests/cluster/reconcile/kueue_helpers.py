@@ -170,7 +170,7 @@ class Agents:
 
     def __init__(self, cluster, namespace: str, name: str, spec: dict, workdir: Path, port: int):
         from disttrain.api.validate import validate_document
-        from disttrain.cli.local_run import localize
+        from disttrain.local.plan import localize
         from disttrain.integrations.registry import render_children
 
         doc = job_manifest(name, **spec)
@@ -234,7 +234,7 @@ def trainer_status(port: int) -> dict | None:
 
 def stop_trainer(proc: subprocess.Popen) -> None:
     """SIGTERM to torchrun (as the kubelet's), then whatever is left is killed."""
-    from disttrain.cli.local_run import descendants
+    from disttrain.local.run import descendants
 
     left = descendants(proc.pid) if proc.poll() is None else []  # the worker runs in a session of its own
     if proc.poll() is None:

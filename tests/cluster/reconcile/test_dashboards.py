@@ -146,7 +146,7 @@ def prometheus(cluster, tmp_path):
 def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.Popen, int]:
     """The job's one pod as a local torchrun agent (its own command and env; see localize)."""
     from disttrain.api.validate import validate_document
-    from disttrain.cli.local_run import localize
+    from disttrain.local.plan import localize
     from disttrain.integrations.registry import render_children
 
     doc = job_manifest(name, nodes=1, gpusPerNode=0, precision="32",
@@ -175,7 +175,7 @@ def start_trainer(namespace: str, name: str, workdir: Path) -> tuple[subprocess.
 def kill_tree(proc: subprocess.Popen) -> None:
     """SIGKILL torchrun and its worker: the worker runs in a session of its own, so killing
     torchrun's process group left it training (100,000 steps) on a core of CI's machine."""
-    from disttrain.cli.local_run import descendants
+    from disttrain.local.run import descendants
 
     for pid in descendants(proc.pid):
         with contextlib.suppress(ProcessLookupError):

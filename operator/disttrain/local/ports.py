@@ -10,7 +10,7 @@ puts an outgoing connection, checked bindable, and never handed out twice by one
 Two processes drawing the same port in the second before one binds it stays possible, at
 odds of about one in twenty thousand.
 
-`python3 -m disttrain.cli.ports N [ADDRESS]` prints N such ports (hack/cluster.sh).
+`python3 -m disttrain.local.ports N [ADDRESS]` prints N such ports (hack/cluster.sh).
 """
 
 from __future__ import annotations
@@ -91,5 +91,5 @@ def free_port(address: str = "127.0.0.1") -> int:
 if __name__ == "__main__":
     args = sys.argv[1:]
     if not args or not args[0].isdigit() or len(args) > 2:
-        sys.exit("usage: python3 -m disttrain.cli.ports N [ADDRESS]")
+        sys.exit("usage: python3 -m disttrain.local.ports N [ADDRESS]")
     print(" ".join(str(p) for p in free_ports(int(args[0]), *args[1:])))

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from disttrain.api.errors import FieldError, GuardrailWarning
 from disttrain.api.templates import (CLUSTER_TEMPLATE_KIND, RESOLUTION_ORDER, TEMPLATE_KINDS, Template, check_template,
                                      parse_template)
-from disttrain.cli.documents import DocumentError, describe, load_documents
+from disttrain.client.documents import DocumentError, describe, load_documents
 
 
 def load_template(path: str) -> Template:

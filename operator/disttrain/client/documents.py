@@ -26,7 +26,7 @@ class Document:
     data: Any
     node: yaml.Node
     # With --template: the template it was resolved against and where each setting came
-    # from (cli/templates.py), for the validation report.
+    # from (cli/template_files.py), for the validation report.
     template: dict[str, Any] | None = None
 
     def line_of(self, field_path: str) -> int:

@@ -312,12 +312,18 @@ def test_a_loss_that_is_not_a_number_is_null_and_the_report_stays_json() -> None
     assert parse_report(doc).progress().eval_metrics is None
 
 
-def test_the_trainer_and_the_operator_agree_on_what_a_metric_name_is() -> None:
-    """Two copies (the trainer image has no operator package): what one writes, the other keeps."""
-    from disttrain.api import report
-    from disttrain_trainer import metrics
-    assert (metrics.METRIC_NAME.pattern, metrics.METRIC_NAME_RULE, metrics.MAX_METRICS) == (
-        report.METRIC_NAME.pattern, report.METRIC_NAME_RULE, report.MAX_METRICS)
+def test_the_named_metrics_the_trainer_writes_are_the_ones_the_operator_keeps() -> None:
+    """Both ends name and count metrics by the pod contract (METRIC_NAME, MAX_METRICS): what
+    the trainer writes, the operator's parser keeps whole."""
+    from disttrain.api.pod_contract import MAX_METRICS
+    from disttrain.api.report import parse_report
+    from disttrain_trainer.metrics import eval_metrics
+    offered = {"a" * 64: 1.0, "a" * 65: 2.0, "1st": 3.0, **{f"m{i}": float(i) for i in range(MAX_METRICS)}}
+    written = eval_metrics(offered, strict=False)
+    assert len(written) == MAX_METRICS and "a" * 64 in written and not {"a" * 65, "1st"} & set(written)
+    status = StatusSink()
+    status.eval(1, 0.5, written)
+    assert parse_report(json.loads(status.render())).eval_metrics == written
 
 
 def test_each_report_moves_last_update_time_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,6 @@ import hmac
 import json
 import logging
 import math
-import re
 import threading
 import time
 import urllib.parse
@@ -33,7 +32,9 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from disttrain.api.pod_contract import WORKER_TIMES_WINDOWS
+# FINISHED and INTERRUPTED: the trainer's final word (Metrics.finish), the loop's to give.
+from disttrain.api.pod_contract import (FINISHED, INTERRUPTED, MAX_METRICS, METRIC_NAME, METRIC_NAME_RULE,  # noqa: F401
+                                        WORKER_TIMES_WINDOWS, Key)
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.drain import MAX_HOLD_SECONDS, CheckpointRequest
@@ -65,13 +66,6 @@ class StepMetrics:
 # termination message.
 EVAL_HISTORY = 32
 
-# Named evaluation metrics (accuracy, val_f1): the spelling and count the operator keeps
-# (disttrain.api.report's, which the trainer cannot import; tests/trainer/test_metrics.py
-# checks the two agree).
-METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
-METRIC_NAME_RULE = "1-64 letters, digits, '_', '.', '/' or '-', starting with a letter or '_'"
-MAX_METRICS = 16
-
 
 def eval_metrics(metrics: Mapping[str, Any], *, strict: bool) -> dict[str, float]:
     """Named metrics -> {name: float}. A name the report cannot carry, a value that is no
@@ -95,11 +89,6 @@ def eval_metrics(metrics: Mapping[str, Any], *, strict: bool) -> dict[str, float
             raise ValueError(message + "; rename or drop it")
         log.warning("%s: left out of the report", message)
     return out
-
-
-# The trainer's final word: all steps done, or stopped on a signal before the end.
-FINISHED = "Finished"
-INTERRUPTED = "Interrupted"
 
 
 class Sink(Protocol):
@@ -236,64 +225,65 @@ class StatusSink:
     termination_log: str = ""
     doc: dict[str, Any] = field(
         default_factory=lambda: {
-            "step": 0, "totalSteps": 0, "loss": None, "gradNorm": None, "samplesPerSecond": 0.0,
-            "tokensPerSecond": 0.0, "stepSeconds": None, "flopsPerToken": 0.0, "mfu": None,
-            "worldSize": 0, "checkpoint": None, "checkpointSaveSeconds": None, "checkpointBlockedSeconds": None,
-            "lastUpdateTime": _now_iso(), "outcome": None, "evalLoss": None, "evalStep": None,
-            "heldAtStep": None,
+            Key.STEP: 0, Key.TOTAL_STEPS: 0, Key.LOSS: None, Key.GRAD_NORM: None, Key.SAMPLES_PER_SECOND: 0.0,
+            Key.TOKENS_PER_SECOND: 0.0, Key.STEP_SECONDS: None, Key.FLOPS_PER_TOKEN: 0.0, Key.MFU: None,
+            Key.WORLD_SIZE: 0, Key.CHECKPOINT: None, Key.CHECKPOINT_SAVE_SECONDS: None,
+            Key.CHECKPOINT_BLOCKED_SECONDS: None, Key.LAST_UPDATE_TIME: _now_iso(), Key.OUTCOME: None,
+            Key.EVAL_LOSS: None, Key.EVAL_STEP: None, Key.HELD_AT_STEP: None,
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, m: StepMetrics) -> None:
         with self.lock:
-            self.doc.update(
-                step=m.step, totalSteps=m.total_steps, samplesPerSecond=round(m.samples_per_second, 3),
-                tokensPerSecond=round(m.tokens_per_second, 3), stepSeconds=round(m.step_seconds, 6),
-                flopsPerToken=m.flops_per_token, mfu=None if m.mfu is None else round(m.mfu, 6),
-                worldSize=m.world_size, lastUpdateTime=_now_iso(),
-            )
+            self.doc.update({
+                Key.STEP: m.step, Key.TOTAL_STEPS: m.total_steps,
+                Key.SAMPLES_PER_SECOND: round(m.samples_per_second, 3),
+                Key.TOKENS_PER_SECOND: round(m.tokens_per_second, 3), Key.STEP_SECONDS: round(m.step_seconds, 6),
+                Key.FLOPS_PER_TOKEN: m.flops_per_token, Key.MFU: None if m.mfu is None else round(m.mfu, 6),
+                Key.WORLD_SIZE: m.world_size, Key.LAST_UPDATE_TIME: _now_iso(),
+            })
             if m.loss is not None:
-                self.doc["loss"] = round(m.loss, 6)
+                self.doc[Key.LOSS] = round(m.loss, 6)
             if m.grad_norm is not None:
-                self.doc["gradNorm"] = round(m.grad_norm, 6)
+                self.doc[Key.GRAD_NORM] = round(m.grad_norm, 6)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         with self.lock:
-            self.doc["checkpoint"] = info.as_status()
+            self.doc[Key.CHECKPOINT] = info.as_status()
             if info.save_seconds:  # saved by this process (not found on disk at start)
-                self.doc["checkpointSaveSeconds"] = round(info.save_seconds, 6)
-                self.doc["checkpointBlockedSeconds"] = round(info.blocked_seconds, 6)
+                self.doc[Key.CHECKPOINT_SAVE_SECONDS] = round(info.save_seconds, 6)
+                self.doc[Key.CHECKPOINT_BLOCKED_SECONDS] = round(info.blocked_seconds, 6)
 
     def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
         value = _finite(loss)
         named = {k: _finite(v) for k, v in metrics.items()}
         with self.lock:
             entry = [step, value, named] if named else [step, value]
-            history = [*self.doc.get("evalHistory", []), entry][-EVAL_HISTORY:]
-            self.doc.update(evalLoss=value, evalStep=step, evalHistory=history)
+            history = [*self.doc.get(Key.EVAL_HISTORY, []), entry][-EVAL_HISTORY:]
+            self.doc.update({Key.EVAL_LOSS: value, Key.EVAL_STEP: step, Key.EVAL_HISTORY: history})
             if named:
-                self.doc["evalMetrics"] = named
+                self.doc[Key.EVAL_METRICS] = named
             else:
-                self.doc.pop("evalMetrics", None)
+                self.doc.pop(Key.EVAL_METRICS, None)
 
     def worker_times(self, step: int, table: list[list[float]]) -> None:
         """Every worker's compute and step time in the window ending at `step` (timing.py)."""
         with self.lock:
-            kept = [w for w in self.doc.get("workerTimes", []) if w[0] < step]
-            self.doc["workerTimes"] = [*kept, [step, table]][-WORKER_TIMES_WINDOWS:]
+            kept = [w for w in self.doc.get(Key.WORKER_TIMES, []) if w[0] < step]
+            self.doc[Key.WORKER_TIMES] = [*kept, [step, table]][-WORKER_TIMES_WINDOWS:]
 
     def held(self, step: int | None) -> None:
         with self.lock:
-            self.doc.update(heldAtStep=step, lastUpdateTime=_now_iso())
+            self.doc.update({Key.HELD_AT_STEP: step, Key.LAST_UPDATE_TIME: _now_iso()})
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:
-            self.doc.update(outcome=outcome, step=step, totalSteps=total_steps, worldSize=world_size,
-                            lastUpdateTime=_now_iso())
+            self.doc.update({Key.OUTCOME: outcome, Key.STEP: step, Key.TOTAL_STEPS: total_steps,
+                             Key.WORLD_SIZE: world_size, Key.LAST_UPDATE_TIME: _now_iso()})
             # workerTimes grows with the workers; the message keeps 4 KiB and the operator
             # wants it only from a trainer that runs.
-            blob = json.dumps({k: v for k, v in self.doc.items() if k != "workerTimes"})
+            blob = json.dumps({k: v for k, v in self.doc.items() if k != Key.WORKER_TIMES})
         if self.termination_log:
             # Kubernetes keeps at most 4 KiB of it; the report is far smaller.
             try:
@@ -505,7 +495,7 @@ class Metrics:
         for sink in self.sinks:
             if isinstance(sink, StatusSink):
                 with sink.lock:
-                    sink.doc["framework"] = label
+                    sink.doc[Key.FRAMEWORK] = label
 
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""

@@ -24,7 +24,8 @@ from dt_helpers import free_port, run_customized, tiny_config
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.flops import format_mfu, mfu, peak_flops
-from disttrain_trainer.metrics import PrometheusSink, StatusServer, StatusSink, StepMetrics
+from disttrain_trainer.metrics import PrometheusSink, StatusSink, StepMetrics
+from disttrain_trainer.status_server import StatusServer
 from disttrain_trainer.models import GPT_PRESETS, model_spec
 
 
@@ -377,7 +378,7 @@ def test_the_end_writes_the_report_with_its_outcome_to_the_termination_message(t
 def test_the_query_bounds_of_a_checkpoint_request_include_both_ends() -> None:
     """holdSeconds 1..3600, waitSeconds 0..300 (a wait at its end would keep the server test
     waiting 300 s, so the ends are taken here, on the parse the server uses)."""
-    from disttrain_trainer.metrics import checkpoint_query
+    from disttrain_trainer.status_server import checkpoint_query
 
     assert checkpoint_query("holdSeconds=1&waitSeconds=300") == (1, 300.0)
     assert checkpoint_query("holdSeconds=3600&waitSeconds=0") == (3600, 0.0)
@@ -392,7 +393,7 @@ def test_a_query_holding_a_question_mark_still_names_its_path() -> None:
     """Only the first "?" ends the path: GET /status?a=b?c is /status, and a POST to
     /checkpoint whose query holds a "?" reaches /checkpoint (and is judged by its query)."""
     from disttrain_trainer.drain import CheckpointRequest
-    from disttrain_trainer.metrics import Control
+    from disttrain_trainer.status_server import Control
 
     port, request = free_port(), CheckpointRequest()
     server = StatusServer(port, CollectorRegistry(), StatusSink(), Control("tok", request))
@@ -417,7 +418,7 @@ def test_the_server_neither_keeps_the_trainer_alive_nor_waits_for_an_idle_client
     """The trainer process ends when its loop does, server still open (its threads are
     daemons); and close() returns while a client holds a connection without a request."""
     script = ("import sys; from prometheus_client import CollectorRegistry; "
-              "from disttrain_trainer.metrics import StatusServer, StatusSink; "
+              "from disttrain_trainer.metrics import StatusSink; from disttrain_trainer.status_server import StatusServer; "
               "StatusServer(int(sys.argv[1]), CollectorRegistry(), StatusSink()); print('serving', flush=True)")
     done = subprocess.run([sys.executable, "-c", script, str(free_port())], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "serving\n"), done.stderr

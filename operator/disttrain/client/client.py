@@ -33,7 +33,7 @@ import yaml
 
 from disttrain.api import types as t
 from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL, JOB_LABEL
-from disttrain.api.server import WATCH_SECONDS, retry_after_seconds
+from disttrain.api.api_timing import WATCH_SECONDS, retry_after_seconds
 from disttrain.api.validate import validate_document
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
 from disttrain.client.jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
@@ -569,7 +569,7 @@ def since_seconds(since: float) -> int:
 
 
 def retry_after(headers: Any) -> float:
-    """The seconds a 429's Retry-After asks for (the one rule, api.server), 1 if it says
+    """The seconds a 429's Retry-After asks for (the one rule, api.api_timing), 1 if it says
     none, as kubectl waits."""
     return retry_after_seconds((headers or {}).get("Retry-After"), 1.0)
 

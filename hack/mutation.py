@@ -69,6 +69,7 @@ MODULES = [
     # What users call and read: the trainer's metrics (issue 29); the CLI and the Python
     # client are CLUSTER_MODULES (their unit tests meet their mutants there too).
     "trainer/disttrain_trainer/metrics.py",
+    "trainer/disttrain_trainer/status_server.py",
 ]
 # The tests that may kill a mutant: the in-process ones (a new test file joins by itself;
 # changing this list makes mutmut forget every verdict).

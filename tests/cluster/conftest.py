@@ -29,7 +29,8 @@ def trainer_status_server():
     from prometheus_client import CollectorRegistry
 
     from disttrain.local.ports import free_port
-    from disttrain_trainer.metrics import StatusServer, StatusSink
+    from disttrain_trainer.metrics import StatusSink
+    from disttrain_trainer.status_server import StatusServer
 
     port = free_port()
     sink = StatusSink()

@@ -20,7 +20,8 @@ from dt_helpers import Agent, free_port, get_status, pod_env, wait_for_step
 from dt_helpers import post_checkpoint as post
 from disttrain_trainer.checkpoint import complete_checkpoints
 from disttrain_trainer.drain import CheckpointRequest
-from disttrain_trainer.metrics import Control, StatusServer, StatusSink
+from disttrain_trainer.metrics import StatusSink
+from disttrain_trainer.status_server import Control, StatusServer
 
 @pytest.mark.parametrize("query,answer", [
     ("holdSeconds=1", 202), ("holdSeconds=3600", 202), ("holdSeconds=3600&waitSeconds=0", 202),

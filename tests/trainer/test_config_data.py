@@ -93,3 +93,18 @@ def test_each_epoch_reshuffles_and_drops_the_ragged_tail() -> None:
     assert not torch.equal(first[0], second)
     x, y = ds.get(torch.tensor([0]))
     assert torch.equal(x[0, 1:], y[0, :-1])  # next-byte targets
+
+
+def test_the_registries_build_every_model_on_every_dataset_the_pod_contract_names() -> None:
+    """The names live in the pod contract (the API's enums and Config's choices read them);
+    the trainer's registries (models/, data/) must build each of them."""
+    from disttrain.api.pod_contract import MODEL_DATASETS
+    from disttrain_trainer.data import CLASSES, IN_FEATURES, VOCAB_SIZE, build_dataset
+    from disttrain_trainer.models import model_spec
+
+    for model, datasets in MODEL_DATASETS.items():
+        for dataset in datasets:
+            spec = model_spec(model, dataset=dataset, vocab_size=VOCAB_SIZE, in_features=IN_FEATURES, classes=CLASSES)
+            with torch.device("meta"):
+                assert isinstance(spec.build(), torch.nn.Module)
+            assert len(build_dataset(dataset, seq_len=spec.context, seed=0)) > 0

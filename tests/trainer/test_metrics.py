@@ -24,7 +24,8 @@ from dt_helpers import free_port, run_customized, tiny_config
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
 from disttrain_trainer.flops import format_mfu, mfu, peak_flops
-from disttrain_trainer.metrics import PrometheusSink, StatusServer, StatusSink, StepMetrics
+from disttrain_trainer.metrics import PrometheusSink, StatusSink, StepMetrics
+from disttrain_trainer.status_server import StatusServer
 from disttrain_trainer.models import GPT_PRESETS, model_spec
 
 
@@ -312,12 +313,18 @@ def test_a_loss_that_is_not_a_number_is_null_and_the_report_stays_json() -> None
     assert parse_report(doc).progress().eval_metrics is None
 
 
-def test_the_trainer_and_the_operator_agree_on_what_a_metric_name_is() -> None:
-    """Two copies (the trainer image has no operator package): what one writes, the other keeps."""
-    from disttrain.api import report
-    from disttrain_trainer import metrics
-    assert (metrics.METRIC_NAME.pattern, metrics.METRIC_NAME_RULE, metrics.MAX_METRICS) == (
-        report.METRIC_NAME.pattern, report.METRIC_NAME_RULE, report.MAX_METRICS)
+def test_the_named_metrics_the_trainer_writes_are_the_ones_the_operator_keeps() -> None:
+    """Both ends name and count metrics by the pod contract (METRIC_NAME, MAX_METRICS): what
+    the trainer writes, the operator's parser keeps whole."""
+    from disttrain.api.pod_contract import MAX_METRICS
+    from disttrain.api.report import parse_report
+    from disttrain_trainer.metrics import eval_metrics
+    offered = {"a" * 64: 1.0, "a" * 65: 2.0, "1st": 3.0, **{f"m{i}": float(i) for i in range(MAX_METRICS)}}
+    written = eval_metrics(offered, strict=False)
+    assert len(written) == MAX_METRICS and "a" * 64 in written and not {"a" * 65, "1st"} & set(written)
+    status = StatusSink()
+    status.eval(1, 0.5, written)
+    assert parse_report(json.loads(status.render())).eval_metrics == written
 
 
 def test_each_report_moves_last_update_time_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -371,7 +378,7 @@ def test_the_end_writes_the_report_with_its_outcome_to_the_termination_message(t
 def test_the_query_bounds_of_a_checkpoint_request_include_both_ends() -> None:
     """holdSeconds 1..3600, waitSeconds 0..300 (a wait at its end would keep the server test
     waiting 300 s, so the ends are taken here, on the parse the server uses)."""
-    from disttrain_trainer.metrics import checkpoint_query
+    from disttrain_trainer.status_server import checkpoint_query
 
     assert checkpoint_query("holdSeconds=1&waitSeconds=300") == (1, 300.0)
     assert checkpoint_query("holdSeconds=3600&waitSeconds=0") == (3600, 0.0)
@@ -386,7 +393,7 @@ def test_a_query_holding_a_question_mark_still_names_its_path() -> None:
     """Only the first "?" ends the path: GET /status?a=b?c is /status, and a POST to
     /checkpoint whose query holds a "?" reaches /checkpoint (and is judged by its query)."""
     from disttrain_trainer.drain import CheckpointRequest
-    from disttrain_trainer.metrics import Control
+    from disttrain_trainer.status_server import Control
 
     port, request = free_port(), CheckpointRequest()
     server = StatusServer(port, CollectorRegistry(), StatusSink(), Control("tok", request))
@@ -411,7 +418,7 @@ def test_the_server_neither_keeps_the_trainer_alive_nor_waits_for_an_idle_client
     """The trainer process ends when its loop does, server still open (its threads are
     daemons); and close() returns while a client holds a connection without a request."""
     script = ("import sys; from prometheus_client import CollectorRegistry; "
-              "from disttrain_trainer.metrics import StatusServer, StatusSink; "
+              "from disttrain_trainer.metrics import StatusSink; from disttrain_trainer.status_server import StatusServer; "
               "StatusServer(int(sys.argv[1]), CollectorRegistry(), StatusSink()); print('serving', flush=True)")
     done = subprocess.run([sys.executable, "-c", script, str(free_port())], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "serving\n"), done.stderr

@@ -1,4 +1,4 @@
-"""Training templates resolved offline (api/templates.py): the template's defaults < the
+"""Training templates resolved offline (api/template_resolution.py): the template's defaults < the
 job's own spec < the template's enforced settings, at every kind of field (a scalar, a
 mapping, a list merged on its keys, a list that is one value, a pod spec), and the
 refusals' words pinned in tests/unit/golden/template_messages.json (after an intended
@@ -10,8 +10,8 @@ import copy
 
 import pytest
 from disttrain.api import types as t
-from disttrain.api.templates import (CLUSTER_TEMPLATE_KIND, DEFAULT, ENFORCED, JOB, check_template, parse_template,
-                                     resolve)
+from disttrain.api.template_resolution import (CLUSTER_TEMPLATE_KIND, DEFAULT, ENFORCED, JOB, check_template,
+                                               parse_template, resolve)
 
 from .golden import Golden
 
@@ -198,7 +198,7 @@ def test_a_job_keeps_the_template_it_was_resolved_against_while_its_ref_names_it
     edited; a templateRef naming another template takes the live one; none named: the
     namespace's TrainingTemplate `default`, if there is one; a name with no template is a
     FieldError naming the kind."""
-    from disttrain.api.templates import TEMPLATE_KIND, choose, snapshot
+    from disttrain.api.template_resolution import TEMPLATE_KIND, choose, snapshot
 
     live_templates = {}
 

@@ -11,25 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from disttrain.api.pod_contract import BUILTIN
+import disttrain.api.pod_contract as pc
+from disttrain.api.pod_contract import DDP_SINGLE_DEVICE, MODEL_DATASETS, Setting
+from disttrain.api.pod_contract import Dataset as DatasetName
+from disttrain.api.pod_contract import Model as ModelName
 
 Strategy = Literal["auto", "none", "ddp", "fsdp"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
-ModelName = Literal["gpt-nano", "gpt-small", "mlp"]
-DatasetName = Literal["text", "synthetic-regression", "synthetic-classification"]
 
-# Guardrail messages, worded like the operator's validator so users see one story.
-DDP_SINGLE_DEVICE = "DDP requires multiple devices, falling back to single-device training"
+# Guardrail messages, worded like the operator's validator so users see one story (the one
+# both sides give, DDP_SINGLE_DEVICE, is the pod contract's).
 DEVICES_CLAMPED = (
     "{requested} devices per node requested but only {visible} visible, clamping to {visible}"
 )
 FP16_ON_CPU = "16-mixed needs a CUDA device for its gradient scaler, falling back to 32 on CPU"
-
-_MODEL_DATASETS: dict[str, tuple[str, ...]] = {
-    "gpt-nano": ("text",),
-    "gpt-small": ("text",),
-    "mlp": ("synthetic-regression", "synthetic-classification"),
-}
 
 
 def _check_choice(name: str, value: str, literal: object) -> None:
@@ -40,34 +35,34 @@ def _check_choice(name: str, value: str, literal: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Env:
-    """Reads DISTTRAIN_<name>; an empty value is the default; a bad one says which variable."""
+    """Reads a setting's variable; an empty value is its default; a bad one says which variable."""
 
     env: Mapping[str, str]
 
-    def get(self, name: str, default: str) -> str:
-        value = self.env.get(f"DISTTRAIN_{name}", "")
-        return value if value != "" else default
+    def get(self, setting: Setting) -> Any:
+        value = self.env.get(setting.env, "")
+        return value if value != "" else setting.default
 
-    def num(self, name: str, default: float, cast: type = int, what: str = "an integer") -> Any:
-        raw = self.get(name, str(default))
+    def num(self, setting: Setting, cast: type = int, what: str = "an integer") -> Any:
+        raw = str(self.get(setting))
         try:
             return cast(raw)
         except ValueError:
-            raise ValueError(f"DISTTRAIN_{name}={raw!r} is not {what}") from None
+            raise ValueError(f"{setting.env}={raw!r} is not {what}") from None
 
-    def real(self, name: str, default: float) -> float:
-        return self.num(name, default, float, "a number")
+    def real(self, setting: Setting) -> float:
+        return self.num(setting, float, "a number")
 
-    def flag(self, name: str) -> bool:
-        raw = self.get(name, "false").lower()
+    def flag(self, setting: Setting) -> bool:
+        raw = str(self.get(setting)).lower()
         if raw not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"DISTTRAIN_{name}={raw!r} is not true/false")
+            raise ValueError(f"{setting.env}={raw!r} is not true/false")
         return raw in ("true", "1", "yes")
 
 
 @dataclass(kw_only=True, slots=True)
 class ModelConfig:
-    name: ModelName = BUILTIN["model"].default
+    name: ModelName = pc.MODEL.default
     """name: the built-in model: gpt-nano (~1M params), gpt-small (~20M) or mlp."""
 
     def __post_init__(self) -> None:
@@ -76,13 +71,13 @@ class ModelConfig:
 
 @dataclass(kw_only=True, slots=True)
 class DataConfig:
-    dataset: DatasetName = "text"
+    dataset: DatasetName = pc.DATASET.default
     """dataset: built-in dataset; nothing is downloaded."""
-    batch_size: int = BUILTIN["batch_size"].default
+    batch_size: int = pc.BATCH_SIZE.default
     """batch_size: micro-batch per data-parallel rank (samples)."""
     seq_len: int = 0
     """seq_len: tokens per sample for the text dataset; 0 = the model's context length."""
-    seed: int = BUILTIN["seed"].default
+    seed: int = pc.SEED.default
     """seed: shuffling seed; every epoch reshuffles with seed + epoch."""
 
     def __post_init__(self) -> None:
@@ -95,15 +90,15 @@ class DataConfig:
 
 @dataclass(kw_only=True, slots=True)
 class ParallelConfig:
-    strategy: Strategy = "auto"
+    strategy: Strategy = pc.STRATEGY.default
     """strategy: auto (DDP when world > 1, else single device), none, ddp or fsdp (FSDP2)."""
-    mesh_fsdp: int = 0
+    mesh_fsdp: int = pc.MESH_FSDP.default
     """mesh_fsdp: data-parallel (FSDP) degree of a 2-D mesh; 0 = no mesh."""
-    mesh_tp: int = 0
+    mesh_tp: int = pc.MESH_TP.default
     """mesh_tp: tensor-parallel degree of a 2-D mesh; 0 = no mesh."""
-    precision: Precision = "32"
+    precision: Precision = pc.PRECISION.default
     """precision: bf16-mixed, 16-mixed (gradient scaler, CUDA only) or 32."""
-    gpus_per_node: int = 0
+    gpus_per_node: int = pc.GPUS_PER_NODE.default
     """gpus_per_node: GPUs requested per node; 0 = CPU with gloo."""
 
     def __post_init__(self) -> None:
@@ -127,21 +122,21 @@ class ParallelConfig:
 
 @dataclass(kw_only=True, slots=True)
 class TrainConfig:
-    steps: int = BUILTIN["steps"].default
+    steps: int = pc.STEPS.default
     """steps: optimizer steps in total (across restarts)."""
-    learning_rate: float = BUILTIN["learning_rate"].default
+    learning_rate: float = pc.LEARNING_RATE.default
     """learning_rate: peak AdamW learning rate."""
     warmup_steps: int = 0
     """warmup_steps: linear warm-up steps; 0 = min(10, steps // 10)."""
     weight_decay: float = 0.0
     """weight_decay: AdamW decoupled weight decay."""
-    accumulate_grad_batches: int = 1
+    accumulate_grad_batches: int = pc.ACCUMULATE_GRAD_BATCHES.default
     """accumulate_grad_batches: micro-batches per optimizer step."""
     grad_clip: float = 1.0
     """grad_clip: max global gradient L2 norm; 0 = no clipping."""
     log_every: int = 10
     """log_every: steps between loss all-reduces / log lines (the last step always logs)."""
-    seed: int = BUILTIN["seed"].default
+    seed: int = pc.SEED.default
     """seed: parameter-initialisation seed; identical for every strategy."""
 
     def __post_init__(self) -> None:
@@ -165,13 +160,13 @@ class TrainConfig:
 
 @dataclass(kw_only=True, slots=True)
 class CheckpointConfig:
-    dir: str = ""
+    dir: str = pc.CHECKPOINT_DIR.default
     """dir: folder of step directories; empty = checkpointing off."""
-    interval_steps: int = 0
+    interval_steps: int = pc.CHECKPOINT_INTERVAL_STEPS.default
     """interval_steps: save every N steps; 0 = only on SIGTERM and at the end."""
-    keep: int = 3
+    keep: int = pc.CHECKPOINT_KEEP.default
     """keep: newest N complete checkpoints kept; older ones are deleted."""
-    async_save: bool = False
+    async_save: bool = pc.CHECKPOINT_ASYNC.default
     """async_save: write in the background (dcp.async_save) while training continues."""
 
     def __post_init__(self) -> None:
@@ -187,12 +182,12 @@ class CheckpointConfig:
 
 @dataclass(kw_only=True, slots=True)
 class EvalConfig:
-    fraction: float = BUILTIN["eval_fraction"].default
+    fraction: float = pc.EVAL_FRACTION.default
     """fraction: share of the dataset held out for evaluation (a contiguous block, never
     trained on); 0 = no evaluation."""
-    fold: int = BUILTIN["eval_fold"].default
+    fold: int = pc.EVAL_FOLD.default
     """fold: which block is held out, 0 .. 1/fraction - 1 (k-fold: fraction 1/k, fold i)."""
-    interval_steps: int = BUILTIN["eval_interval_steps"].default
+    interval_steps: int = pc.EVAL_INTERVAL_STEPS.default
     """interval_steps: evaluate every N steps as well as at the end; 0 = only at the end."""
 
     def __post_init__(self) -> None:
@@ -216,18 +211,18 @@ class EvalConfig:
 
 @dataclass(kw_only=True, slots=True)
 class MetricsConfig:
-    port: int = 0
+    port: int = pc.METRICS_PORT.default
     """port: HTTP port of /metrics, /healthz, /status on local rank 0; 0 = off."""
-    job: str = ""
+    job: str = pc.JOB_NAME.default
     """job: the DistributedTraining's name (metric label)."""
-    namespace: str = ""
+    namespace: str = pc.NAMESPACE.default
     """namespace: its namespace (metric label)."""
-    pod: str = ""
+    pod: str = pc.POD_NAME.default
     """pod: this pod's name (metric label)."""
-    termination_log: str = ""
+    termination_log: str = pc.TERMINATION_LOG.default
     """termination_log: file for the final report (the container's terminationMessagePath,
     read by the operator when the pod ends); empty = none."""
-    control_token: str = ""
+    control_token: str = pc.CONTROL_TOKEN.default
     """control_token: the bearer token of POST /checkpoint (the operator's
     checkpoint-then-evict request); empty = no /checkpoint."""
     job_uid: str = ""
@@ -249,12 +244,12 @@ class MetricsConfig:
         for a script of the user's (session.py)."""
         e = _Env(os.environ if env is None else env)
         return cls(
-            port=e.num("METRICS_PORT", 0),
-            job=e.get("JOB_NAME", ""),
-            namespace=e.get("NAMESPACE", ""),
-            pod=e.get("POD_NAME", ""),
-            termination_log=e.get("TERMINATION_LOG", ""),
-            control_token=e.get("CONTROL_TOKEN", ""),
+            port=e.num(pc.METRICS_PORT),
+            job=e.get(pc.JOB_NAME),
+            namespace=e.get(pc.NAMESPACE),
+            pod=e.get(pc.POD_NAME),
+            termination_log=e.get(pc.TERMINATION_LOG),
+            control_token=e.get(pc.CONTROL_TOKEN),
             # The trackers' own variables, which a job sets in spec.env (DISTTRAIN_* is the operator's).
             job_uid=e.env.get("PET_RDZV_ID", ""),
             mlflow_tracking_uri=e.env.get("MLFLOW_TRACKING_URI", ""),
@@ -289,7 +284,7 @@ class Config:
     """test_slow_factor: test hook: how many times slower that rank's compute is."""
 
     def __post_init__(self) -> None:
-        allowed = _MODEL_DATASETS[self.model.name]
+        allowed = MODEL_DATASETS[self.model.name]
         if self.data.dataset not in allowed:
             raise ValueError(
                 f"model {self.model.name!r} cannot train on dataset {self.data.dataset!r}; "
@@ -302,32 +297,28 @@ class Config:
         e = _Env(os.environ if env is None else env)
         get, num, flag = e.get, e.num, e.flag
 
-        seed = num(BUILTIN["seed"].name, BUILTIN["seed"].default)
+        seed = num(pc.SEED)
         return cls(
-            model=ModelConfig(name=get(BUILTIN["model"].name, BUILTIN["model"].default)),  # type: ignore[arg-type]
-            data=DataConfig(
-                dataset=get("DATASET", "text"),  # type: ignore[arg-type]
-                batch_size=num(BUILTIN["batch_size"].name, BUILTIN["batch_size"].default),
-                seed=seed,
-            ),
+            model=ModelConfig(name=get(pc.MODEL)),
+            data=DataConfig(dataset=get(pc.DATASET), batch_size=num(pc.BATCH_SIZE), seed=seed),
             parallel=ParallelConfig(
-                strategy=get("STRATEGY", "auto"),  # type: ignore[arg-type]
-                mesh_fsdp=num("MESH_FSDP", 0),
-                mesh_tp=num("MESH_TP", 0),
-                precision=get("PRECISION", "32"),  # type: ignore[arg-type]
-                gpus_per_node=num("GPUS_PER_NODE", 0),
+                strategy=get(pc.STRATEGY),
+                mesh_fsdp=num(pc.MESH_FSDP),
+                mesh_tp=num(pc.MESH_TP),
+                precision=get(pc.PRECISION),
+                gpus_per_node=num(pc.GPUS_PER_NODE),
             ),
             train=TrainConfig(
-                steps=num(BUILTIN["steps"].name, BUILTIN["steps"].default),
-                learning_rate=e.real(BUILTIN["learning_rate"].name, BUILTIN["learning_rate"].default),
-                accumulate_grad_batches=num("ACCUMULATE_GRAD_BATCHES", 1),
+                steps=num(pc.STEPS),
+                learning_rate=e.real(pc.LEARNING_RATE),
+                accumulate_grad_batches=num(pc.ACCUMULATE_GRAD_BATCHES),
                 seed=seed,
             ),
             checkpoint=CheckpointConfig(
-                dir=get("CHECKPOINT_DIR", ""),
-                interval_steps=num("CHECKPOINT_INTERVAL_STEPS", 0),
-                keep=num("CHECKPOINT_KEEP", 3),
-                async_save=flag("CHECKPOINT_ASYNC"),
+                dir=get(pc.CHECKPOINT_DIR),
+                interval_steps=num(pc.CHECKPOINT_INTERVAL_STEPS),
+                keep=num(pc.CHECKPOINT_KEEP),
+                async_save=flag(pc.CHECKPOINT_ASYNC),
             ),
             metrics=MetricsConfig.from_env(e.env),
             eval=_eval_config(e),
@@ -372,8 +363,8 @@ def _eval_config(e: _Env) -> EvalConfig:
     """The built-in trainer's split (DISTTRAIN_EVAL_*); a `disttrain sweep` with kfold gives
     a script's job the fold as SWEEP_FOLD of SWEEP_FOLDS instead (sweep/space.py), which
     run_training honours the same way: block SWEEP_FOLD of size 1/SWEEP_FOLDS held out."""
-    interval = e.num(BUILTIN["eval_interval_steps"].name, BUILTIN["eval_interval_steps"].default)
-    if not e.get(BUILTIN["eval_fraction"].name, "") and e.env.get("SWEEP_FOLDS"):
+    interval = e.num(pc.EVAL_INTERVAL_STEPS)
+    if not e.env.get(pc.EVAL_FRACTION.env) and e.env.get("SWEEP_FOLDS"):
         raw = (e.env.get("SWEEP_FOLD", ""), e.env["SWEEP_FOLDS"])
         try:
             fold, folds = int(raw[0]), int(raw[1])
@@ -383,8 +374,7 @@ def _eval_config(e: _Env) -> EvalConfig:
             raise ValueError(f"SWEEP_FOLD={raw[0]!r} of SWEEP_FOLDS={raw[1]!r}: want integers with SWEEP_FOLDS >= 2 "
                              "and 0 <= SWEEP_FOLD < SWEEP_FOLDS (disttrain sweep sets them; do not set them yourself)")
         return EvalConfig(fraction=1 / folds, fold=fold, interval_steps=interval)
-    return EvalConfig(fraction=e.real(BUILTIN["eval_fraction"].name, BUILTIN["eval_fraction"].default),
-                      fold=e.num(BUILTIN["eval_fold"].name, BUILTIN["eval_fold"].default), interval_steps=interval)
+    return EvalConfig(fraction=e.real(pc.EVAL_FRACTION), fold=e.num(pc.EVAL_FOLD), interval_steps=interval)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -19,9 +19,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from disttrain.api.pod_contract import MAX_METRICS, METRIC_NAME, METRIC_NAME_RULE
 from disttrain_trainer.config import EvalConfig
 from disttrain_trainer.data import Dataset, to_device
-from disttrain_trainer.metrics import MAX_METRICS, METRIC_NAME, METRIC_NAME_RULE
 from disttrain_trainer.models import LossFn, forward
 
 MetricsFn = Callable[[Any, Any], Mapping[str, Any]]

@@ -35,6 +35,7 @@ except ImportError:  # the older package name
     from pytorch_lightning.utilities.data import extract_batch_size  # type: ignore[no-redef]
     FRAMEWORK = "pytorch-lightning"
 
+from disttrain.api.pod_contract import CHECKPOINT_DIR
 from disttrain_trainer.metrics import eval_metrics
 from disttrain_trainer.session import Session
 
@@ -133,5 +134,5 @@ class DisttrainCallback(Callback):
     def _where(self, trainer: Trainer) -> str:
         cb = trainer.checkpoint_callback
         folder = cb.dirpath if isinstance(cb, ModelCheckpoint) and cb.dirpath else ""
-        folder = folder or self.env.get("DISTTRAIN_CHECKPOINT_DIR", "")
+        folder = folder or self.env.get(CHECKPOINT_DIR.env, "")
         return os.path.join(str(folder), REQUESTED) if folder else ""

@@ -6,7 +6,7 @@ and reported on its own: a save neither slows the step after it nor hides in a m
 
 Sinks: Prometheus (design-brief names), the log, and the `/status` JSON of the pod
 contract. Local rank 0 of each pod serves `/metrics`, `/healthz`, `/status` on the
-metrics port; other ranks get a no-op sink and start no server.
+metrics port (status_server.py); other ranks get a no-op sink and start no server.
 
 The same report, with its `outcome` (Finished | Interrupted), is written once more as the
 container's termination message when the loop ends: the operator reads it from the
@@ -17,27 +17,25 @@ apart from "stopped on a signal" (docs/pod-contract.md, "Success contract").
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import math
-import re
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Gauge
 
-from disttrain.api.pod_contract import WORKER_TIMES_WINDOWS
+# FINISHED and INTERRUPTED: the trainer's final word (Metrics.finish), the loop's to give.
+from disttrain.api.pod_contract import (FINISHED, INTERRUPTED, MAX_METRICS, METRIC_NAME, METRIC_NAME_RULE,  # noqa: F401
+                                        WORKER_TIMES_WINDOWS, Key)
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig
-from disttrain_trainer.drain import MAX_HOLD_SECONDS, CheckpointRequest
+from disttrain_trainer.drain import CheckpointRequest
 from disttrain_trainer.flops import format_mfu, mfu
+from disttrain_trainer.status_server import Control, StatusServer
 from disttrain_trainer.timing import ComputeTimer
 from disttrain_trainer.tracking import tracking_sinks
 
@@ -65,13 +63,6 @@ class StepMetrics:
 # termination message.
 EVAL_HISTORY = 32
 
-# Named evaluation metrics (accuracy, val_f1): the spelling and count the operator keeps
-# (disttrain.api.report's, which the trainer cannot import; tests/trainer/test_metrics.py
-# checks the two agree).
-METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
-METRIC_NAME_RULE = "1-64 letters, digits, '_', '.', '/' or '-', starting with a letter or '_'"
-MAX_METRICS = 16
-
 
 def eval_metrics(metrics: Mapping[str, Any], *, strict: bool) -> dict[str, float]:
     """Named metrics -> {name: float}. A name the report cannot carry, a value that is no
@@ -95,11 +86,6 @@ def eval_metrics(metrics: Mapping[str, Any], *, strict: bool) -> dict[str, float
             raise ValueError(message + "; rename or drop it")
         log.warning("%s: left out of the report", message)
     return out
-
-
-# The trainer's final word: all steps done, or stopped on a signal before the end.
-FINISHED = "Finished"
-INTERRUPTED = "Interrupted"
 
 
 class Sink(Protocol):
@@ -236,64 +222,65 @@ class StatusSink:
     termination_log: str = ""
     doc: dict[str, Any] = field(
         default_factory=lambda: {
-            "step": 0, "totalSteps": 0, "loss": None, "gradNorm": None, "samplesPerSecond": 0.0,
-            "tokensPerSecond": 0.0, "stepSeconds": None, "flopsPerToken": 0.0, "mfu": None,
-            "worldSize": 0, "checkpoint": None, "checkpointSaveSeconds": None, "checkpointBlockedSeconds": None,
-            "lastUpdateTime": _now_iso(), "outcome": None, "evalLoss": None, "evalStep": None,
-            "heldAtStep": None,
+            Key.STEP: 0, Key.TOTAL_STEPS: 0, Key.LOSS: None, Key.GRAD_NORM: None, Key.SAMPLES_PER_SECOND: 0.0,
+            Key.TOKENS_PER_SECOND: 0.0, Key.STEP_SECONDS: None, Key.FLOPS_PER_TOKEN: 0.0, Key.MFU: None,
+            Key.WORLD_SIZE: 0, Key.CHECKPOINT: None, Key.CHECKPOINT_SAVE_SECONDS: None,
+            Key.CHECKPOINT_BLOCKED_SECONDS: None, Key.LAST_UPDATE_TIME: _now_iso(), Key.OUTCOME: None,
+            Key.EVAL_LOSS: None, Key.EVAL_STEP: None, Key.HELD_AT_STEP: None,
         }
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, m: StepMetrics) -> None:
         with self.lock:
-            self.doc.update(
-                step=m.step, totalSteps=m.total_steps, samplesPerSecond=round(m.samples_per_second, 3),
-                tokensPerSecond=round(m.tokens_per_second, 3), stepSeconds=round(m.step_seconds, 6),
-                flopsPerToken=m.flops_per_token, mfu=None if m.mfu is None else round(m.mfu, 6),
-                worldSize=m.world_size, lastUpdateTime=_now_iso(),
-            )
+            self.doc.update({
+                Key.STEP: m.step, Key.TOTAL_STEPS: m.total_steps,
+                Key.SAMPLES_PER_SECOND: round(m.samples_per_second, 3),
+                Key.TOKENS_PER_SECOND: round(m.tokens_per_second, 3), Key.STEP_SECONDS: round(m.step_seconds, 6),
+                Key.FLOPS_PER_TOKEN: m.flops_per_token, Key.MFU: None if m.mfu is None else round(m.mfu, 6),
+                Key.WORLD_SIZE: m.world_size, Key.LAST_UPDATE_TIME: _now_iso(),
+            })
             if m.loss is not None:
-                self.doc["loss"] = round(m.loss, 6)
+                self.doc[Key.LOSS] = round(m.loss, 6)
             if m.grad_norm is not None:
-                self.doc["gradNorm"] = round(m.grad_norm, 6)
+                self.doc[Key.GRAD_NORM] = round(m.grad_norm, 6)
 
     def checkpoint(self, info: CheckpointInfo) -> None:
         with self.lock:
-            self.doc["checkpoint"] = info.as_status()
+            self.doc[Key.CHECKPOINT] = info.as_status()
             if info.save_seconds:  # saved by this process (not found on disk at start)
-                self.doc["checkpointSaveSeconds"] = round(info.save_seconds, 6)
-                self.doc["checkpointBlockedSeconds"] = round(info.blocked_seconds, 6)
+                self.doc[Key.CHECKPOINT_SAVE_SECONDS] = round(info.save_seconds, 6)
+                self.doc[Key.CHECKPOINT_BLOCKED_SECONDS] = round(info.blocked_seconds, 6)
 
     def eval(self, step: int, loss: float | None, metrics: Mapping[str, float]) -> None:
         value = _finite(loss)
         named = {k: _finite(v) for k, v in metrics.items()}
         with self.lock:
             entry = [step, value, named] if named else [step, value]
-            history = [*self.doc.get("evalHistory", []), entry][-EVAL_HISTORY:]
-            self.doc.update(evalLoss=value, evalStep=step, evalHistory=history)
+            history = [*self.doc.get(Key.EVAL_HISTORY, []), entry][-EVAL_HISTORY:]
+            self.doc.update({Key.EVAL_LOSS: value, Key.EVAL_STEP: step, Key.EVAL_HISTORY: history})
             if named:
-                self.doc["evalMetrics"] = named
+                self.doc[Key.EVAL_METRICS] = named
             else:
-                self.doc.pop("evalMetrics", None)
+                self.doc.pop(Key.EVAL_METRICS, None)
 
     def worker_times(self, step: int, table: list[list[float]]) -> None:
         """Every worker's compute and step time in the window ending at `step` (timing.py)."""
         with self.lock:
-            kept = [w for w in self.doc.get("workerTimes", []) if w[0] < step]
-            self.doc["workerTimes"] = [*kept, [step, table]][-WORKER_TIMES_WINDOWS:]
+            kept = [w for w in self.doc.get(Key.WORKER_TIMES, []) if w[0] < step]
+            self.doc[Key.WORKER_TIMES] = [*kept, [step, table]][-WORKER_TIMES_WINDOWS:]
 
     def held(self, step: int | None) -> None:
         with self.lock:
-            self.doc.update(heldAtStep=step, lastUpdateTime=_now_iso())
+            self.doc.update({Key.HELD_AT_STEP: step, Key.LAST_UPDATE_TIME: _now_iso()})
 
     def finish(self, outcome: str, step: int, total_steps: int, world_size: int) -> None:
         with self.lock:
-            self.doc.update(outcome=outcome, step=step, totalSteps=total_steps, worldSize=world_size,
-                            lastUpdateTime=_now_iso())
+            self.doc.update({Key.OUTCOME: outcome, Key.STEP: step, Key.TOTAL_STEPS: total_steps,
+                             Key.WORLD_SIZE: world_size, Key.LAST_UPDATE_TIME: _now_iso()})
             # workerTimes grows with the workers; the message keeps 4 KiB and the operator
             # wants it only from a trainer that runs.
-            blob = json.dumps({k: v for k, v in self.doc.items() if k != "workerTimes"})
+            blob = json.dumps({k: v for k, v in self.doc.items() if k != Key.WORKER_TIMES})
         if self.termination_log:
             # Kubernetes keeps at most 4 KiB of it; the report is far smaller.
             try:
@@ -316,91 +303,6 @@ def _finite(value: float | None) -> float | None:
 
 def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-# A /checkpoint request may wait this long for the checkpoint before it is answered 202.
-MAX_WAIT_SECONDS = 300
-
-
-@dataclass(frozen=True, slots=True)
-class Control:
-    """The operator's /checkpoint endpoint: its token and where requests go (drain.py)."""
-
-    token: str
-    request: CheckpointRequest
-
-
-class StatusServer:
-    """/metrics, /healthz, /status on a daemon thread; POST /checkpoint with `control`."""
-
-    def __init__(self, port: int, registry: CollectorRegistry, status: StatusSink,
-                 control: Control | None = None) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server API)
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    body, ctype = generate_latest(registry), CONTENT_TYPE_LATEST
-                elif path == "/healthz":
-                    body, ctype = b"ok", "text/plain"
-                elif path == "/status":
-                    body, ctype = status.render(), "application/json"
-                else:
-                    self.send_error(404)
-                    return
-                self._send(200, body, ctype)
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
-                path, _, query = self.path.partition("?")
-                if path != "/checkpoint" or control is None:
-                    self.send_error(404)
-                    return
-                given = self.headers.get("Authorization", "")
-                if not hmac.compare_digest(given.encode(), f"Bearer {control.token}".encode()):
-                    self.send_error(401)
-                    return
-                try:
-                    hold, wait = checkpoint_query(query)
-                except ValueError as exc:
-                    self._send(400, json.dumps({"error": str(exc)}).encode(), "application/json")
-                    return
-                control.request.ask(hold)
-                held = control.request.held.wait(wait)
-                self._send(200 if held else 202, status.render(), "application/json")
-
-            def _send(self, code: int, body: bytes, ctype: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics-http", daemon=True)
-        self.thread.start()
-        log.info("serving /metrics /healthz /status%s on :%d", " /checkpoint" if control else "", port)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def checkpoint_query(query: str) -> tuple[int, float]:
-    """holdSeconds (1..MAX_HOLD_SECONDS, required) and waitSeconds (0..MAX_WAIT_SECONDS,
-    default 0) of a /checkpoint request."""
-    params = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
-    try:
-        hold = int(params["holdSeconds"])
-        wait = float(params.get("waitSeconds", "0"))
-    except (KeyError, ValueError):
-        raise ValueError("want ?holdSeconds=<1..3600>[&waitSeconds=<0..300>]") from None
-    if not 1 <= hold <= MAX_HOLD_SECONDS or not 0 <= wait <= MAX_WAIT_SECONDS:
-        raise ValueError(f"holdSeconds must be within 1..{MAX_HOLD_SECONDS}, waitSeconds within 0..{MAX_WAIT_SECONDS}")
-    return hold, wait
 
 
 class Metrics:
@@ -505,7 +407,7 @@ class Metrics:
         for sink in self.sinks:
             if isinstance(sink, StatusSink):
                 with sink.lock:
-                    sink.doc["framework"] = label
+                    sink.doc[Key.FRAMEWORK] = label
 
     def finish(self, outcome: str, step: int) -> None:
         """The loop ended: report the outcome (FINISHED or INTERRUPTED) where sinks keep it."""

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from disttrain.api.pod_contract import JOB_NAME
 from disttrain_trainer import timing
 from disttrain_trainer.checkpoint import CheckpointInfo
 from disttrain_trainer.config import MetricsConfig, slow_stretch
@@ -41,7 +42,7 @@ from disttrain_trainer.metrics import FINISHED, INTERRUPTED, Metrics, StepMetric
 log = logging.getLogger("disttrain_trainer")
 
 # A session is on in a pod the operator (or `disttrain run --local`) made.
-IN_A_POD = "DISTTRAIN_JOB_NAME"
+IN_A_POD = JOB_NAME.env
 
 
 @dataclass(frozen=True, slots=True)

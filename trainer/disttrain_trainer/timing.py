@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 
+from disttrain.api.pod_contract import POD_NAME
+
 _INDEX = re.compile(r"-(\d+)$")
 FIELDS = 3  # per rank: worker index + 1 (0: no entry), compute seconds per step, step seconds
 
@@ -86,7 +88,7 @@ class ComputeTimer:
 def worker_index(env: Mapping[str, str]) -> int:
     """This pod's worker index: the <i> of <job>-worker-<i> (DISTTRAIN_POD_NAME), else
     torchrun's GROUP_RANK (a run outside the operator's pods), else 0."""
-    found = _INDEX.search(env.get("DISTTRAIN_POD_NAME", ""))
+    found = _INDEX.search(env.get(POD_NAME.env, ""))
     if found:
         return int(found.group(1))
     try:

@@ -34,7 +34,7 @@ STRAGGLER = CONDITION.STRAGGLER
 VALID = "Valid"
 VALID_WITH_WARNINGS = "ValidWithWarnings"
 INVALID_SPEC = "InvalidSpec"
-# Events: a job resolved against a training template (operator/templates.py); one it keeps deleted.
+# Events: a job resolved against a training template (operator/template_watch.py); one it keeps deleted.
 TEMPLATE_RESOLVED = "TemplateResolved"
 TEMPLATE_DELETED = "TemplateDeleted"
 PODS_PENDING = "PodsPending"

@@ -20,9 +20,9 @@ from disttrain.api.errors import FieldError, GuardrailWarning, unset
 from disttrain.api.meta import fields_of, meta_of
 from disttrain.api.names import CREDENTIAL_ENV, ENDPOINT_ENV
 from disttrain.api.parse import parse_object
+from disttrain.api.pod_contract import CHECKPOINT_DIR, DDP_SINGLE_DEVICE, dataset_for
 from disttrain.api import reasons
 
-DDP_SINGLE_DEVICE = "DDP requires multiple devices, falling back to single-device training"
 FSDP_SINGLE_DEVICE = "FSDP requires multiple devices, falling back to single-device training"
 
 
@@ -41,8 +41,7 @@ def apply_defaults(obj: Any) -> Any:
         changes[f.name] = value
     obj = dataclasses.replace(obj, **changes)
     if isinstance(obj, t.BuiltinTrainer) and obj.dataset is None:
-        obj = dataclasses.replace(
-            obj, dataset="synthetic-regression" if obj.model == "mlp" else "text")
+        obj = dataclasses.replace(obj, dataset=dataset_for(obj.model))
     return obj
 
 
@@ -341,7 +340,7 @@ def checkpoint_warnings(spec: t.DistributedTrainingSpec, max_nodes: int) -> list
     elif unstated and spec.trainer.builtin is None:
         out.append(GuardrailWarning(
             reasons.CHECKPOINTS_NOT_SHARED, "spec.checkpoint",
-            f"no uri or claimName on a job of up to {max_nodes} pods: DISTTRAIN_CHECKPOINT_DIR is "
+            f"no uri or claimName on a job of up to {max_nodes} pods: {CHECKPOINT_DIR.env} is "
             "each pod's own emptyDir, so whatever your script saves there lives nowhere durable "
             "and no other pod sees it; set checkpoint.uri or claimName, or storage: none to say "
             "the job keeps no checkpoints"))

@@ -7,25 +7,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from disttrain.api.pod_contract import WORKER_TIMES_WINDOWS
+from disttrain.api.pod_contract import FINISHED, INTERRUPTED, MAX_METRICS, METRIC_NAME, WORKER_TIMES_WINDOWS, Key
 from disttrain.api.status_types import CheckpointStatus, Progress
 from disttrain.api.times import parse_time
 
-# Outcomes the built-in trainer writes in its termination message.
-FINISHED = "Finished"        # every step done: the only outcome that can make a job Succeeded
-INTERRUPTED = "Interrupted"  # stopped on a signal (its own or a peer's) after a checkpoint
-
-
-# A named evaluation metric (accuracy, val_f1, eval/bleu): what a sweep's objective.metric
-# may name besides evalLoss. Bounded in count and spelling, as everything a pod says.
-METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
-METRIC_NAME_RULE = "1-64 letters, digits, '_', '.', '/' or '-', starting with a letter or '_'"
-MAX_METRICS = 16
-EVAL_LOSS = "evalLoss"
+EVAL_LOSS = Key.EVAL_LOSS  # the metric a sweep's objective names when not one of evalMetrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,27 +107,27 @@ def parse_report(data: Any) -> TrainerReport | None:
             data = json.loads(data)
         except ValueError:
             return None
-    if not isinstance(data, dict) or not any(k in data for k in ("step", "outcome", "checkpoint")):
+    if not isinstance(data, dict) or not any(k in data for k in (Key.STEP, Key.OUTCOME, Key.CHECKPOINT)):
         return None
-    outcome = data.get("outcome")
+    outcome = data.get(Key.OUTCOME)
     return TrainerReport(
-        step=_int(data.get("step")),
-        total_steps=_int(data.get("totalSteps")),
-        loss=_num(data.get("loss")),
-        samples_per_second=_num(data.get("samplesPerSecond")),
-        tokens_per_second=_num(data.get("tokensPerSecond")),
-        step_seconds=_num(data.get("stepSeconds")),
-        world_size=_int(data.get("worldSize")),
-        checkpoint=_checkpoint(data.get("checkpoint")),
-        last_update_time=_text(data.get("lastUpdateTime")),
+        step=_int(data.get(Key.STEP)),
+        total_steps=_int(data.get(Key.TOTAL_STEPS)),
+        loss=_num(data.get(Key.LOSS)),
+        samples_per_second=_num(data.get(Key.SAMPLES_PER_SECOND)),
+        tokens_per_second=_num(data.get(Key.TOKENS_PER_SECOND)),
+        step_seconds=_num(data.get(Key.STEP_SECONDS)),
+        world_size=_int(data.get(Key.WORLD_SIZE)),
+        checkpoint=_checkpoint(data.get(Key.CHECKPOINT)),
+        last_update_time=_text(data.get(Key.LAST_UPDATE_TIME)),
         outcome=outcome if outcome in (FINISHED, INTERRUPTED) else None,
-        eval_loss=_num(data.get("evalLoss")),
-        eval_step=_int(data.get("evalStep")),
-        eval_metrics=_metrics(data.get("evalMetrics")),
-        eval_history=_history(data.get("evalHistory")),
-        held_at_step=_int(data.get("heldAtStep")),
-        framework=_text(data.get("framework")),
-        worker_windows=_worker_windows(data.get("workerTimes")),
+        eval_loss=_num(data.get(Key.EVAL_LOSS)),
+        eval_step=_int(data.get(Key.EVAL_STEP)),
+        eval_metrics=_metrics(data.get(Key.EVAL_METRICS)),
+        eval_history=_history(data.get(Key.EVAL_HISTORY)),
+        held_at_step=_int(data.get(Key.HELD_AT_STEP)),
+        framework=_text(data.get(Key.FRAMEWORK)),
+        worker_windows=_worker_windows(data.get(Key.WORKER_TIMES)),
     )
 
 

@@ -246,7 +246,7 @@ def template_part_schema(part: str) -> dict[str, Any]:
     """A template's `defaults` or `enforced`: any part of a job's spec, typed and bounded as
     the job's, without the job's defaults (a template sets only what it says) and without
     what a template cannot hold."""
-    from disttrain.api.templates import NOT_IN_TEMPLATES
+    from disttrain.api.template_resolution import NOT_IN_TEMPLATES
 
     spec = schema_for(t.DistributedTrainingSpec)
     for key in NOT_IN_TEMPLATES:
@@ -319,7 +319,7 @@ def _drop_defaults(node: Any) -> None:
 
 def template_crd(kind: str) -> dict[str, Any]:
     """The CustomResourceDefinition of TrainingTemplate or ClusterTrainingTemplate."""
-    from disttrain.api.templates import CLUSTER_TEMPLATE_KIND, PLURALS
+    from disttrain.api.template_resolution import CLUSTER_TEMPLATE_KIND, PLURALS
 
     cluster = kind == CLUSTER_TEMPLATE_KIND
     plural = PLURALS[kind]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from disttrain.api.k8s import AFFINITY, ENV_VAR_SOURCE, POD_SPEC, TOLERATION
 from disttrain.api.meta import DNS1123_SUBDOMAIN, RESOURCE_NAME, spec_field
-from disttrain.api.pod_contract import BUILTIN, WORKER_TIMES_WINDOWS
+from disttrain.api.pod_contract import BUILTIN, CHECKPOINT_KEEP, WORKER_TIMES_WINDOWS, Dataset, Model
 
 GROUP = "disttrain.dev"
 VERSION = "v1alpha1"
@@ -33,8 +33,6 @@ MAX_NODES_REASON = ("each worker is a pod the operator watches and a rendezvous 
 
 Strategy = Literal["auto", "ddp", "fsdp", "fsdp_native"]
 Precision = Literal["bf16-mixed", "16-mixed", "32"]
-Model = Literal["gpt-nano", "gpt-small", "mlp"]
-Dataset = Literal["text", "synthetic-regression", "synthetic-classification"]
 CleanPodPolicy = Literal["All", "Running", "None"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 RendezvousBackend = Literal["c10d"]
@@ -248,7 +246,7 @@ class Checkpoint:
         "intervalSteps: save every N optimizer steps; 0 saves only on SIGTERM and at the end.",
         default=100, minimum=0, maximum=100_000_000)
     keep: int | None = spec_field(
-        "keep: how many newest complete checkpoints to keep.", default=3, minimum=1,
+        "keep: how many newest complete checkpoints to keep.", default=CHECKPOINT_KEEP.default, minimum=1,
         maximum=1000)
     async_: bool | None = spec_field(
         "async: save in the background so training does not stall (uses host memory for "

@@ -17,10 +17,11 @@ from disttrain.api.defaults import Images, apply_defaults, resolve, settle_train
 from disttrain.api.errors import FieldError, GuardrailWarning, InvalidSpec, unset
 from disttrain.api.names import CONTAINER_NAME, SHM_MOUNT, SYSTEM_DIRECTORIES, TMP_MOUNT
 from disttrain.api.parse import parse_job
+from disttrain.api.pod_contract import MODEL_DATASETS, PREFIX
 from disttrain.api.policy import PodPolicy, check_pod_policy
 from disttrain.api.quantity import parse_quantity
 
-RESERVED_ENV_PREFIXES = ("PET_", "DISTTRAIN_", "TORCHELASTIC_")
+RESERVED_ENV_PREFIXES = ("PET_", PREFIX, "TORCHELASTIC_")
 RESERVED_ENV_NAMES = frozenset({
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -128,12 +129,11 @@ def check_trainer(trainer: t.TrainerSpec) -> list[FieldError]:
                                      "e.g. command: [\"/workspace/train.py\"]"))
     builtin = trainer.builtin
     if builtin is not None:
-        is_gpt = builtin.model.startswith("gpt")
-        if is_gpt != (builtin.dataset == "text"):
-            fit = "text" if is_gpt else "synthetic-regression or synthetic-classification"
+        fit = MODEL_DATASETS[builtin.model]
+        if builtin.dataset not in fit:
             errors.append(FieldError("spec.trainer.builtin.dataset", builtin.dataset,
-                                     f"does not fit model {builtin.model}", fit,
-                                     f"set dataset to {fit.split(' or ')[0]} or remove it"))
+                                     f"does not fit model {builtin.model}", " or ".join(fit),
+                                     f"set dataset to {fit[0]} or remove it"))
         folds = int(1 / builtin.eval_fraction + 1e-9) if builtin.eval_fraction else 1
         if builtin.eval_fold >= folds:
             errors.append(FieldError("spec.trainer.builtin.evalFold", builtin.eval_fold,

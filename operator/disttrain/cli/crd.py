@@ -17,7 +17,7 @@ def cmd_crd(args: argparse.Namespace) -> int:
 
 
 def _setup_crd(p: argparse.ArgumentParser) -> None:
-    from disttrain.api.templates import TEMPLATE_KINDS
+    from disttrain.api.template_resolution import TEMPLATE_KINDS
 
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     p.add_argument("--kind", choices=(t.KIND, *TEMPLATE_KINDS), default=t.KIND,

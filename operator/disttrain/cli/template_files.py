@@ -1,6 +1,6 @@
 """`--template FILE` of `disttrain validate` and `disttrain render`: a TrainingTemplate or
 ClusterTrainingTemplate read from a file, each job resolved against it offline as the
-operator resolves it (api/templates.py), and where each setting came from."""
+operator resolves it (api/template_resolution.py), and where each setting came from."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from typing import Any, TextIO
 
 from disttrain.api.errors import FieldError, GuardrailWarning
-from disttrain.api.templates import (CLUSTER_TEMPLATE_KIND, RESOLUTION_ORDER, TEMPLATE_KINDS, Template, check_template,
-                                     parse_template)
+from disttrain.api.template_resolution import (CLUSTER_TEMPLATE_KIND, RESOLUTION_ORDER, TEMPLATE_KINDS, Template,
+                                               check_template, parse_template)
 from disttrain.client.documents import DocumentError, describe, load_documents
 
 
@@ -51,7 +51,7 @@ def resolved_document(template: Template | None, data: dict[str, Any]) -> tuple[
     contradicts, the report's `template` entry); the document as it is without one."""
     if template is None:
         return data, [], None
-    from disttrain.api.templates import resolve
+    from disttrain.api.template_resolution import resolve
 
     resolution = resolve(template, data)
     entry = {"kind": template.kind, "name": template.name, "order": RESOLUTION_ORDER,

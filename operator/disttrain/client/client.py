@@ -24,7 +24,7 @@ from typing import Any
 
 from disttrain.api import types as t
 from disttrain.api.names import CONTAINER_NAME, JOB_LABEL
-from disttrain.api.server import WATCH_SECONDS
+from disttrain.api.api_timing import WATCH_SECONDS
 from disttrain.api.validate import validate_document
 from disttrain.client.errors import (OBJECT, RESOURCE, ApplyConflict, DisttrainError, Expired, InvalidArgument,
                                      InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout, api_error,

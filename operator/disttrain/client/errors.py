@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from disttrain.api import types as t
-from disttrain.api.server import retry_after_seconds
+from disttrain.api.api_timing import retry_after_seconds
 
 if TYPE_CHECKING:
     from disttrain.client.jobview import JobView

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disttrain.api import pod_contract as pc
 from disttrain.api.names import JOB_LABEL
 
 DEFAULT_GRACE_SECONDS = 60
@@ -74,15 +75,15 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
         env = _pod_env(meta, container, warnings)
         env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{rdzv_port}"
         env["PET_RDZV_ID"] = rdzv_id
-        env["DISTTRAIN_METRICS_PORT"] = str(metrics_ports[index])
+        env[pc.METRICS_PORT.env] = str(metrics_ports[index])
         # torchrun's agent makes a temporary directory per run and leaves it behind (and
         # anything killed does): in the job's workdir, not the machine's /tmp.
         env["TMPDIR"] = str(root / "tmp")
         report = root / "reports" / f"{meta['name']}.json"
-        if "DISTTRAIN_TERMINATION_LOG" in env:
-            env["DISTTRAIN_TERMINATION_LOG"] = str(report)
-        if env.get("DISTTRAIN_CHECKPOINT_DIR"):
-            env["DISTTRAIN_CHECKPOINT_DIR"] = ckpt_dir
+        if pc.TERMINATION_LOG.env in env:
+            env[pc.TERMINATION_LOG.env] = str(report)
+        if env.get(pc.CHECKPOINT_DIR.env):
+            env[pc.CHECKPOINT_DIR.env] = ckpt_dir
         total_procs += int(env.get("PET_NPROC_PER_NODE", "1"))
         argv = list(container.get("command", [])) + list(container.get("args", []))
         if argv and argv[0] == "torchrun":
@@ -168,7 +169,7 @@ def newest_checkpoint(location: str | os.PathLike[str]) -> tuple[int, str] | Non
 def finished_note(plan: LocalPlan, newest: tuple[int, Path] | None) -> str | None:
     """What to say instead of training when the built-in trainer's last step is already
     checkpointed here (a re-run would load it, train nothing and report nothing useful)."""
-    total = plan.nodes[0].env.get("DISTTRAIN_STEPS", "")
+    total = plan.nodes[0].env.get(pc.STEPS.env, "")
     if not total.isdigit() or newest is None or newest[0] < int(total):
         return None
     fresh = (f"remove the objects under {plan.checkpoint_dir} (or pass another --checkpoint-uri)"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from disttrain.api import pod_contract as pc
 from disttrain.api.report import INTERRUPTED, TrainerReport, newest, parse_report
 from disttrain.local.plan import LocalPlan, finished_note, gpu_note, localize, newest_checkpoint, visible_gpus
 from disttrain.local.ports import free_port, free_ports
@@ -205,7 +206,7 @@ def _local_plan(job: Any, resolved: Any, workdir: Path, cpus: int | None, checkp
 def _start_agents(plan: LocalPlan) -> list[subprocess.Popen[bytes]]:
     """One torchrun agent per node, its output in the node's log, each in a session of its own."""
     agents: list[subprocess.Popen[bytes]] = []
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DISTTRAIN_"))}
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", pc.PREFIX))}
     for node in plan.nodes:
         Path(node.env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
         node.log.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from disttrain.integrations.protocol import Integration
 from disttrain.integrations.registry import integrations as configured_integrations
 from disttrain.api.defaults import Images
 from disttrain.api.status_types import TemplateStatus
-from disttrain.api.templates import resolve
+from disttrain.api.template_resolution import resolve
 from disttrain.api.validate import Validation, validate_document
 from disttrain.operator.clock import Clock
 from disttrain.operator.informer import PodWatch
@@ -48,7 +48,7 @@ from disttrain.operator.settings import Settings
 from disttrain.operator.core.status import read_status
 from disttrain.api.times import iso, parse_time
 from disttrain.operator.children import Children
-from disttrain.operator.templates import Templates
+from disttrain.operator.template_watch import Templates
 from disttrain.operator.trainers import Trainers
 from disttrain.operator.workqueue import TIMER, QueueShutDown, RateLimiter, WorkQueue
 

@@ -10,7 +10,7 @@ controller.py's queue.
   fields each; `node_changed` queues the jobs with workers on a node that was lost or
   came back (failures.py, recovery.lost_workers).
 - `training_templates` and `cluster_training_templates` index both kinds of training
-  template by (namespace, name), parsed (operator/templates.py); a change of one queues
+  template by (namespace, name), parsed (operator/template_watch.py); a change of one queues
   the jobs that name it.
 - `job_changed` (and a changed pod, through the pod watch) put the job's key on the work
   queue: reactions take milliseconds, not a timer.
@@ -52,8 +52,8 @@ from disttrain.operator.metrics import OperatorMetrics
 from disttrain.operator.metrics_serving import MetricsServer, Reviewer
 from disttrain.operator.core.state import Policy
 from disttrain.operator.core.nodes import summarize_node
-from disttrain.operator.templates import summarize as summarize_template
-from disttrain.api.templates import CLUSTER_TEMPLATE_KIND, PLURALS, TEMPLATE_KIND
+from disttrain.operator.template_watch import summarize as summarize_template
+from disttrain.api.template_resolution import CLUSTER_TEMPLATE_KIND, PLURALS, TEMPLATE_KIND
 from disttrain.operator.settings import Settings, configure_kopf, lease_settings, platform_policies
 
 

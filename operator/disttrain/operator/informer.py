@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 
 from disttrain.api.names import JOB_LABEL
-from disttrain.api.server import WATCH_SECONDS  # the server ends each watch after this; resumed at once
+from disttrain.api.api_timing import WATCH_SECONDS  # the server ends each watch after this; resumed at once
 from disttrain.operator.core.backoff import exponential
 from disttrain.operator.clock import Clock
 from disttrain.operator.kube import ApiError, Expired, Kube

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 import kopf
 
-from disttrain.api.server import retry_after_seconds
+from disttrain.api.api_timing import retry_after_seconds
 from disttrain.api.types import GROUP, PLURAL, VERSION
 from disttrain.integrations.registry import REGISTRY
 from disttrain.operator.core.backoff import exponential

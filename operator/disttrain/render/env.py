@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from disttrain.api import types as t
 from disttrain.api.names import CREDENTIAL_ENV, ENDPOINT_ENV, OPTIONAL_CREDENTIAL_ENV, service_name, worker_name
-from disttrain.api.pod_contract import BUILTIN
+from disttrain.api import pod_contract as pc
 from disttrain.render.context import SHUTDOWN_TIMEOUT_SECONDS, TERMINATION_LOG, RenderContext
 
 
@@ -40,49 +40,46 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
     spec, res, job = ctx.spec, ctx.resolved, ctx.job
     ckpt = spec.checkpoint
     values = {
-        "DISTTRAIN_JOB_NAME": job.name,
-        "DISTTRAIN_NAMESPACE": ctx.namespace,
-        "DISTTRAIN_STRATEGY": res.strategy,
-        "DISTTRAIN_MESH_FSDP": spec.mesh.fsdp if spec.mesh else 0,
-        "DISTTRAIN_MESH_TP": spec.mesh.tp if spec.mesh else 0,
-        "DISTTRAIN_PRECISION": res.precision,
-        "DISTTRAIN_ACCUMULATE_GRAD_BATCHES": spec.accumulate_grad_batches,
-        "DISTTRAIN_GPUS_PER_NODE": spec.gpus_per_node,
+        pc.JOB_NAME.env: job.name,
+        pc.NAMESPACE.env: ctx.namespace,
+        pc.STRATEGY.env: res.strategy,
+        pc.MESH_FSDP.env: spec.mesh.fsdp if spec.mesh else 0,
+        pc.MESH_TP.env: spec.mesh.tp if spec.mesh else 0,
+        pc.PRECISION.env: res.precision,
+        pc.ACCUMULATE_GRAD_BATCHES.env: spec.accumulate_grad_batches,
+        pc.GPUS_PER_NODE.env: spec.gpus_per_node,
     }
     if ctx.builtin is not None:
         b = ctx.builtin
         # The pod contract's order, DISTTRAIN_DATASET after the model (its default depends
         # on the model, so the API resolves it); a setting not `always` only away from its
         # default (pod_contract.Setting).
-        for field, setting in BUILTIN.items():
+        for field, setting in pc.BUILTIN.items():
             value = getattr(b, field)
             if setting.always or value != setting.default:
                 values[setting.env] = value
-            if field == "model":
-                values["DISTTRAIN_DATASET"] = b.dataset
+            if setting is pc.MODEL:
+                values[pc.DATASET.env] = b.dataset
     if ckpt.storage != "none":
         values |= {
             # An object-store URL or the volume's mount: the trainer (storage.open_storage)
             # and a user's script read the one variable either way.
-            "DISTTRAIN_CHECKPOINT_DIR": ckpt.uri or ckpt.path,
-            "DISTTRAIN_CHECKPOINT_INTERVAL_STEPS": ckpt.interval_steps,
-            "DISTTRAIN_CHECKPOINT_KEEP": ckpt.keep,
-            "DISTTRAIN_CHECKPOINT_ASYNC": "true" if ckpt.async_ else "false",
+            pc.CHECKPOINT_DIR.env: ckpt.uri or ckpt.path,
+            pc.CHECKPOINT_INTERVAL_STEPS.env: ckpt.interval_steps,
+            pc.CHECKPOINT_KEEP.env: ckpt.keep,
+            pc.CHECKPOINT_ASYNC.env: "true" if ckpt.async_ else "false",
         }
     values |= {
-        "DISTTRAIN_METRICS_PORT": spec.metrics.port,
-        "DISTTRAIN_TERMINATION_LOG": TERMINATION_LOG,  # the container's terminationMessagePath
+        pc.METRICS_PORT.env: spec.metrics.port,
+        pc.TERMINATION_LOG.env: TERMINATION_LOG,  # the container's terminationMessagePath
     }
-    pod_name = {"name": "DISTTRAIN_POD_NAME",
+    pod_name = {"name": pc.POD_NAME.env,
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
     # The bearer token of POST /checkpoint (checkpoint-then-evict): the pod's own UID,
     # which the operator reads from the pod it watches; nothing that cannot read the pod
     # can guess it, and whoever can read the pod can delete it anyway.
-    token = {"name": CONTROL_TOKEN_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
+    token = {"name": pc.CONTROL_TOKEN.env, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
     return [*_pairs(values), pod_name, token, *object_store_env(ckpt)]
-
-
-CONTROL_TOKEN_ENV = "DISTTRAIN_CONTROL_TOKEN"
 
 
 def object_store_env(ckpt: t.Checkpoint) -> list[dict]:

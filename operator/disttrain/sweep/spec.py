@@ -19,7 +19,8 @@ from disttrain.api import types as t
 from disttrain.api.errors import FieldError, did_you_mean, unset
 from disttrain.api.meta import json_name
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
-from disttrain.api.report import EVAL_LOSS, METRIC_NAME, METRIC_NAME_RULE
+from disttrain.api.pod_contract import METRIC_NAME, METRIC_NAME_RULE
+from disttrain.api.report import EVAL_LOSS
 from disttrain.api.validate import validate_document
 from disttrain.sweep.space import ENV_PATH, FOLD_ENV, FOLDS_ENV, patch, values_at
 

@@ -392,7 +392,8 @@ def holding_trainer():
     from prometheus_client import CollectorRegistry
 
     from disttrain_trainer.drain import CheckpointRequest
-    from disttrain_trainer.metrics import Control, StatusServer, StatusSink
+    from disttrain_trainer.metrics import StatusSink
+    from disttrain_trainer.status_server import Control, StatusServer
 
     port = free_port()
     sink, request, servers = StatusSink(), CheckpointRequest(), []

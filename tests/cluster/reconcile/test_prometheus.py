@@ -24,7 +24,8 @@ def trainer_metrics():
 
     from disttrain_trainer.checkpoint import CheckpointInfo
     from disttrain_trainer.config import MetricsConfig
-    from disttrain_trainer.metrics import PrometheusSink, StatusServer, StatusSink, StepMetrics
+    from disttrain_trainer.metrics import PrometheusSink, StatusSink, StepMetrics
+    from disttrain_trainer.status_server import StatusServer
 
     registry = CollectorRegistry()
     port = free_port()

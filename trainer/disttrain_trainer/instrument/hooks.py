@@ -130,6 +130,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 def install(env: dict[str, str] | None = None) -> bool:
     """Hook the frameworks (already imported ones at once). False outside a disttrain pod."""
     env = dict(os.environ) if env is None else env
+    # pod_contract.JOB_NAME, spelled here: this runs at every interpreter's start, before
+    # anything of disttrain is imported, and importing the API package would cost each one.
     if not env.get("DISTTRAIN_JOB_NAME") or "RANK" not in env:  # a worker, not torchrun's agent
         return False
     sys.meta_path.insert(0, _Finder(FRAMEWORKS))

@@ -18,7 +18,7 @@ from disttrain.api.status_types import CAUSE, FailureCause
 from disttrain.api.status_types import AvoidedNode, CheckpointStatus, Eviction, FailureRecord, Progress
 from disttrain.operator.core.nodes import EPOCH, NodeHealth
 from disttrain.operator.core.pods import PodInfo
-from disttrain.api.report import INTERRUPTED
+from disttrain.api.pod_contract import INTERRUPTED
 from disttrain.api.times import iso, parse_time
 
 # The causes the core records, named from the API's list (FailureCause, spelled there once);

@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from disttrain.api.names import CONTAINER_NAME, INDEX_LABEL
 from disttrain.render import TEMPLATE_HASH_ANNOTATION
-from disttrain.api.report import INTERRUPTED, TrainerReport, parse_report
+from disttrain.api.pod_contract import INTERRUPTED
+from disttrain.api.report import TrainerReport, parse_report
 
 # Pod status reasons Kubernetes uses when the node, not the trainer, ended the pod.
 DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Shutdown", "Terminated", "NodeLost",

@@ -1,4 +1,4 @@
-"""The training templates jobs are resolved against (api/templates.py), for the shell:
+"""The training templates jobs are resolved against (api/template_resolution.py), for the shell:
 kopf indexes both kinds (handlers.py); a job's pass takes the template it keeps
 (status.template) or the live one it names; a template that comes, changes or goes queues
 the jobs that name it, and its deletion is told on each job that keeps it."""
@@ -12,8 +12,8 @@ from disttrain.api import conditions as c
 from disttrain.api.errors import FieldError
 from disttrain.api.status_types import DistributedTrainingStatus as Status
 from disttrain.api.status_types import TemplateStatus
-from disttrain.api.templates import (CLUSTER_TEMPLATE_KIND, NAMESPACE_DEFAULT, TEMPLATE_KIND, Template, choose,
-                                     parse_template, snapshot)
+from disttrain.api.template_resolution import (CLUSTER_TEMPLATE_KIND, NAMESPACE_DEFAULT, TEMPLATE_KIND, Template,
+                                               choose, parse_template, snapshot)
 
 if TYPE_CHECKING:
     from disttrain.operator.controller import Controller, WatchedJob

@@ -32,11 +32,13 @@ def one_pod(tmp_path: Path, path: Path, ck: Path, steps: int, tag: str) -> tuple
     return Agent(env, tmp_path / f"agent-{tag}.log", [str(path), "--steps", str(steps)]), port
 
 
-def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved, metric: str) -> tuple[int, str]:
-    """Run `name` long, ask for a checkpoint, SIGTERM, `check_saved(path, held)`, run it
-    again to held + 30 steps: the held step and the second run's output. The evaluation
-    carries the script's own `metric`, an accuracy."""
+def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved, metric: str,
+                     edit=lambda text: text) -> tuple[int, str]:
+    """Run `name` (its text through `edit`) long, ask for a checkpoint, SIGTERM,
+    `check_saved(path, held)`, run it again to held + 30 steps: the held step and the second
+    run's output. The evaluation carries the script's own `metric`, an accuracy."""
     path, ck = doc_file("training-api.md", name, tmp_path), tmp_path / "ck"
+    path.write_text(edit(path.read_text()))
     agent, port = one_pod(tmp_path, path, ck, 100_000, "a")
     try:
         status = wait_for_step(port, 20, timeout=300, agents=[agent])
@@ -87,6 +89,15 @@ def test_lightning_trainer_saves_on_request_holds_and_resumes_from_it(tmp_path: 
     def complete(path: Path, held: int) -> None:
         assert torch.load(path, weights_only=False, map_location="cpu")["global_step"] == held
 
-    held, out = hold_then_resume(tmp_path, "train_lightning.py", lambda ck, step: str(ck / "last-disttrain.ckpt"),
-                                 complete, "val_acc")
-    assert f"Restoring states from the checkpoint path at {tmp_path / 'ck'}/last-disttrain.ckpt" in out
+    def by_name(text: str) -> str:  # the common pattern (issue 68 c): resume from last.ckpt by its name
+        shown = 'ckpt_path="last")'
+        assert shown in text
+        return text.replace(shown, 'ckpt_path=LAST if os.path.exists(LAST) else None)').replace(
+            "trainer.fit(", 'LAST = os.path.join(checkpoints.dirpath, "last.ckpt")\ntrainer.fit(', 1)
+
+    held, out = hold_then_resume(tmp_path, "train_lightning.py", lambda ck, step: str(ck / "last.ckpt"),
+                                 complete, "val_acc", edit=by_name)
+    assert f"Restoring states from the checkpoint path at {tmp_path / 'ck'}/last.ckpt" in out
+    # the ModelCheckpoint kept one last checkpoint, its own (no "last-v1.ckpt" beside it)
+    assert sorted(p.name for p in (tmp_path / "ck").glob("last*")) == ["last.ckpt"]
+    assert torch.load(tmp_path / "ck" / "last.ckpt", weights_only=False, map_location="cpu")["global_step"] == held + 30

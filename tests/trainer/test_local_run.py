@@ -180,3 +180,31 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_run_local_instruments_an_unchanged_transformers_script_as_the_pod_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """instrument: auto locally (issue 68 b): the pod's init container copies disttrain into a
+    folder its PYTHONPATH names; `run --local` does the same here, so the unchanged script
+    reports its steps and its checkpoint, as in the cluster (it once ran uninstrumented and
+    "succeeded" at step 0/? without a word)."""
+    from dt_helpers import doc_file
+    for k, v in base_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    script = doc_file("training-api.md", "train_hf.py", tmp_path)
+    script.write_text(script.read_text().replace("from disttrain.train.hf import DisttrainCallback\n", "")
+                      .replace(", callbacks=[DisttrainCallback()]", ""))
+    doc = job_doc("hf-local", 55)
+    doc["spec"]["nodes"] = 1
+    doc["spec"]["trainer"] = {"command": ["python", str(script)], "args": ["--steps", "55"], "instrument": "auto"}
+    result = validate_document(doc)
+    assert result.ok, result.errors
+    out = io.StringIO()
+    rc = run_local(result.job, result.resolved, workdir=tmp_path, progress=False, out=out)
+    text = out.getvalue()
+    assert rc == 0, text
+    assert "step        55/55" in text, text
+    assert re.search(r"checkpoint +50\b", text), text  # Transformers' own save (save_steps 50)

@@ -5,9 +5,10 @@ Every optimizer step (`trainer.global_step` moving in `on_train_batch_end`) is a
 `Session.step` with the step's loss, the logged `val_loss` is the evaluation, and every
 checkpoint Lightning writes is the job's checkpoint. When the operator asks for a
 checkpoint, the callback writes one with `trainer.save_checkpoint` (on every rank, as
-Lightning wants) as `last-disttrain.ckpt` in the ModelCheckpoint's folder, else in the
-job's checkpoint storage: a `last*` file, so `trainer.fit(..., ckpt_path="last")` resumes
-from it. Every rank then holds until the pods go. SIGTERM saves the same way and stops the
+Lightning wants) as the ModelCheckpoint's own last checkpoint (`last.ckpt` in its folder,
+named as it names it, and its `last_model_path`), else as `last.ckpt` in the job's
+checkpoint storage: what `trainer.fit(..., ckpt_path="last")` and a resume from `last.ckpt`
+by name both find, and what the ModelCheckpoint's next save of its last replaces. Every rank then holds until the pods go. SIGTERM saves the same way and stops the
 trainer (the session's handler stands in for Lightning's while it trains). Outside a
 disttrain pod it does nothing.
 
@@ -21,6 +22,8 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Any
+
+import torch
 
 try:
     from lightning import __version__ as _version
@@ -41,8 +44,8 @@ from disttrain_trainer.session import Session
 
 log = logging.getLogger("disttrain_trainer")
 
-# A `last*.ckpt` name: what Lightning's ckpt_path="last" looks for in the ModelCheckpoint's folder.
-REQUESTED = "last-disttrain.ckpt"
+# The requested checkpoint's name without a ModelCheckpoint (ModelCheckpoint.CHECKPOINT_NAME_LAST's default).
+LAST = "last.ckpt"
 # The metric logged with self.log(...) that counts as the evaluation loss.
 EVAL_METRIC = "val_loss"
 # The others logged under this prefix (val_acc, val/f1, valid_auc) are the evaluation's named metrics.
@@ -59,7 +62,8 @@ class DisttrainCallback(Callback):
         self.session: Session | None = None
         self._seen = 0
         self._saved: int | None = None  # the step of a checkpoint Lightning wrote, not yet reported
-        self._target = ""
+        self._target = ""  # the folder requested checkpoints go to ("": none, requests are declined)
+        self._written = ""  # the last requested checkpoint written, when nothing of Lightning's keeps it
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
@@ -95,9 +99,9 @@ class DisttrainCallback(Callback):
         samples = extract_batch_size(batch) * trainer.world_size * trainer.accumulate_grad_batches
         action = self.session.step(step, loss=loss, samples=samples)
         if action.checkpoint and self._target:
-            trainer.save_checkpoint(self._target)  # every rank; Lightning writes on rank 0 and waits
+            path = self._save_last(trainer)
             self._saved = None
-            self.session.checkpointed(step, self._target)  # holds when asked
+            self.session.checkpointed(step, path)  # holds when asked
         if action.stop or self.session.stopping:
             trainer.should_stop = True
 
@@ -115,6 +119,8 @@ class DisttrainCallback(Callback):
         if self.session is not None:
             self._report_saved(trainer)
             session, self.session = self.session, None
+            if self._written and not session.stopping:  # finished: a mid-run last would resume a re-run there
+                trainer.strategy.remove_checkpoint(self._written)
             session.end()  # after a stop, the process ends here
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
@@ -134,5 +140,19 @@ class DisttrainCallback(Callback):
     def _where(self, trainer: Trainer) -> str:
         cb = trainer.checkpoint_callback
         folder = cb.dirpath if isinstance(cb, ModelCheckpoint) and cb.dirpath else ""
-        folder = folder or self.env.get(CHECKPOINT_DIR.env, "")
-        return os.path.join(str(folder), REQUESTED) if folder else ""
+        return str(folder or self.env.get(CHECKPOINT_DIR.env, ""))
+
+    def _save_last(self, trainer: Trainer) -> str:
+        """Write the requested checkpoint as the last one, on every rank (Lightning writes
+        on rank 0 and waits); its path."""
+        cb = trainer.checkpoint_callback
+        if isinstance(cb, ModelCheckpoint) and cb.dirpath:
+            metrics = {"epoch": torch.tensor(trainer.current_epoch), "step": torch.tensor(trainer.global_step),
+                       **trainer.callback_metrics}
+            path = cb.format_checkpoint_name(metrics, cb.CHECKPOINT_NAME_LAST)
+            cb.last_model_path = path  # its own last (saved in its state): no "last-v1" beside it after a resume
+            self._written = "" if cb.save_last else path
+        else:
+            path = self._written = os.path.join(self._target, LAST)
+        trainer.save_checkpoint(path)
+        return path

@@ -31,6 +31,7 @@ from typing import Any
 
 from disttrain.api import pod_contract as pc
 from disttrain.api.names import JOB_LABEL
+from disttrain.render import instrument
 
 DEFAULT_GRACE_SECONDS = 60
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
@@ -55,10 +56,13 @@ class LocalPlan:
     checkpoint_dir: str  # a local directory, or an object-store URL
     grace_seconds: int
     warnings: list[str] = field(default_factory=list)
+    setup: list[list[str]] = field(default_factory=list)
+    """Commands to run here before the agents start: the pod's init containers this machine can run."""
 
 
 def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, metrics_ports: list[int],
-             rdzv_id: str, torchrun: str, cpus: int, checkpoint_uri: str | None = None) -> LocalPlan:
+             rdzv_id: str, torchrun: str, cpus: int, checkpoint_uri: str | None = None,
+             python: str = "python") -> LocalPlan:
     """Rendered Service + Pods -> agents to start here. Pure (ports and ids are inputs).
     Checkpoints go under the workdir, or to `checkpoint_uri`: never to the spec's own
     bucket by accident (a local try-out must not write into a team's production prefix)."""
@@ -70,9 +74,12 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
     ckpt_dir = checkpoint_uri.rstrip("/") if checkpoint_uri else str(root / "checkpoints")
     warnings: list[str] = []
     nodes, total_procs = [], 0
+    setup = _init_containers(pods[0], root, python, warnings)
     for index, pod in enumerate(pods):
         meta, container = pod["metadata"], pod["spec"]["containers"][0]
         env = _pod_env(meta, container, warnings)
+        if setup:  # instrument: auto's folder is this machine's copy
+            env["PYTHONPATH"] = env["PYTHONPATH"].replace(instrument.FOLDER, str(root / INSTRUMENT_DIR), 1)
         env["PET_RDZV_ENDPOINT"] = f"127.0.0.1:{rdzv_port}"
         env["PET_RDZV_ID"] = rdzv_id
         env[pc.METRICS_PORT.env] = str(metrics_ports[index])
@@ -94,7 +101,25 @@ def localize(children: list[dict[str, Any]], *, workdir: Path, rdzv_port: int, m
     for node in nodes:
         node.env.setdefault("OMP_NUM_THREADS", threads)
     grace = int(pods[0]["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
-    return LocalPlan(job=job, nodes=nodes, checkpoint_dir=ckpt_dir, grace_seconds=grace, warnings=warnings)
+    return LocalPlan(job=job, nodes=nodes, checkpoint_dir=ckpt_dir, grace_seconds=grace, warnings=warnings,
+                     setup=setup)
+
+
+# Where a local run keeps instrument: auto's copy of disttrain (the pod's emptyDir).
+INSTRUMENT_DIR = "instrument"
+
+
+def _init_containers(pod: dict[str, Any], root: Path, python: str, warnings: list[str]) -> list[list[str]]:
+    """The pod's init containers as commands for this machine: instrument: auto's copy of
+    disttrain runs here into the job's workdir, as the init container does into its
+    emptyDir; one of the user's own runs nowhere, said in a warning."""
+    setup = []
+    for init in pod["spec"].get("initContainers") or []:
+        if init["name"] == instrument.INIT_CONTAINER:
+            setup.append([python, *init["command"][1:-1], str(root / INSTRUMENT_DIR)])
+        else:
+            warnings.append(f"init container {init['name']} is not run locally")
+    return setup
 
 
 def _pod_env(meta: dict[str, Any], container: dict[str, Any], warnings: list[str]) -> dict[str, str]:

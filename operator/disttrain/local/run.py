@@ -173,6 +173,8 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     # still stop the run gracefully, so both are bound here whatever we inherited.
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    for command in plan.setup:  # the init containers this machine runs (instrument: auto's copy)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     agents = _start_agents(plan)
     bar = _Progress(progress, out)
     seen = _Seen()
@@ -200,7 +202,8 @@ def _local_plan(job: Any, resolved: Any, workdir: Path, cpus: int | None, checkp
     n_pods = sum(1 for c in children if c.get("kind") == "Pod")
     return localize(children, workdir=workdir, rdzv_port=free_port(),
                     metrics_ports=free_ports(n_pods), rdzv_id=uuid.uuid4().hex,
-                    torchrun=torchrun, cpus=cpus or os.cpu_count() or 1, checkpoint_uri=checkpoint_uri)
+                    torchrun=torchrun, cpus=cpus or os.cpu_count() or 1, checkpoint_uri=checkpoint_uri,
+                    python=sys.executable)
 
 
 def _start_agents(plan: LocalPlan) -> list[subprocess.Popen[bytes]]:

@@ -80,8 +80,13 @@ def test_transformers_trainer_saves_on_request_holds_and_resumes_from_its_own_ch
         assert json.loads((path / "trainer_state.json").read_text())["global_step"] == held
         assert (path / "optimizer.pt").is_file() and (path / "model.safetensors").is_file()
 
+    def world(text: str) -> str:  # what Transformers itself trained as, said once training finished
+        return text + 'print(f"transformers world size {training.world_size}", flush=True)\n'
+
     held, out = hold_then_resume(tmp_path, "train_hf.py", lambda ck, step: str(ck / f"checkpoint-{step}"), complete,
-                                 "accuracy")  # compute_metrics' own name, not Transformers' eval_accuracy
+                                 "accuracy", edit=world)  # compute_metrics' own name, not Transformers' eval_accuracy
+    # Two CPU ranks are one data-parallel run, not two process-0 trainers (issue 68 a)
+    assert "transformers world size 2" in out and "transformers world size 1" not in out, out[-3000:]
     assert f"resuming from {tmp_path / 'ck'}/checkpoint-{held}" in out
 
 

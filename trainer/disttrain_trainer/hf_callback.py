@@ -14,6 +14,7 @@ way. Outside a disttrain pod it does nothing.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -21,8 +22,14 @@ from typing import Any
 import transformers
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from disttrain_trainer.instrument.hooks import accelerate_on_cpu
 from disttrain_trainer.metrics import eval_metrics
 from disttrain_trainer.session import Session
+
+log = logging.getLogger("disttrain_trainer")
+
+# Imported before the script builds its TrainingArguments (Accelerate reads it then).
+accelerate_on_cpu()
 
 # Transformers' checkpoint folder prefix (transformers.trainer_utils.PREFIX_CHECKPOINT_DIR).
 CHECKPOINT_PREFIX = "checkpoint"
@@ -47,6 +54,11 @@ class DisttrainCallback(TrainerCallback):
             samples_per_step=args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps,
             log_every=int(args.logging_steps) if steps_log else 10, framework=self.framework,
             env=self.env).__enter__()
+        if self.session.enabled and args.world_size != self.session.world_size:
+            log.warning("Transformers trains as a world of %d while the job runs %d processes: each trains on its "
+                        "own, not data-parallel (on CPUs, set ACCELERATE_USE_CPU=true in spec.env, or pass "
+                        "--use_cpu true; disttrain sets it for a CPU job unless the job sets it otherwise)",
+                        args.world_size, self.session.world_size)
         model = kwargs.get("model")
         if self.session.metrics is not None and model is not None:  # its training forward passes: compute time
             timer = self.session.metrics.timer

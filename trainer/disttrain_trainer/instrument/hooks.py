@@ -16,7 +16,7 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -127,6 +127,22 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def accelerate_on_cpu(env: MutableMapping[str, str] | None = None) -> bool:
+    """In a disttrain pod with no GPU (DISTTRAIN_GPUS_PER_NODE 0) and more than one process,
+    tell Accelerate, which Transformers' Trainer runs on, to train on the CPU across the
+    processes (gloo), as `--use_cpu true` would: without ACCELERATE_USE_CPU each process
+    trains alone as a world of one, while the job reports its world size. A value the job
+    sets itself stays. True when it set the variable."""
+    env = os.environ if env is None else env
+    # pod_contract's JOB_NAME and GPUS_PER_NODE, spelled here: this runs at every
+    # interpreter's start, and importing the API package would cost each one.
+    if (not env.get("DISTTRAIN_JOB_NAME") or env.get("DISTTRAIN_GPUS_PER_NODE", "0") != "0"
+            or int(env.get("WORLD_SIZE", "1") or 1) < 2 or "ACCELERATE_USE_CPU" in env):
+        return False
+    env["ACCELERATE_USE_CPU"] = "true"
+    return True
+
+
 def install(env: dict[str, str] | None = None) -> bool:
     """Hook the frameworks (already imported ones at once). False outside a disttrain pod."""
     env = dict(os.environ) if env is None else env
@@ -134,6 +150,7 @@ def install(env: dict[str, str] | None = None) -> bool:
     # anything of disttrain is imported, and importing the API package would cost each one.
     if not env.get("DISTTRAIN_JOB_NAME") or "RANK" not in env:  # a worker, not torchrun's agent
         return False
+    accelerate_on_cpu()
     sys.meta_path.insert(0, _Finder(FRAMEWORKS))
     for framework in FRAMEWORKS:
         if framework.module in sys.modules:

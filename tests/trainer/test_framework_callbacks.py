@@ -43,6 +43,7 @@ def hold_then_resume(tmp_path: Path, name: str, saved_at, check_saved, metric: s
     try:
         status = wait_for_step(port, 20, timeout=300, agents=[agent])
         assert status["totalSteps"] == 100_000 and status["samplesPerSecond"] > 0
+        assert status["stepSeconds"] > 0  # with totalSteps, what the CLI's ETA counts in (pod-contract.md)
         status = wait_for_step(port, 60, timeout=300, agents=[agent])
         assert status["loss"] is not None and status["evalLoss"] is not None and status["evalStep"] == 50, status
         assert 0 <= status["evalMetrics"][metric] <= 1 and status["evalHistory"][0][2] == status["evalMetrics"], status

@@ -90,6 +90,7 @@ def test_a_transformers_script_that_never_imports_disttrain_reports_and_holds_at
     try:
         status = wait_for_step(port, 60, timeout=300, agents=[agent])
         assert status["framework"].startswith("transformers ") and status["totalSteps"] == 100_000
+        assert status["stepSeconds"] > 0  # the ETA's unit (pod-contract.md)
         code, doc = post_checkpoint(port, "holdSeconds=300&waitSeconds=120")
         assert code == 200 and doc["checkpoint"]["path"] == str(ck / f"checkpoint-{doc['heldAtStep']}"), doc
         time.sleep(1.0)

@@ -134,24 +134,12 @@ def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, lo
         train, batch_size=batch_size, accumulate=cfg.train.accumulate_grad_batches,
         dp_rank=ctx.dp_rank, dp_size=ctx.dp_size, seed=cfg.data.seed, device=ctx.device,
     )
-    optim = optimizer(module.parameters()) if optimizer is not None else torch.optim.AdamW(
-        module.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay, foreach=True)
-    sched = scheduler(optim) if scheduler is not None else loop.build_scheduler(optim, cfg.train)
-    if isinstance(sched, UNRESUMABLE_SCHEDULERS):
-        raise TypeError(
-            f"scheduler: {type(sched).__name__} keeps state a checkpoint does not restore (its inner schedulers, "
-            "or a metric), so a resumed run would use another learning rate; pass one scheduler whose place is "
-            "its step count (LambdaLR, CosineAnnealingLR, OneCycleLR, ...), e.g. a LambdaLR that composes yours")
+    optim, sched = _optimizer(module, cfg, optimizer, scheduler)
     state = TrainState()
     states: dict[str, Any] = {"model_optim": ModelOptimState(module, optim), "scheduler": SchedulerState(sched),
                               "dataloader": loader, "train_state": state}
-    scaler = None
-    if ctx.resolved.precision == "16-mixed":  # CUDA in practice (resolve_parallel falls back on CPU)
-        if ctx.resolved.strategy in ("fsdp", "fsdp_tp"):
-            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-            scaler = ShardedGradScaler(device=ctx.device.type)
-        else:
-            scaler = torch.amp.GradScaler(ctx.device.type)
+    scaler = _grad_scaler(ctx)
+    if scaler is not None:
         states["scaler"] = scaler
     return loop.Components(
         model=module, optimizer=optim, scheduler=sched, loader=loader, loss_fn=loss_fn, state=state, scaler=scaler,
@@ -169,6 +157,31 @@ def build(model: ModelOrBuilder, data: Data, cfg: Config, ctx: RunContext, *, lo
             timer=ComputeTimer(ctx.device, stretch=cfg.test_slow_factor if ctx.rank == cfg.test_slow_rank else 1.0),
         ),
     )
+
+
+def _optimizer(module: nn.Module, cfg: Config, optimizer: OptimizerFactory | None, scheduler: SchedulerFactory | None
+               ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """The optimizer and scheduler given, or AdamW and warm-up + cosine; one a checkpoint
+    cannot restore is refused."""
+    optim = optimizer(module.parameters()) if optimizer is not None else torch.optim.AdamW(
+        module.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay, foreach=True)
+    sched = scheduler(optim) if scheduler is not None else loop.build_scheduler(optim, cfg.train)
+    if isinstance(sched, UNRESUMABLE_SCHEDULERS):
+        raise TypeError(
+            f"scheduler: {type(sched).__name__} keeps state a checkpoint does not restore (its inner schedulers, "
+            "or a metric), so a resumed run would use another learning rate; pass one scheduler whose place is "
+            "its step count (LambdaLR, CosineAnnealingLR, OneCycleLR, ...), e.g. a LambdaLR that composes yours")
+    return optim, sched
+
+
+def _grad_scaler(ctx: RunContext) -> Any:
+    """fp16's loss scaler (sharded under FSDP); None in any other precision."""
+    if ctx.resolved.precision != "16-mixed":  # CUDA in practice (resolve_parallel falls back on CPU)
+        return None
+    if ctx.resolved.strategy in ("fsdp", "fsdp_tp"):
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+        return ShardedGradScaler(device=ctx.device.type)
+    return torch.amp.GradScaler(ctx.device.type)
 
 
 def run_params(cfg: Config, ctx: RunContext, samples_per_step: int) -> dict[str, Any]:

@@ -61,41 +61,12 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
                                      "is nested too deeply", f"at most {MAX_DEPTH} levels below "
                                      "the document", "flatten it: no Kubernetes field nests this deep"))
             continue
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if len(errors) >= MAX_ERRORS:  # a mapping of a million int keys is one problem, not a million
-                    break
-                if not isinstance(key, str):
-                    errors.append(FieldError(key_path(path, key), key, "has a key that is not a "
-                                             "string", "string keys (Kubernetes objects are JSON)",
-                                             f"quote the key: \"{_plain(key)}\""))
-                    continue
-                size += len(key)
-                stack.append((key_path(path, key), item, depth + 1))
-        elif isinstance(value, list):
-            for i in range(len(value) - 1, -1, -1):
-                stack.append((f"{path or '(document)'}[{i}]", value[i], depth + 1))
-        elif isinstance(value, str):
-            size += len(value)
-            if len(value) > MAX_STRING_BYTES:
-                errors.append(FieldError(path, f"a string of {len(value)} characters",
-                                         "is too long", f"at most {MAX_STRING_BYTES} characters",
-                                         "keep large data in a ConfigMap or volume"))
-        elif isinstance(value, bool) or value is None:
-            pass
-        elif isinstance(value, int):
-            if not -INT64 <= value < INT64:
-                errors.append(FieldError(path, value, "is too large", "a 64-bit integer",
-                                         "use a value the field's range allows"))
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                errors.append(FieldError(path, value, "is not a finite number",
-                                         "a finite number (JSON has no NaN or Infinity)",
-                                         "write a number such as 0.001"))
+        if isinstance(value, (dict, list)):
+            size += _push_items(path, value, depth, stack, errors)
         else:
-            errors.append(FieldError(path, value, f"is a {type(value).__name__}, not a "
-                                     "JSON value", "a string, number, boolean, list or mapping",
-                                     f"quote it: \"{_plain(value)}\""))
+            size += len(value) if isinstance(value, str) else 0
+            if (error := _scalar_error(path, value)) is not None:
+                errors.append(error)
         if size > MAX_DOCUMENT_BYTES:
             errors.append(FieldError(path, f"more than {MAX_DOCUMENT_BYTES} bytes "
                                      "of text", "makes the object too large",
@@ -104,6 +75,50 @@ def check_document_bounds(doc: Any) -> list[FieldError]:
             break
     # A problem at the top (not a mapping at all, or all of it) is named as the document.
     return [dataclasses.replace(e, path="(document)") if not e.path else e for e in errors]
+
+
+def _push_items(path: str, value: dict | list, depth: int, stack: list[tuple[str, Any, int]],
+                errors: list[FieldError]) -> int:
+    """A mapping's or a list's items onto the stack (a key that is no string is an error);
+    the text its keys add."""
+    size = 0
+    if isinstance(value, list):
+        for i in range(len(value) - 1, -1, -1):
+            stack.append((f"{path or '(document)'}[{i}]", value[i], depth + 1))
+        return size
+    for key, item in value.items():
+        if len(errors) >= MAX_ERRORS:  # a mapping of a million int keys is one problem, not a million
+            break
+        if not isinstance(key, str):
+            errors.append(FieldError(key_path(path, key), key, "has a key that is not a "
+                                     "string", "string keys (Kubernetes objects are JSON)",
+                                     f"quote the key: \"{_plain(key)}\""))
+            continue
+        size += len(key)
+        stack.append((key_path(path, key), item, depth + 1))
+    return size
+
+
+def _scalar_error(path: str, value: Any) -> FieldError | None:
+    """What is wrong with one value that is no mapping or list, if anything."""
+    if isinstance(value, str):
+        if len(value) > MAX_STRING_BYTES:
+            return FieldError(path, f"a string of {len(value)} characters", "is too long",
+                              f"at most {MAX_STRING_BYTES} characters", "keep large data in a ConfigMap or volume")
+        return None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        if not -INT64 <= value < INT64:
+            return FieldError(path, value, "is too large", "a 64-bit integer", "use a value the field's range allows")
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return FieldError(path, value, "is not a finite number", "a finite number (JSON has no NaN or Infinity)",
+                              "write a number such as 0.001")
+        return None
+    return FieldError(path, value, f"is a {type(value).__name__}, not a JSON value",
+                      "a string, number, boolean, list or mapping", f"quote it: \"{_plain(value)}\"")
 
 
 def key_path(prefix: str, key: Any) -> str:

@@ -96,7 +96,7 @@ kind-down:  ## delete it, and the Docker engine and /lib/modules kind-up started
 	@PATH="$(TOOLS_BIN):$$PATH" bash hack/kind.sh down
 
 crd: venv  ## regenerate the CRD, docs/api.md, docs/cli-reference.md and the chart's copies from their sources
-	$(RUN) python -m disttrain.cli crd > manifests/crd/disttrain.dev_distributedtrainings.yaml
+	$(RUN) python -m disttrain.cli crd --kind DistributedTraining > manifests/crd/disttrain.dev_distributedtrainings.yaml
 	$(RUN) python -m disttrain.cli crd --kind TrainingTemplate > manifests/crd/disttrain.dev_trainingtemplates.yaml
 	$(RUN) python -m disttrain.cli crd --kind ClusterTrainingTemplate > manifests/crd/disttrain.dev_clustertrainingtemplates.yaml
 	$(RUN) python -m disttrain.cli docs api > docs/api.md

@@ -46,7 +46,7 @@ CEL_TABLE = "tests/unit/test_cel_rules.py::test_cel_rules_and_the_validator_agre
 # `make crd`, as it runs in the copy: a changed CEL rule reaches the committed CRD, so only
 # a test of the rule's meaning can catch it (not test_crd.py's drift check).
 REGENERATE_CRD = [
-    ("python -m disttrain.cli crd", "manifests/crd/disttrain.dev_distributedtrainings.yaml"),
+    ("python -m disttrain.cli crd --kind DistributedTraining", "manifests/crd/disttrain.dev_distributedtrainings.yaml"),
     ("python -m disttrain.cli docs api", "docs/api.md"),
     ("cp manifests/crd/disttrain.dev_distributedtrainings.yaml charts/disttrain/crds/", None),
     ("python hack/chart_rbac_rules.py --write", None),

@@ -325,7 +325,7 @@ def test_the_real_servers_404_for_a_group_it_does_not_serve_reads_as_the_missing
     assert (answer.status, answer.body) == (404, "404 page not found\n")
     assert str(errors.api_error(answer.status, answer.reason, answer.body)) == (
         'Error from server (NotFound): the server doesn\'t have a resource type "distributedtrainings.disttrain.dev": '
-        "install disttrain's CRD (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
+        "install disttrain's CRDs (`disttrain crd | kubectl apply -f -`, or the Helm chart)")
     api.close()
 
 

@@ -411,6 +411,18 @@ def test_crd_command_prints_the_committed_crd(kind, plural):
     assert json.loads(disttrain("crd", "--kind", kind, "-o", "json").stdout) == committed
 
 
+def test_crd_command_prints_every_crd_the_operator_serves():
+    """`disttrain crd | kubectl apply -f -` (the Quick start's, the missing-CRD error's fix)
+    installs the templates' kinds too: one YAML stream, each document the committed file
+    byte for byte; -o json a List of them, which kubectl applies alike."""
+    files = [open(os.path.join(ROOT, "manifests", "crd", f"disttrain.dev_{plural}.yaml")).read()
+             for plural in ("distributedtrainings", "trainingtemplates", "clustertrainingtemplates")]
+    assert disttrain("crd").stdout == "---\n".join(files)
+    listed = json.loads(disttrain("crd", "-o", "json").stdout)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    assert listed["items"] == [yaml.safe_load(text) for text in files]
+
+
 def test_the_committed_cli_reference_is_what_every_commands_help_prints(monkeypatch):
     """docs/cli-reference.md is `disttrain docs cli`, and each of its sections is what
     `disttrain COMMAND --help` prints on a terminal of that width: a flag, a default or a

@@ -51,8 +51,10 @@ def test_usage_errors_that_name_what_is_missing_exit_2(capsys):
 
 def test_the_offline_commands_print_what_they_promise_and_exit_0(capsys):
     assert main(["crd"]) == 0
-    crd = yaml.safe_load(capsys.readouterr().out)
-    assert (crd["kind"], crd["metadata"]["name"]) == ("CustomResourceDefinition", "distributedtrainings.disttrain.dev")
+    crds = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [(crd["kind"], crd["metadata"]["name"]) for crd in crds] == [
+        ("CustomResourceDefinition", f"{plural}.disttrain.dev")
+        for plural in ("distributedtrainings", "trainingtemplates", "clustertrainingtemplates")]
     assert main(["docs", "api"]) == 0
     assert capsys.readouterr().out.startswith("# API reference: `disttrain.dev/v1alpha1` DistributedTraining")
     assert main(["version", "-o", "json"]) == 0

@@ -233,7 +233,7 @@ def test_an_api_error_reads_as_kubectl_prints_it_and_keeps_its_status():
     unserved = json.dumps({"kind": "Status", "reason": "NotFound", "details": {},
                            "message": "the server could not find the requested resource"})  # no CRD installed
     not_installed = ('Error from server (NotFound): the server doesn\'t have a resource type '
-                     '"distributedtrainings.disttrain.dev": install disttrain\'s CRD '
+                     '"distributedtrainings.disttrain.dev": install disttrain\'s CRDs '
                      "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
     assert str(errors.api_error(404, "Not Found", unserved)) == not_installed
     assert str(errors.api_error(404, "Not Found", "")) == not_installed  # a 404 without words: kubectl's
@@ -346,7 +346,7 @@ def test_a_cluster_without_the_crd_is_told_so_with_how_to_install_it(tmp_path, s
                 call()
             assert str(raised.value) == (
                 'Error from server (NotFound): the server doesn\'t have a resource type '
-                '"distributedtrainings.disttrain.dev": install disttrain\'s CRD '
+                '"distributedtrainings.disttrain.dev": install disttrain\'s CRDs '
                 "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
 
 

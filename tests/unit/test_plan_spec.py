@@ -1,5 +1,6 @@
 """The spec through plan.decide: invalid, fixed, with guardrail warnings, broken while
-running, scaled (elastic or not), its worker template changed."""
+running, scaled (elastic or not), its worker template changed, its training template not
+there yet."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import dataclasses
 
 from disttrain.api import conditions as c
 from disttrain.api.status_types import CheckpointStatus
+from disttrain.api.template_resolution import choose
+from disttrain.api.validate import Validation
 from disttrain.operator.core.state import JobState
 from disttrain.api.times import iso
 from disttrain.operator.core.plan import decide
@@ -34,6 +37,34 @@ def test_fixing_an_invalid_spec_starts_the_job():
     plan = run(state(bad.status, nodes=2), [])
     assert plan.create == [0, 1] and written(plan)["phase"] == "Pending"
     assert cond(plan, c.FAILED)["status"] == "False"
+
+
+def waiting_for_template(status=None) -> JobState:
+    """A job whose templateRef names a ClusterTrainingTemplate `cpu` that does not exist
+    (yet): what the controller hands decide (operator/template_watch.py)."""
+    _, missing = choose({"name": "cpu"}, "team-a", None, lambda *_: None)
+    return JobState(name="demo", namespace="team-a", generation=1, status=status or state().status,
+                    validation=Validation(None, None, [missing]))
+
+
+def test_a_job_whose_template_does_not_exist_yet_waits_pending_never_failed():
+    plan = run(waiting_for_template(), [])
+    assert written(plan)["phase"] == "Pending" and plan.create == [] and plan.failed_reason is None
+    said = cond(plan, c.RUNNING)
+    assert (said["status"], said["reason"]) == ("False", c.TEMPLATE_NOT_FOUND)
+    assert said["message"].startswith("spec.templateRef.name: names no ClusterTrainingTemplate (got 'cpu')")
+    assert said["message"].endswith("the job starts once it exists")
+    assert cond(plan, c.FAILED) is None and "completionTime" not in written(plan)
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", c.TEMPLATE_NOT_FOUND)]
+    again = run(dataclasses.replace(waiting_for_template(), status=plan.status), [])
+    assert again.events == [] and written(again)["phase"] == "Pending"  # said once
+
+
+def test_a_job_failed_for_a_missing_template_by_an_older_operator_waits_again():
+    before = run(state(nodes=2, env=[{"name": "RANK", "value": "0"}]), []).status  # Failed, InvalidSpec
+    plan = run(waiting_for_template(before), [])
+    assert written(plan)["phase"] == "Pending" and "completionTime" not in written(plan)
+    assert (cond(plan, c.FAILED)["status"], cond(plan, c.FAILED)["reason"]) == ("False", c.TEMPLATE_NOT_FOUND)
 
 
 def test_guardrail_warnings_become_events_once():

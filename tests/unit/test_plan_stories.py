@@ -18,6 +18,8 @@ from disttrain.operator.core.state import JobState, Plan, Refusal
 from disttrain.api.times import iso
 from disttrain.operator.core.plan import decide
 from disttrain.api.report import INTERRUPTED, TrainerReport, parse_report
+from disttrain.api.template_resolution import choose
+from disttrain.api.validate import Validation
 
 from .golden import Golden
 from .helpers import typed, written
@@ -32,10 +34,11 @@ class Story:
     def __init__(self, **spec: Any) -> None:
         self.spec, self.status, self.passes = spec, typed(), []
 
-    def step(self, label: str, pods: list, seconds: float = 0, spec: dict | None = None, **observed: Any) -> Plan:
+    def step(self, label: str, pods: list, seconds: float = 0, spec: dict | None = None,
+             validation: Validation | None = None, **observed: Any) -> Plan:
         job = state(self.status, **(spec if spec is not None else self.spec))
-        plan = decide(JobState(job.name, job.namespace, job.generation, self.status, job.validation), pods,
-                      NOW + timedelta(seconds=seconds), POLICY, **observed)
+        plan = decide(JobState(job.name, job.namespace, job.generation, self.status, validation or job.validation),
+                      pods, NOW + timedelta(seconds=seconds), POLICY, **observed)
         self.status = plan.status
         self.passes.append({"pass": label, "plan": as_json(plan)})
         return plan
@@ -103,6 +106,17 @@ def an_invalid_spec_then_fixed() -> Story:
     s.step("still invalid", [], 5)
     s.spec = {"nodes": 2}
     s.step("fixed", [], 10)
+    return s
+
+
+def a_template_that_comes_later() -> Story:
+    """The job names a ClusterTrainingTemplate not created yet: it waits Pending, then starts."""
+    s = Story(nodes=2)
+    _, missing = choose({"name": "cpu"}, "team-a", None, lambda *_: None)
+    s.step("its template not there yet", [], validation=Validation(None, None, [missing]))
+    s.step("still waiting", [], 5, validation=Validation(None, None, [missing]))
+    s.step("the template created", [], 10)
+    s.step("pods running", [pod(i, nodes=2) for i in range(2)], 15)
     return s
 
 
@@ -288,7 +302,7 @@ STORIES: dict[str, Callable[[], Story]] = {f.__name__: f for f in (
     suspended_after_a_requested_checkpoint, suspended_when_the_trainer_cannot_checkpoint_on_request,
     suspended_but_no_checkpoint_within_the_grace, a_suspend_called_off_while_checkpointing,
     two_workers_succeed, a_worker_fails_and_comes_back, the_backoff_limit_runs_out, suspended_and_resumed,
-    an_invalid_spec_then_fixed, the_spec_breaks_while_running, names_taken_then_freed,
+    an_invalid_spec_then_fixed, a_template_that_comes_later, the_spec_breaks_while_running, names_taken_then_freed,
     creation_refused_then_allowed, disruptions_spend_no_backoff, progress_and_a_stale_checkpoint,
     elastic_within_its_range, unschedulable_pods, scaled_down_then_up, the_worker_template_changes,
     succeeds_after_a_restart_with_a_stale_checkpoint)}

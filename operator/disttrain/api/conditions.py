@@ -37,6 +37,7 @@ INVALID_SPEC = "InvalidSpec"
 # Events: a job resolved against a training template (operator/template_watch.py); one it keeps deleted.
 TEMPLATE_RESOLVED = "TemplateResolved"
 TEMPLATE_DELETED = "TemplateDeleted"
+TEMPLATE_NOT_FOUND = "TemplateNotFound"  # Running=False: a Pending job waits for the template it names
 PODS_PENDING = "PodsPending"
 PODS_RUNNING = "PodsRunning"
 WORKER_FAILED = "WorkerFailed"

@@ -31,6 +31,15 @@ class FieldError:
 
 
 @dataclass(frozen=True, slots=True)
+class Absent(FieldError):
+    """A field names an object that is not there but may be created (a training template):
+    the job waits for it, Pending, and is never failed for it. `reason` (CamelCase) says
+    what it waits for, on its condition and Event."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class GuardrailWarning:
     """A spec that works but not as written: we say what we did instead."""
 

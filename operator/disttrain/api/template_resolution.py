@@ -29,7 +29,8 @@ from functools import cache
 from typing import Any
 
 from disttrain.api import types as t
-from disttrain.api.errors import FieldError, did_you_mean, unset
+from disttrain.api.conditions import TEMPLATE_NOT_FOUND
+from disttrain.api.errors import Absent, FieldError, did_you_mean, unset
 from disttrain.api.meta import DNS1123_SUBDOMAIN, matches
 from disttrain.api.status_types import TemplateStatus
 
@@ -173,7 +174,7 @@ def choose(ref: Any, namespace: str, kept: TemplateStatus | None,
     kept (status.template) while its templateRef still names it; else the live one its
     templateRef names (`live(kind, namespace, name)`), or without a templateRef its
     namespace's TrainingTemplate `default` if there is one. A templateRef naming no
-    template is a FieldError."""
+    template is Absent: the job waits for it."""
     if isinstance(ref, dict) and ref.get("name"):
         kind, name = ref.get("kind") or CLUSTER_TEMPLATE_KIND, ref["name"]
     else:
@@ -183,10 +184,10 @@ def choose(ref: Any, namespace: str, kept: TemplateStatus | None,
     found = live(kind, namespace if kind == TEMPLATE_KIND else None, name)
     if found is None and isinstance(ref, dict) and ref.get("name"):
         where = f" in namespace {namespace}" if kind == TEMPLATE_KIND else ""
-        return None, FieldError("spec.templateRef.name", name, f"names no {kind}{where}",
-                                f"an existing template: kubectl get {PLURALS[kind]}",
-                                "fix the name, or ask your platform team for the template; the job starts "
-                                "once it exists")
+        return None, Absent("spec.templateRef.name", name, f"names no {kind}{where}",
+                            f"an existing template: kubectl get {PLURALS[kind]}",
+                            "fix the name, or ask your platform team for the template; the job starts "
+                            "once it exists", reason=TEMPLATE_NOT_FOUND)
     return found, None
 
 

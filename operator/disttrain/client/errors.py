@@ -99,7 +99,7 @@ def api_error(status: int | None, reason: str | None, body: Any, resource: str =
         if said == NO_SUCH_GROUP:  # no Status at all: nothing of the group is served
             said = NOT_SERVED
         if said == NOT_SERVED and resource == RESOURCE:
-            said = (f'the server doesn\'t have a resource type "{resource}": install disttrain\'s CRD '
+            said = (f'the server doesn\'t have a resource type "{resource}": install disttrain\'s CRDs '
                     "(`disttrain crd | kubectl apply -f -`, or the Helm chart)")
         error: DisttrainError = NotFound(f"Error from server (NotFound): {said}")
     else:

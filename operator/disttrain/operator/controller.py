@@ -314,12 +314,15 @@ class Controller:
             return cached[1], cached[2]
         document = {"apiVersion": view.api_version, "kind": view.kind,
                     "metadata": {"name": key[1], "namespace": key[0]}, "spec": dict(view.spec)}
-        refused = [missing] if missing is not None else []
+        refused = []
         if template is not None:
             resolution = resolve(template, document)
             document, refused = resolution.doc, resolution.errors
-        validation = validate_document(document, self.pod_policy,
-                                       Images.of(self.settings.trainer_image, status.resolved))
+        if missing is not None:  # nothing to validate before the template is there: what it lacks is its to give
+            validation = Validation(None, None, [missing])
+        else:
+            validation = validate_document(document, self.pod_policy,
+                                           Images.of(self.settings.trainer_image, status.resolved))
         if refused:
             validation = Validation(None, None, [*refused, *validation.errors], validation.warnings)
         kept = self.templates.kept(template, status, iso(self.clock.now())) if validation.ok else status.template

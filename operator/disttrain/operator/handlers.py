@@ -86,7 +86,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     for name, group, version, plural in needed_crds(controller.integrations):
         if not await kube.served(group, version, plural):
             memo.crds.missing(name, time.monotonic())
-            logger.warning(f"the CRD {name} is not installed: no {plural} are served until it is created "
+            how = " (`disttrain crd | kubectl apply -f -` installs disttrain's, or the Helm chart)" \
+                if group == GROUP else ""
+            logger.warning(f"the CRD {name} is not installed: no {plural} are served until it is created{how} "
                            "(then this operator serves them at once)")
     memo.work = asyncio.create_task(_work(controller, ours, memo, logger))
     if ours.metrics_port:

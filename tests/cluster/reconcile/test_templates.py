@@ -7,7 +7,12 @@ naming a template that does not exist yet, started once it does."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+from unit.helpers import package_paths
 
 from .conftest import condition, dump, events_of, get_job, job_manifest, pods_of, wait_job, wait_phase
 
@@ -108,13 +113,29 @@ def test_a_namespace_default_and_a_template_that_comes_later(cluster, namespace,
         job = wait_job(cluster, namespace, "plain", lambda j: j["status"].get("template"), what="its template kept")
         assert (job["status"]["template"]["kind"], job["status"]["template"]["name"]) == ("TrainingTemplate", "default")
 
+        # A job that comes before its template waits for it, Pending (not Failed), and the
+        # CLI's wait for Running waits with it instead of giving up.
         cluster.apply(job_manifest("early", nodes=1, templateRef={"name": later}), namespace=namespace)
-        waiting = wait_phase(cluster, namespace, "early", "Failed")
-        assert f"spec.templateRef.name: names no ClusterTrainingTemplate (got '{later}')" in \
-            condition(waiting, "Validated")["message"]
-        cluster.apply(cluster_template(later, defaults={"env": [{"name": "LATE", "value": "1"}]}))
-        (started,) = workers(cluster, namespace, "early")
-        assert env_of(started)["LATE"] == "1"
-        wait_phase(cluster, namespace, "early", "Running")
+        said = wait_job(cluster, namespace, "early", lambda j: condition(j, "Running"), what="why early waits")
+        assert said["status"]["phase"] == "Pending" and condition(said, "Failed") is None, dump(said["status"])
+        waits = condition(said, "Running")
+        assert (waits["status"], waits["reason"]) == ("False", "TemplateNotFound") and \
+            f"spec.templateRef.name: names no ClusterTrainingTemplate (got '{later}')" in waits["message"]
+        wait = [sys.executable, "-m", "disttrain.cli", "wait", "early", "-n", namespace, "--for", "Running"]
+        env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PYTHONPATH": package_paths()}
+        short = subprocess.run([*wait, "--timeout", "3s"], capture_output=True, text=True, env=env, timeout=60)
+        assert (short.returncode, short.stderr) == (
+            124, "error: timed out waiting for distributedtraining.disttrain.dev/early\n"), short  # not "never"
+        follower = subprocess.Popen([*wait, "--timeout", "2m"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=env)
+        try:
+            cluster.apply(cluster_template(later, defaults={"env": [{"name": "LATE", "value": "1"}]}))
+            (started,) = workers(cluster, namespace, "early")
+            assert env_of(started)["LATE"] == "1"
+            wait_phase(cluster, namespace, "early", "Running")
+            out, _ = follower.communicate(timeout=60)
+        finally:
+            follower.kill()
+        assert (follower.returncode, out) == (0, "distributedtraining.disttrain.dev/early is Running\n")
     finally:
         cluster.kubectl("delete", "clustertrainingtemplate", later, "--ignore-not-found", check=False)

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from disttrain.api import conditions as c
+from disttrain.api.errors import Absent
 from disttrain.api.names import selector, service_name, worker_name
 from disttrain.api.report import TrainerReport, newest
 from disttrain.api.times import iso, parse_time
@@ -111,6 +112,8 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     if not job.validation.ok:
         if old.phase in ACTIVE_PHASES and any(p.active for p in pods):
             return _spec_invalid(job, pods, plan, report)
+        if all(isinstance(e, Absent) for e in job.validation.errors) and not _ended_for_good(old):
+            return _waiting(job, pods, plan)
         return _invalid(job, pods, plan)
     _validated(job, plan)
     plan.condition(c.SPEC_INVALID, False, c.VALID, "the spec is valid again", only_if_present=True)
@@ -395,6 +398,32 @@ def _invalid(job: JobState, pods: list[PodInfo], plan: Plan) -> Plan:
     st.completion_time = st.completion_time or plan.stamp
     # Nothing runs on a spec we cannot read.
     plan.delete = [(p.name, c.INVALID_SPEC) for p in pods if p.active]
+    st.workers = workers(pods, 0)
+    return plan
+
+
+def _ended_for_good(old: Status) -> bool:
+    """Succeeded, or Failed for another reason than its spec: nothing starts it again."""
+    failed = c.get_condition(old.conditions, c.FAILED)
+    return old.phase == "Succeeded" or (old.phase == "Failed" and (failed is None or failed.reason != c.INVALID_SPEC))
+
+
+def _waiting(job: JobState, pods: list[PodInfo], plan: Plan) -> Plan:
+    """A job that names what is not there yet but may be created (its training template)
+    waits for it, Pending: `Running=False` says what for (a Warning Event once), and a
+    Failed condition an older operator set is lifted. Its arrival queues the job
+    (operator/template_watch.py); `Failed` is left for what no change outside the job fixes."""
+    message = "; ".join(str(e) for e in job.validation.errors)
+    reason = next(e.reason for e in job.validation.errors if isinstance(e, Absent))
+    before = c.get_condition(job.status.conditions, c.RUNNING)
+    if before is None or before.reason != reason or before.message != c.cap(message):
+        plan.events.append(Event("Warning", reason, message))
+    plan.condition(c.RUNNING, False, reason, message)
+    for type_ in (c.VALIDATED, c.FAILED):
+        plan.condition(type_, False, reason, message, only_if_present=True)
+    st = plan.status
+    st.phase, st.completion_time, st.start_time = "Pending", None, None
+    plan.delete = [(p.name, reason) for p in pods if p.active]
     st.workers = workers(pods, 0)
     return plan
 

@@ -111,7 +111,7 @@ def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
     for key in spec:
         if key not in allowed:
             errors.append(FieldError(f"spec.{key}", spec[key], "is not a template field", ", ".join(allowed),
-                                     did_you_mean(key, list(allowed)) or
+                                     did_you_mean(key, list(allowed), "field names") or
                                      "a job's settings go under spec.defaults or spec.enforced"))
     for key in ("description", "contact"):
         if spec.get(key) is not None and not isinstance(spec[key], str):

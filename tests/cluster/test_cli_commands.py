@@ -249,7 +249,7 @@ def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operat
             ["get", *ns], ["status", "cli", *ns, "-o", "json"], ["status", "cli", *ns, "--output", "yaml"])
         assert status.returncode == 0, status.stderr
         text = status.stdout
-        for expected in ("Phase:       Running", "Workers:     1/1 active, world size 1, restarts 0",
+        for expected in ("Phase:       Running", "Workers:     1 of 1 running; world size 1, restarts 0",
                          "Progress:    [########------------]  40%  step 40/100", "Loss:        2.5",
                          "Throughput:  64.0 samples/s", "ETA:         7s", "Checkpoint:  step 40 (",
                          "  Running=True ", "  Validated=True "):

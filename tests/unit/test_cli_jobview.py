@@ -28,7 +28,7 @@ def job(**status) -> dict:
     return {"apiVersion": "disttrain.dev/v1alpha1", "kind": "DistributedTraining",
             "metadata": {"name": "gpt", "namespace": "team", "creationTimestamp": stamp(750)},
             "spec": {"nodes": 2, "trainer": {"builtin": {"steps": 100, "batchSize": 8}}, "accumulateGradBatches": 2},
-            "status": {"phase": "Running", "resolved": {"worldSize": 4}, "workers": {"active": 2, "desired": 2},
+            "status": {"phase": "Running", "resolved": {"worldSize": 4, "nprocPerNode": 2}, "workers": {"active": 2, "running": 2, "desired": 2},
                        "progress": {"step": 40, "totalSteps": 100, "loss": 2.5, "samplesPerSecond": 64.0},
                        "checkpoint": {"step": 40, "time": stamp(30)}, "restarts": 1, **status}}
 
@@ -114,7 +114,7 @@ def test_status_lines_show_conditions_with_messages_and_newest_events_last():
     lines = status_lines(view_of(obj), events, NOW)
     text = "\n".join(lines)
     assert "Phase:       Running" in text
-    assert "Workers:     2/2 active, world size 4, restarts 1" in text
+    assert "Workers:     2 of 2 running; world size 4, restarts 1" in text
     assert "Progress:    [########------------]  40%  step 40/100" in text
     assert "ETA:         60s" in text and "Checkpoint:  step 40 (30s ago)" in text and "Age:         12m" in text
     assert "  Running=True WorkersRunning: 2/2 ready" in lines
@@ -437,6 +437,33 @@ def test_status_lists_the_nodes_the_job_avoids_and_those_it_stopped_avoiding():
     assert lines[start + 3] == "Events:"
 
 
+def test_status_counts_the_running_workers_and_the_world_size_they_make():
+    """One of three workers unschedulable (issue 70): the worker count and the world size
+    say what runs, as the Running condition does, and what is desired."""
+    obj = job(resolved={"worldSize": 24, "nprocPerNode": 8}, workers={"active": 3, "running": 2, "desired": 3},
+              conditions=[{"type": "Running", "status": "True", "reason": "PodsRunning",
+                           "message": "2 of 3 workers running (minNodes 2)"}])
+    lines = status_lines(view_of(obj), [], NOW)
+    assert "Workers:     2 of 3 running, 1 pending; world size 16 of 24, restarts 1" in lines
+    assert top_table([view_of(obj)], NOW, wide=True)[1].split()[-3] == "2/3"
+    suspended = job(phase="Suspended", resolved={"worldSize": 24, "nprocPerNode": 8},
+                    workers={"active": 0, "running": 0, "desired": 0})
+    assert "Workers:     0 of 0 running; world size 0 of 24, restarts 1" in status_lines(view_of(suspended), [], NOW)
+
+
+def test_goodput_without_a_measured_step_is_unknown():
+    """Pods that never trained (KWOK), or a script that reports no step (issue 70): no
+    percentage and no productive time, only where the time went that was measured."""
+    unmeasured = {"lostSeconds": 0.0, "restartingSeconds": 28.0, "waitingSeconds": 4.0,
+                  "updateTime": "2026-11-25T10:00:00Z"}
+    lines = status_lines(view_of(job(goodput=unmeasured)), [], NOW)
+    assert "Goodput:     unknown: no step reported yet (unmeasured 28s, lost 0s, waiting 4s)" in lines
+    # What an older operator wrote without a step (ratio 1.0) is no measurement either.
+    older = {**unmeasured, "ratio": 1.0, "productiveSeconds": 28.0, "restartingSeconds": 0.0}
+    assert "Goodput:     unknown: no step reported yet (unmeasured 28s, lost 0s, waiting 4s)" in status_lines(
+        view_of(job(goodput=older)), [], NOW)
+
+
 def test_status_says_where_the_worker_time_went():
     from datetime import datetime, timezone
 
@@ -444,7 +471,7 @@ def test_status_says_where_the_worker_time_went():
 
     obj = {"metadata": {"name": "j", "namespace": "n"}, "status": {"phase": "Running", "goodput": {
         "ratio": 0.85, "productiveSeconds": 850.0, "lostSeconds": 150.0, "restartingSeconds": 0.0,
-        "waitingSeconds": 12.0, "updateTime": "2026-11-25T10:00:00Z"}}}
+        "waitingSeconds": 12.0, "step": 1700, "updateTime": "2026-11-25T10:00:00Z"}}}
     lines = status_lines(view_of(obj), [], datetime(2026, 11, 25, 11, tzinfo=timezone.utc))
     assert "Goodput:     85% of worker time (productive 14m, lost 2m30s, restarting 0s, waiting 12s)" in lines
     assert not any(line.startswith("Goodput:") for line in status_lines(

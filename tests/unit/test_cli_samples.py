@@ -32,12 +32,13 @@ def gpt_ddp_2x4() -> dict:
     obj = example("gpt-ddp-2x4")
     obj["metadata"].update(namespace="default", creationTimestamp=iso(timedelta(minutes=21)))
     obj["status"] = {
-        "phase": "Running", "resolved": {"worldSize": 8, "nodes": 2}, "workers": {"active": 2, "desired": 2},
+        "phase": "Running", "resolved": {"worldSize": 8, "nodes": 2, "nprocPerNode": 4},
+        "workers": {"active": 2, "running": 2, "desired": 2},
         "progress": {"step": 1250, "totalSteps": 5000, "loss": 3.412, "samplesPerSecond": 1024.0,
                      "evalStep": 1000, "evalLoss": 3.498},
         "checkpoint": {"step": 1000, "time": iso(timedelta(minutes=4, seconds=10))}, "restarts": 0,
         "goodput": {"ratio": 0.968, "productiveSeconds": 2440, "lostSeconds": 0, "restartingSeconds": 0,
-                    "waitingSeconds": 80},
+                    "waitingSeconds": 80, "step": 1250},
         "conditions": [
             {"type": "Validated", "status": "True", "reason": "Valid", "message": "spec is valid"},
             {"type": "Running", "status": "True", "reason": "PodsRunning",

@@ -219,7 +219,7 @@ def test_every_status_field_of_the_design_exists():
         assert name in status, name
     assert set(status["resolved"]["properties"]) >= {"strategy", "nodes", "minNodes", "maxNodes",
                                                       "nprocPerNode", "worldSize", "precision"}
-    assert set(status["workers"]["properties"]) == {"desired", "active", "ready", "succeeded", "failed"}
+    assert set(status["workers"]["properties"]) == {"desired", "active", "running", "ready", "succeeded", "failed"}
     assert set(status["progress"]["properties"]) >= {"step", "totalSteps", "loss", "samplesPerSecond"}
     assert set(status["checkpoint"]["properties"]) == {"step", "time", "path"}
     assert t.KIND == "DistributedTraining"

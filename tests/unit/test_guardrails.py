@@ -19,7 +19,9 @@ def resolved(doc):
 
 def test_ddp_on_one_device_warns_and_falls_back_to_auto():
     doc = job(strategy="ddp", nodes=1, gpusPerNode=1)
-    assert warnings_of(doc)["DDPSingleDevice"] == DDP_SINGLE_DEVICE
+    assert warnings_of(doc)["DDPSingleDevice"] == (
+        f"{DDP_SINGLE_DEVICE}: the job runs strategy auto. Fix: set strategy: auto, or give the job more devices "
+        "(nodes, gpusPerNode) to replicate over")
     assert DDP_SINGLE_DEVICE == "DDP requires multiple devices, falling back to single-device training"
     assert resolved(doc).strategy == "auto"
 
@@ -27,7 +29,7 @@ def test_ddp_on_one_device_warns_and_falls_back_to_auto():
 @pytest.mark.parametrize("strategy", ["fsdp", "fsdp_native"])
 def test_fsdp_on_one_device_warns_and_falls_back_to_auto(strategy):
     doc = job(strategy=strategy, nodes=1, gpusPerNode=1)
-    assert warnings_of(doc)["FSDPSingleDevice"] == FSDP_SINGLE_DEVICE
+    assert warnings_of(doc)["FSDPSingleDevice"].startswith(f"{FSDP_SINGLE_DEVICE}: the job runs strategy auto. Fix: ")
     assert resolved(doc).strategy == "auto"
     assert resolved(job(strategy=strategy, nodes=1, maxNodes=2, gpusPerNode=1)).strategy == "fsdp"
 
@@ -248,7 +250,7 @@ def test_pod_template_cannot_override_owned_fields():
 def test_the_built_in_trainer_on_several_pods_needs_storage_every_pod_reaches():
     (message,) = errors_of(job(nodes=2, shared_claim=False))
     assert message.startswith("spec.checkpoint: has no storage every pod reaches, and the job can have more than "
-                              "one pod (maxNodes 2): the built-in trainer could never resume (not set)")
+                              "one pod (nodes 2): the built-in trainer could never resume (not set)")
     assert "Fix: set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName" in message
     assert errors_of(job(nodes=1, maxNodes=3, shared_claim=False))[0].startswith("spec.checkpoint: has no storage")
     for enough in ({"claimName": "ckpt"}, {"uri": "s3://team-ckpt/run"}, {"storage": "none"}):

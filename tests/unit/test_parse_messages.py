@@ -186,18 +186,19 @@ def test_a_name_that_is_no_dns_label_gets_a_suggestion():
     ("str", 5, 'p: must be a string (got 5). Fix: quote it: "5"'),
     ("str", True, 'p: must be a string (got True). Fix: quote it: "true"'),
     ("enum", 1.5, 'p: must be a string (got 1.5). Fix: quote it: "1.5"'),
-    ("enum", [], "p: must be a string (got [])"),
+    ("enum", [], "p: must be a string (got []). Fix: write p as a string"),
     ("int", " 42 ", "p: must be an integer (got ' 42 '). Fix: drop the quotes: 42"),
-    ("int", "4x", "p: must be an integer (got '4x')"),
-    ("int", 4.0, "p: must be an integer (got 4.0)"),
+    ("int", "4x", "p: must be an integer (got '4x'). Fix: write p as an integer"),
+    ("int", 4.0, "p: must be an integer (got 4.0). Fix: write 4 (no decimal point)"),
     ("bool", "yes", "p: must be true or false (got 'yes'). Fix: write true or false without quotes"),
-    ("bool", 1, "p: must be true or false (got 1)"),
+    ("bool", 1, "p: must be true or false (got 1). Fix: write p as true or false"),
     ("float", float("inf"), "p: is not a finite number (got inf); allowed: a finite number. Fix: write a number "
                             "such as 0.001"),
-    ("float", "x", "p: must be a number (got 'x')"),
-    ("list", 3, "p: must be a list (got 3)"),
-    ("map", [], "p: must be a mapping (got [])"),
-    ("int_or_str", True, "p: must be an integer or a string (got True)"),
+    ("float", "x", "p: must be a number (got 'x'). Fix: write p as a number"),
+    ("list", 3, "p: must be a list (got 3). Fix: write p as a list"),
+    ("map", [], "p: must be a mapping (got []). Fix: write p as a mapping"),
+    ("int_or_str", True, "p: must be an integer or a string (got True). Fix: write p as an integer or a "
+                       "string"),
 ])
 def test_type_errors_say_what_was_expected_and_how_to_write_it(kind, raw, line):
     assert str(_type_error(kind, raw, "p")) == line
@@ -246,11 +247,12 @@ def test_free_form_items_are_checked_against_their_kubernetes_schema():
     meta = FieldMeta(doc="d", free_form=True, k8s="io.k8s.api.core.v1.Toleration")
     raw = [{"key": "a"}, {"operator": "Bogus", "tolerationSeconds": "x"}]
     assert parsed(ANYTHING, meta, raw, "t") == (raw, [
-        "t[1].operator: is not allowed (got 'Bogus'); allowed: Equal, Exists, Gt, Lt",
-        "t[1].tolerationSeconds: must be an integer (got 'x')"])
+        "t[1].operator: is not allowed (got 'Bogus'); allowed: Equal, Exists, Gt, Lt. Fix: set t[1].operator to one of "
+        "the allowed values (`kubectl explain dt.t.operator` says what each does)",
+        "t[1].tolerationSeconds: must be an integer (got 'x'). Fix: write t[1].tolerationSeconds as an integer"])
     # free-form without a schema: mappings pass as written, other items by the item shape
     assert parsed(Shape("list", inner=Shape("int")), FieldMeta(doc="d", free_form=True), [{"a": 1}, 5, "x"], "t") == (
-        [{"a": 1}, 5, None], ["t[2]: must be an integer (got 'x')"])
+        [{"a": 1}, 5, None], ["t[2]: must be an integer (got 'x'). Fix: write t[2] as an integer"])
 
 
 def test_dump_object_keeps_map_values():
@@ -269,8 +271,9 @@ def test_every_free_form_item_error_is_kept_beside_the_length_error():
     raw = [{"operator": "Bogus"}, {"tolerationSeconds": "x"}]
     assert parsed(ANYTHING, meta, raw, "t")[1] == [
         "t: has too many items (got '2 items'); allowed: at most 1. Fix: remove some",
-        "t[0].operator: is not allowed (got 'Bogus'); allowed: Equal, Exists, Gt, Lt",
-        "t[1].tolerationSeconds: must be an integer (got 'x')"]
+        "t[0].operator: is not allowed (got 'Bogus'); allowed: Equal, Exists, Gt, Lt. Fix: set t[0].operator to one of "
+        "the allowed values (`kubectl explain dt.t.operator` says what each does)",
+        "t[1].tolerationSeconds: must be an integer (got 'x'). Fix: write t[1].tolerationSeconds as an integer"]
 
 
 GOLDEN = Golden("parse_messages")
@@ -396,4 +399,4 @@ def test_a_document_that_parses_keeps_its_metadata():
 
 def test_an_object_with_errors_is_none_not_half_built():
     value, errors = parse_object(DistributedTrainingSpec, {"nodes": "x"}, "spec")
-    assert value is None and [str(e) for e in errors] == ["spec.nodes: must be an integer (got 'x')"]
+    assert value is None and [str(e) for e in errors] == ["spec.nodes: must be an integer (got 'x'). Fix: write spec.nodes as an integer"]

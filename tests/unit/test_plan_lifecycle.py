@@ -33,7 +33,8 @@ def test_rerun_with_all_pods_present_creates_nothing():
     assert plan.create == [] and plan.delete == []
     assert written(plan)["phase"] == "Running"
     assert plan.became_running
-    assert written(plan)["workers"] == {"desired": 2, "active": 2, "ready": 2, "succeeded": 0, "failed": 0}
+    assert written(plan)["workers"] == {"desired": 2, "active": 2, "running": 2, "ready": 2, "succeeded": 0,
+                                        "failed": 0}
 
 
 def test_partially_created_job_creates_only_the_missing_pods():
@@ -96,6 +97,17 @@ def test_running_with_at_least_min_nodes_in_elastic_jobs():
     plan = run(state({}, nodes=3, **spec), [pod(0, nodes=3, **spec), pod(1, nodes=3, phase="Pending", **spec),
                                              pod(2, nodes=3, phase="Pending", **spec)])
     assert written(plan)["phase"] == "Running"
+
+
+def test_the_worker_counts_say_what_the_running_condition_says():
+    """One worker of three unschedulable (issue 70): status.workers counts the running pods
+    the Running condition names, beside the active (pending or running) ones."""
+    spec = dict(minNodes=2, maxNodes=3)
+    plan = run(state({}, nodes=3, **spec), [pod(0, nodes=3, **spec), pod(1, nodes=3, **spec),
+                                             pod(2, nodes=3, phase="Pending", **spec)])
+    assert cond(plan, c.RUNNING)["message"] == "2 of 3 workers running (minNodes 2)"
+    assert {k: written(plan)["workers"][k] for k in ("desired", "active", "running")} == {
+        "desired": 3, "active": 3, "running": 2}
 
 
 def test_condition_transition_time_moves_only_on_flips():

@@ -250,3 +250,36 @@ def test_the_ten_line_example_is_the_cpu_example_through_the_shipped_template():
     mine, theirs = through.job.spec, shipped.job.spec
     assert (mine.resources, mine.trainer.builtin.steps, mine.checkpoint.claim_name, mine.checkpoint.interval_steps) == (
         theirs.resources, theirs.trainer.builtin.steps, theirs.checkpoint.claim_name, theirs.checkpoint.interval_steps)
+
+
+def test_a_job_naming_a_template_checked_without_it_is_warned_only_about_what_it_sets():
+    """Without --template the template's values are unknown (issue 70): the example names
+    `cpu`, whose intervalSteps 20 the operator would apply; the offline check must not warn
+    about the 100 its own defaulting put there, nor about a claim or trainer the template
+    may set, and says that it cannot know them."""
+    from .conftest import ROOT
+    from .helpers import disttrain
+
+    checked = disttrain("validate", f"{ROOT}/manifests/examples/cpu-from-template.yaml")
+    assert checked.returncode == 0, checked.stderr
+    warnings = [line for line in checked.stdout.splitlines() if " warning " in line]
+    assert len(warnings) == 1, checked.stdout
+    assert ("warning [TemplateNotResolved] spec.templateRef: names ClusterTrainingTemplate cpu, whose values "
+            "are unknown offline: warned only about what this file sets") in warnings[0]
+    assert "Fix: pass --template FILE" in warnings[0]
+
+
+def test_without_the_template_only_warnings_about_fields_the_file_sets_are_kept():
+    from disttrain.api.errors import GuardrailWarning
+    from disttrain.api.template_resolution import without_template
+
+    said = [GuardrailWarning("CheckpointIntervalBeyondSteps", "spec.checkpoint.intervalSteps", "100 > 60"),
+            GuardrailWarning("FSDPSingleDevice", "spec.strategy", "one device"),
+            GuardrailWarning("ReservedLooking", "spec.env[1].name", "a name")]
+    doc = job(strategy="fsdp", env=[{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+              templateRef={"name": "cpu"})
+    note, *kept = without_template(doc, said)
+    assert [w.reason for w in kept] == ["FSDPSingleDevice", "ReservedLooking"]
+    assert note.reason == "TemplateNotResolved" and "1 warning about a value the template may set left out" in note.message
+    plain = job(strategy="fsdp")  # names no template: every warning stays, no note
+    assert without_template(plain, said) == said

@@ -33,6 +33,12 @@ DEFAULT_TRAINER = ('spec.trainer: not set: running the built-in trainer (python 
                    ' dataset text, 100 steps, batchSize 8; set spec.trainer.builtin or spec.trainer.command to choose')
 
 
+ONE_DEVICE = ("requires multiple devices, falling back to single-device training: the job runs strategy auto. Fix: "
+              "set strategy: auto, or give the job more devices (nodes, gpusPerNode) to")
+DDP_ONE_DEVICE = f"spec.strategy: DDP {ONE_DEVICE} replicate over"
+FSDP_ONE_DEVICE = f"spec.strategy: FSDP {ONE_DEVICE} shard across"
+
+
 CASES = [
     ("mesh elastic", job(nodes=2, minNodes=1, gpusPerNode=2, mesh={'fsdp': 4, 'tp': 1}),
      ["spec.mesh: needs a fixed world size (got {'fsdp': 4, 'tp': 1}); allowed: minNodes = nodes = maxNodes. Fix: remove spec.minNodes/spec.maxNodes or set both to spec.nodes"],
@@ -66,10 +72,10 @@ CASES = [
      [DEFAULT_TRAINER, EPHEMERAL_1]),
     ("ddp one device", job(strategy="ddp"),
      [],
-     [DEFAULT_TRAINER, EPHEMERAL_1, 'spec.strategy: DDP requires multiple devices, falling back to single-device training']),
+     [DEFAULT_TRAINER, EPHEMERAL_1, DDP_ONE_DEVICE]),
     ("fsdp one device", job(strategy="fsdp"),
      [],
-     [DEFAULT_TRAINER, EPHEMERAL_1, 'spec.strategy: FSDP requires multiple devices, falling back to single-device training']),
+     [DEFAULT_TRAINER, EPHEMERAL_1, FSDP_ONE_DEVICE]),
     ("fp16 on cpu", job(precision="16-mixed"),
      [],
      [DEFAULT_TRAINER, EPHEMERAL_1, 'spec.precision: 16-mixed needs CUDA GPUs (gpusPerNode is 0): falling back to 32; use bf16-mixed or 32 on CPU']),
@@ -80,7 +86,7 @@ CASES = [
      [],
      [DEFAULT_TRAINER, EPHEMERAL_1]),
     ("ephemeral many nodes", job(nodes=3, shared_claim=False),
-     ["spec.checkpoint: has no storage every pod reaches, and the job can have more than one pod (maxNodes 3): the built-in trainer could never resume (not set); allowed: uri (object storage) or claimName (a ReadWriteMany volume), or storage: none. Fix: set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName: <a ReadWriteMany claim> (docs/guide.md, Checkpoints), or storage: none to run without checkpoints; `disttrain run --local` keeps checkpoints in --workdir whatever the spec says"],
+     ["spec.checkpoint: has no storage every pod reaches, and the job can have more than one pod (nodes 3): the built-in trainer could never resume (not set); allowed: uri (object storage) or claimName (a ReadWriteMany volume), or storage: none. Fix: set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName: <a ReadWriteMany claim> (docs/guide.md, Checkpoints), or storage: none to run without checkpoints; `disttrain run --local` keeps checkpoints in --workdir whatever the spec says"],
      [DEFAULT_TRAINER]),
     ("your own command on several pods without storage", job(nodes=2, shared_claim=False, trainer={"command": ["python", "-m", "team.train"]}),
      [],
@@ -159,7 +165,8 @@ CASES = [
      ["spec.podTemplate.spec.hostname: is set by disttrain (got 'h'); allowed: fields disttrain does not own. Fix: remove it (see docs/api.md, podTemplate)"],
      [DEFAULT_TRAINER, EPHEMERAL_1]),
     ("containers not a list", job(podTemplate={"spec": {"containers": {"name": "trainer"}}}),
-     ["spec.podTemplate.spec.containers: must be a list (got {'name': 'trainer'})"],
+     ["spec.podTemplate.spec.containers: must be a list (got {'name': 'trainer'}). Fix: write "
+      "spec.podTemplate.spec.containers as a list"],
      []),
     ("container without name", job(podTemplate={"spec": {"containers": [{"image": "x"}]}}),
      ['spec.podTemplate.spec.containers[0].name: is required (not set). Fix: set spec.podTemplate.spec.containers[0].name'],
@@ -169,7 +176,7 @@ CASES = [
      [DEFAULT_TRAINER, EPHEMERAL_1]),
     ("nproc zero is treated as one", job(nprocPerNode=0, strategy="ddp", checkpoint={"claimName": "c"}),
      ['spec.nprocPerNode: is out of range (got 0); allowed: an integer from 1 to 128 (one process per GPU or per group of CPU cores; no node has more), or auto. Fix: use auto'],
-     [DEFAULT_TRAINER, 'spec.strategy: DDP requires multiple devices, falling back to single-device training']),
+     [DEFAULT_TRAINER, DDP_ONE_DEVICE]),
     ("nproc equal to gpus", job(gpusPerNode=2, nprocPerNode=2, checkpoint={"claimName": "c"}),
      [],
      [DEFAULT_TRAINER]),
@@ -206,7 +213,8 @@ CASES = [
      [DEFAULT_TRAINER]),
     ("template env that is not a list", job(checkpoint={"claimName": "c"}, podTemplate={"spec": {"containers": [
         {"name": "trainer", "env": "PET_X"}]}}),
-     ["spec.podTemplate.spec.containers[0].env: must be a list (got 'PET_X')"],
+     ["spec.podTemplate.spec.containers[0].env: must be a list (got 'PET_X'). Fix: write "
+      "spec.podTemplate.spec.containers[0].env as a list"],
      []),
     ("containers after a nameless one are checked", job(checkpoint={"claimName": "c"}, podTemplate={"spec": {
         "containers": [{"image": "x"}, {"name": "trainer", "image": "y"}]}}),

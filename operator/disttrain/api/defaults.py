@@ -224,9 +224,11 @@ def resolve_strategy(spec: t.DistributedTrainingSpec, max_devices: int, warnings
                                      "set strategy: fsdp, or remove spec.mesh"))
         return "fsdp"
     if max_devices == 1 and strategy in ("ddp", "fsdp"):
-        message = DDP_SINGLE_DEVICE if strategy == "ddp" else FSDP_SINGLE_DEVICE
-        reason = reasons.DDP_SINGLE_DEVICE if strategy == "ddp" else reasons.FSDP_SINGLE_DEVICE
-        warnings.append(GuardrailWarning(reason, "spec.strategy", message))
+        said, reason, to = ((DDP_SINGLE_DEVICE, reasons.DDP_SINGLE_DEVICE, "replicate over") if strategy == "ddp"
+                            else (FSDP_SINGLE_DEVICE, reasons.FSDP_SINGLE_DEVICE, "shard across"))
+        # The strategy the topology line prints, and the fix: the one it runs, or the devices it needs.
+        warnings.append(GuardrailWarning(reason, "spec.strategy", f"{said}: the job runs strategy auto. Fix: set "
+                                         f"strategy: auto, or give the job more devices (nodes, gpusPerNode) to {to}"))
         return "auto"
     return strategy
 
@@ -318,9 +320,10 @@ def checkpoint_errors(spec: t.DistributedTrainingSpec, max_nodes: int) -> list[F
                 f"remove it from spec.env, or remove spec.checkpoint.{source}"))
     if (max_nodes > 1 and spec.trainer.builtin is not None and ckpt.storage != "none"
             and ckpt.claim_name is None and ckpt.uri is None):
+        size = f"maxNodes {max_nodes}" if spec.max_nodes is not None else f"nodes {spec.nodes}"  # what the user set
         errors.append(FieldError(
             "spec.checkpoint", unset(), f"has no storage every pod reaches, and the job can have more than "
-            f"one pod (maxNodes {max_nodes}): the built-in trainer could never resume",
+            f"one pod ({size}): the built-in trainer could never resume",
             "uri (object storage) or claimName (a ReadWriteMany volume), or storage: none",
             "set spec.checkpoint.uri: s3://<bucket>/<prefix> with secretRef, or claimName: <a "
             "ReadWriteMany claim> (docs/guide.md, Checkpoints), or storage: none to run without "

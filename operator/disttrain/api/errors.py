@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import re
 import reprlib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 _UNSET = object()
+_INDEX = re.compile(r"\[[^\]]*\]")  # `[0]`, `[NAME]` in a field path
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +66,44 @@ def unset() -> Any:
     return _UNSET
 
 
-def did_you_mean(value: Any, choices: Iterable[str]) -> str:
+def did_you_mean(value: Any, choices: Iterable[str], what: str = "values") -> str:
+    """The choice `value` was likely meant to be; `what` the choices are (field names)."""
     if not isinstance(value, str):
         return ""
     choices = list(choices)
     folded = {c.lower(): c for c in choices}
     if value.lower() in folded:
-        return f"use {folded[value.lower()]!r} (values are case-sensitive)"
+        return f"use {folded[value.lower()]!r} ({what} are case-sensitive)"
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}?" if close else ""
+
+
+def one_of(value: Any, choices: Iterable[str], path: str) -> str:
+    """The fix for a value not among `choices`: the one it was likely meant to be, else
+    where each is explained."""
+    return did_you_mean(value, choices) or (f"set {path} to one of the allowed values "
+                                            f"({explain(path)} says what each does)")
+
+
+def explain(path: str) -> str:
+    """The kubectl command that documents the field at `path` (`spec.env[0].name`)."""
+    return f"`kubectl explain dt.{_INDEX.sub('', path)}`"
+
+
+def wrong_type(path: str, value: Any, words: str) -> FieldError:
+    """A value of the wrong type, and the fix its value suggests: `words` says what the
+    field takes (an integer, a string, true or false, a list, a mapping...)."""
+    if words == "a string" and isinstance(value, (int, float, bool)):
+        hint = f"quote it: \"{str(value).lower() if isinstance(value, bool) else value}\""
+    elif words.startswith("an integer") and isinstance(value, str) and value.strip().isdigit():
+        hint = f"drop the quotes: {value.strip()}"
+    elif words == "an integer" and isinstance(value, float) and value.is_integer():
+        hint = f"write {int(value)} (no decimal point)"
+    elif words == "true or false" and isinstance(value, str):
+        hint = "write true or false without quotes"
+    else:
+        hint = f"write {path} as {words}"
+    return FieldError(path, value, f"must be {words}", "", hint)
 
 
 class _BoundedRepr(reprlib.Repr):

@@ -14,7 +14,7 @@ import copy
 import functools
 from typing import Any
 
-from disttrain.api.errors import FieldError, did_you_mean, unset
+from disttrain.api.errors import FieldError, did_you_mean, one_of, unset, wrong_type
 from disttrain.api.k8s_openapi import KUBERNETES_VERSION, SCHEMAS
 
 PREFIX = "io.k8s.api.core.v1."
@@ -116,16 +116,15 @@ def _check(node: dict[str, Any], value: Any, path: str, errors: list[FieldError]
         return
     if node.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            errors.append(FieldError(path, value, "must be an integer or a string"))
+            errors.append(wrong_type(path, value, "an integer or a string"))
         return
     kind = node.get("type")
     if kind in _TYPES and (not isinstance(value, _TYPES[kind]) or (isinstance(value, bool) and kind != "boolean")):
-        hint = f"quote it: \"{value}\"" if kind == "string" and isinstance(value, (int, float, bool)) else ""
-        errors.append(FieldError(path, value, f"must be {_WORDS[kind]}", hint=hint))
+        errors.append(wrong_type(path, value, _WORDS[kind]))
         return
     if "enum" in node and value not in node["enum"]:
         errors.append(FieldError(path, value, "is not allowed", ", ".join(map(str, node["enum"])),
-                                 did_you_mean(value, node["enum"])))
+                                 one_of(value, node["enum"], path)))
     if kind == "string" and len(value) > node.get("maxLength", len(value)):
         errors.append(FieldError(path, f"{len(value)} characters", "is too long",
                                  f"at most {node['maxLength']} characters", "shorten it"))
@@ -153,7 +152,8 @@ def _check_object(node: dict[str, Any], value: dict, path: str, errors: list[Fie
     props = node.get("properties", {})
     for key, item in value.items():
         if key not in props:
-            hint = did_you_mean(key, props) or f"remove it (see `kubectl explain` for {path.split('.')[-1]})"
+            hint = (did_you_mean(key, props, "field names")
+                    or f"remove it (see `kubectl explain` for {path.split('.')[-1]})")
             errors.append(FieldError(f"{path}.{key}", item, "is not a known field",
                                      f"the Kubernetes {KUBERNETES_VERSION} fields here", hint))
             continue

@@ -10,7 +10,7 @@ from typing import Any
 from disttrain.api import k8s
 from disttrain.api import types as t
 from disttrain.api.bounds import key_path
-from disttrain.api.errors import FieldError, did_you_mean, unset
+from disttrain.api.errors import FieldError, did_you_mean, one_of, unset, wrong_type
 from disttrain.api.meta import (DNS1035_LABEL, DNS1123_LABEL, MAP_VALUE_MAX_LENGTH, FieldMeta, Shape, fields_of,
                                 json_name, matches, meta_of)
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
@@ -56,7 +56,7 @@ def parse_job(doc: Any) -> tuple[t.Job | None, list[FieldError]]:
         if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
             errors.append(FieldError(key_path("", key), doc[key], "is not a top-level field",
                                      "apiVersion, kind, metadata, spec",
-                                     did_you_mean(key, ["apiVersion", "kind", "metadata", "spec"])
+                                     did_you_mean(key, ["apiVersion", "kind", "metadata", "spec"], "field names")
                                      or "indent it under spec"))
     if errors:
         return None, errors
@@ -118,7 +118,7 @@ def parse_object(cls: type, raw: Any, path: str) -> tuple[Any, list[FieldError]]
     known = {json_name(f): (f, shape) for f, shape in fields_of(cls)}
     for key in raw:
         if key not in known:
-            hint = did_you_mean(key, known) or f"remove it (see `kubectl explain dt.{path}`)"
+            hint = did_you_mean(key, known, "field names") or f"remove it (see `kubectl explain dt.{path}`)"
             errors.append(FieldError(key_path(path, key), raw[key], "is not a known field",
                                      ", ".join(known), hint))
     values = {}
@@ -161,7 +161,7 @@ def parse_value(shape: Shape, meta: FieldMeta, raw: Any, path: str) -> tuple[Any
     if kind == "enum":
         if raw not in shape.values:
             return None, [FieldError(path, raw, "is not allowed", ", ".join(shape.values),
-                                     did_you_mean(raw, shape.values))]
+                                     one_of(raw, shape.values, path))]
         return raw, []
     if kind == "list":
         return _parse_list(shape, meta, raw, path)
@@ -189,17 +189,10 @@ def _has_type(kind: str, raw: Any) -> bool:
 
 
 def _type_error(kind: str, raw: Any, path: str) -> FieldError:
-    hint = ""
-    if kind in ("str", "enum") and isinstance(raw, (int, float, bool)):
-        hint = f"quote it: \"{str(raw).lower() if isinstance(raw, bool) else raw}\""
-    elif kind == "int" and isinstance(raw, str) and raw.strip().isdigit():
-        hint = f"drop the quotes: {raw.strip()}"
-    elif kind == "bool" and isinstance(raw, str):
-        hint = "write true or false without quotes"
     if kind == "float" and isinstance(raw, float) and not math.isfinite(raw):
         return FieldError(path, raw, "is not a finite number", "a finite number",
                           "write a number such as 0.001")
-    return FieldError(path, raw, f"must be {_TYPE_WORDS[kind]}", "", hint)
+    return wrong_type(path, raw, _TYPE_WORDS[kind])
 
 
 def _check_bounds(meta: FieldMeta, raw: Any, path: str) -> list[FieldError]:

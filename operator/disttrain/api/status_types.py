@@ -73,6 +73,9 @@ class Workers:
 
     desired: int | None = spec_field("desired: workers the job wants now.")
     active: int | None = spec_field("active: pods pending or running.")
+    running: int | None = spec_field(
+        "running: pods running (phase Running), as the Running condition counts them; their "
+        "processes are the world size training runs at.")
     ready: int | None = spec_field("ready: running pods whose trainer is ready.")
     succeeded: int | None = spec_field("succeeded: pods that exited 0.")
     failed: int | None = spec_field("failed: pods that failed.")
@@ -218,18 +221,20 @@ class AvoidedNode:
 class Goodput:
     """goodput: where the job's worker-seconds went (seconds x desired workers)."""
 
-    ratio: float | None = spec_field("ratio: productiveSeconds / all four, 0 to 1.")
+    ratio: float | None = spec_field(
+        "ratio: productiveSeconds / all four, 0 to 1; unset until the trainer reports a step with "
+        "its step time (nothing measured).")
     productive_seconds: float | None = spec_field(
         "productiveSeconds: worker-seconds of the steps that count, each once: the trainer's steps "
-        "past the highest step counted, times its step time (a trainer that reports no step: every "
-        "second Running).")
+        "past the highest step counted, times its step time; unset until the trainer reports a "
+        "step with its step time (a script without a status server never does).")
     lost_seconds: float | None = spec_field(
         "lostSeconds: worker-seconds of steps done again after failures (status.failures' "
         "stepsLost x the step time), and of waiting after a queue evicted the job.")
     restarting_seconds: float | None = spec_field(
         "restartingSeconds: worker-seconds that made no new step: phase Restarting, and the time "
-        "Running before the first step (imports, rendezvous, loading a checkpoint), in checkpoint "
-        "saves, and in restarts torchrun does inside a pod.")
+        "Running before the first step (imports, rendezvous, loading a checkpoint; all of it while "
+        "no step is reported), in checkpoint saves, and in restarts torchrun does inside a pod.")
     waiting_seconds: float | None = spec_field("waitingSeconds: worker-seconds Pending (scheduling, image pulls).")
     step: int | None = spec_field("step: the highest training step counted in productiveSeconds.")
     update_time: str | None = spec_field("updateTime: when these were last added up (RFC 3339).")

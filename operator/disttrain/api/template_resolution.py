@@ -30,7 +30,7 @@ from typing import Any
 
 from disttrain.api import types as t
 from disttrain.api.conditions import TEMPLATE_NOT_FOUND
-from disttrain.api.errors import Absent, FieldError, did_you_mean, unset
+from disttrain.api.errors import Absent, FieldError, GuardrailWarning, did_you_mean, unset
 from disttrain.api.meta import DNS1123_SUBDOMAIN, matches
 from disttrain.api.status_types import TemplateStatus
 
@@ -112,7 +112,7 @@ def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
     for key in spec:
         if key not in allowed:
             errors.append(FieldError(f"spec.{key}", spec[key], "is not a template field", ", ".join(allowed),
-                                     did_you_mean(key, list(allowed)) or
+                                     did_you_mean(key, list(allowed), "field names") or
                                      "a job's settings go under spec.defaults or spec.enforced"))
     for key in ("description", "contact"):
         if spec.get(key) is not None and not isinstance(spec[key], str):
@@ -388,3 +388,34 @@ def refusal(template: Template, path: str, value: Any, enforced: Any) -> FieldEr
     return FieldError(path, value, f"is enforced by {template.title}",
                       f"{json.dumps(enforced)} (the template's value)",
                       f"leave {path} out of the job (the template sets it), or ask {contact} to change the template")
+
+
+def without_template(doc: dict[str, Any], warnings: list[GuardrailWarning]) -> list[GuardrailWarning]:
+    """The warnings of a job checked offline without the template its templateRef names:
+    its values are unknown here, so a warning about a field the file does not set (a value
+    only our defaults supplied, which the template may set otherwise) is left out, and a
+    first warning says so. A job that names no template: the warnings as they are."""
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    ref = spec.get("templateRef")
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return warnings
+    kept = [w for w in warnings if _sets(doc, w.path)]
+    left = len(warnings) - len(kept)
+    out = f" ({left} warning{'s' * (left != 1)} about a value the template may set left out)" if left else ""
+    return [GuardrailWarning("TemplateNotResolved", "spec.templateRef",
+                             f"names {ref.get('kind') or CLUSTER_TEMPLATE_KIND} {ref['name']}, whose values are "
+                             f"unknown offline: warned only about what this file sets{out}. Fix: pass "
+                             "--template FILE to check what the operator will run"), *kept]
+
+
+def _sets(doc: Any, path: str) -> bool:
+    """Does the document set the field at `path` (`spec.env[0].name`)?"""
+    node = doc
+    for name, *indexes in (part.split("[") for part in path.split(".")):
+        node = node.get(name) if isinstance(node, dict) else None
+        for index in indexes:
+            index = index.rstrip("]")
+            node = node[int(index)] if isinstance(node, list) and index.isdigit() and int(index) < len(node) else None
+        if node is None:
+            return False
+    return True

@@ -12,7 +12,8 @@ from typing import Any, TextIO
 from disttrain.api.defaults import Images
 from disttrain.api.errors import FieldError
 from disttrain.api.validate import Validation, validate_document
-from disttrain.cli.template_files import load_template, print_sources, resolved_document, unresolved
+from disttrain.api.template_resolution import without_template
+from disttrain.cli.template_files import load_template, print_sources, resolved_document
 from disttrain.client.documents import Document, DocumentError, describe, is_distributed_training, load_documents
 from disttrain.integrations.registry import held, queue_of
 
@@ -49,12 +50,13 @@ def validated_jobs(paths: list[str], namespace: str | None = None, template=None
             data = doc.data
             if namespace:
                 data = {**data, "metadata": {**(data.get("metadata") or {}), "namespace": namespace}}
-            note = unresolved(data) if template is None else None
             data, refused, doc.template = resolved_document(template, data)
             result = validate_document(data, images=Images.from_env(os.environ))
-            if refused or note:
+            # Without --template, a job naming one is warned only about what its file sets.
+            warnings = without_template(data, result.warnings) if template is None else result.warnings
+            if refused or warnings is not result.warnings:
                 result = Validation(result.job if not refused else None, result.resolved if not refused else None,
-                                    [*refused, *result.errors], [*([note] if note else []), *result.warnings])
+                                    [*refused, *result.errors], warnings)
             yield doc, result
 
 

@@ -22,17 +22,19 @@ import sys
 from disttrain.cli import (validate, render, crd, docs, run, submit, get, logs, wait,  # noqa: F401
                            lifecycle, top, version, completion, sweep)
 from disttrain.cli.cluster import client_error, cluster_options, program_name
-from disttrain.cli.registry import COMMANDS, EXTRAS, needs_package
+from disttrain.cli.registry import COMMANDS, EXTRAS, Command, needs_package
 
 # The second entry point (pyproject.toml): what kubectl runs to complete `kubectl disttrain`.
 kubectl_complete = completion.kubectl_complete
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser, own = parsers()
     completion.autocomplete(parser)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     command = args.command_spec
+    if unknown:  # said by the command's own parser, with its usage and the fix
+        unrecognized(own[command.name], command, unknown)
     absent = command.missing()
     if absent:  # before anything starts: never a ModuleNotFoundError half-way through
         print(needs_package(command.name, absent), file=sys.stderr)
@@ -52,6 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     except client_error() as exc:  # one line, kubectl's words, no traceback
         print(exc, file=sys.stderr)
         return exc.exit_code
+
+
+def unrecognized(parser: argparse.ArgumentParser, command: Command, unknown: list[str]) -> None:
+    """`top --once`: the error, its fix and the command's own usage (not the top-level
+    one argparse would print); exits 2, as argparse's usage errors do."""
+    fix = f"leave it out (`{parser.prog} --help` lists {command.name}'s options)"
+    print(f"{parser.prog}: error: unrecognized arguments: {' '.join(unknown)}. Fix: {fix}"
+          + (f"; {command.instead}" if command.instead else ""), file=sys.stderr)
+    parser.print_usage(sys.stderr)
+    parser.exit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:

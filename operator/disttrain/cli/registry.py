@@ -22,6 +22,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     cluster: bool = False  # takes -n, --context, --kubeconfig
     needs: tuple[str, ...] = ()  # optional packages (EXTRAS) it cannot start without
+    instead: str = ""  # what to run for what users try and it does not do (an option it lacks)
 
     def missing(self) -> str | None:
         """The first package this command needs that is not installed."""

@@ -7,9 +7,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from disttrain.api.errors import FieldError, GuardrailWarning
-from disttrain.api.template_resolution import (CLUSTER_TEMPLATE_KIND, RESOLUTION_ORDER, TEMPLATE_KINDS, Template,
-                                               check_template, parse_template)
+from disttrain.api.errors import FieldError
+from disttrain.api.template_resolution import RESOLUTION_ORDER, TEMPLATE_KINDS, Template, check_template, parse_template
 from disttrain.client.documents import DocumentError, describe, load_documents
 
 
@@ -31,18 +30,6 @@ def load_template(path: str) -> Template:
         raise DocumentError(f"{doc.label}: the template is invalid:\n{lines}")
     assert template is not None
     return template
-
-
-def unresolved(data: dict[str, Any]) -> GuardrailWarning | None:
-    """A job that names a template, checked without it (no --template): say so, as what
-    the operator runs may differ."""
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
-    ref = spec.get("templateRef")
-    if not isinstance(ref, dict) or not ref.get("name"):
-        return None
-    return GuardrailWarning("TemplateNotResolved", "spec.templateRef",
-                            f"names {ref.get('kind') or CLUSTER_TEMPLATE_KIND} {ref['name']}, and this check is "
-                            "without it: pass --template FILE to check what the operator will run")
 
 
 def resolved_document(template: Template | None, data: dict[str, Any]) -> tuple[dict[str, Any], list[FieldError],

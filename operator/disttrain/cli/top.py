@@ -48,4 +48,5 @@ def _setup_top(p: argparse.ArgumentParser) -> None:
 
 
 register(Command("top", "every job of a namespace (or all), one live line each, redrawn on every change",
-                 "top -A", _setup_top, cmd_top, cluster=True))
+                 "top -A", _setup_top, cmd_top, cluster=True,
+                 instead="top redraws on every change until Ctrl-C, `disttrain get` lists the jobs once"))

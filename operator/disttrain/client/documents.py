@@ -33,10 +33,11 @@ class Document:
         """Best-effort line of `spec.env[0].name` in the file (the document's start if unknown)."""
         node, line = self.node, self.line
         for part in _split(field_path):
-            node = _child(node, part)
-            if node is None:
+            found = _child(node, part)
+            if found is None:
                 break
-            line = node.start_mark.line + 1
+            at, node = found
+            line = at.start_mark.line + 1
         return line
 
     @property
@@ -126,7 +127,8 @@ def _list_items(data: Any, node: yaml.Node) -> list[tuple[Any, yaml.Node]]:
     if not (isinstance(data, dict) and isinstance(data.get("kind"), str) and data["kind"].endswith("List")
             and isinstance(data.get("items"), list)):
         return [(data, node)]
-    items_node = _child(node, "items")
+    found = _child(node, "items")
+    items_node = found[1] if found is not None else None
     nodes = items_node.value if isinstance(items_node, yaml.SequenceNode) else []
     return [(item, nodes[i] if i < len(nodes) else node) for i, item in enumerate(data["items"])]
 
@@ -258,11 +260,13 @@ def _split(path: str) -> list[str | int]:
     return parts
 
 
-def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
+def _child(node: yaml.Node, part: str | int) -> tuple[yaml.Node, yaml.Node] | None:
+    """(the node whose line names `part`, its value): a mapping's key (`spce:` is on the
+    line of the key, not of the mapping under it), a list's item."""
     if isinstance(node, yaml.MappingNode) and isinstance(part, str):
         for key, value in node.value:
             if getattr(key, "value", None) == part:
-                return value
+                return key, value
     if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-        return node.value[part]
+        return node.value[part], node.value[part]
     return None

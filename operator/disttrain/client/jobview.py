@@ -34,7 +34,9 @@ class JobView:
     phase: str | None = None
     world_size: int | None = None
     nodes: int | None = None  # workers pending or running
+    running: int | None = None  # workers running (status.workers.running)
     desired: int | None = None
+    nproc_per_node: int | None = None
     step: int | None = None
     total_steps: int | None = None
     loss: float | None = None
@@ -102,6 +104,7 @@ def view_of(obj: dict[str, Any]) -> JobView:
     return JobView(
         name=meta.get("name", ""), namespace=meta.get("namespace"), phase=status.get("phase"),
         world_size=resolved.get("worldSize"), nodes=workers.get("active"), desired=workers.get("desired"),
+        running=workers.get("running"), nproc_per_node=resolved.get("nprocPerNode"),
         step=progress.get("step"), total_steps=progress.get("totalSteps"), loss=progress.get("loss"),
         samples_per_second=progress.get("samplesPerSecond"), global_batch=global_batch_of(spec, resolved),
         step_seconds=progress.get("stepSeconds"), eval_step=progress.get("evalStep"),
@@ -238,7 +241,6 @@ def progress_line(view: JobView, now: datetime) -> str:
 def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max_events: int = 8) -> list[str]:
     """`disttrain status NAME`: phase, progress, checkpoint, conditions with their messages,
     recent Events (newest last, like `kubectl describe`)."""
-    workers = f"{view.nodes if view.nodes is not None else '-'}/{view.desired if view.desired is not None else '-'}"
     lines = [
         f"Name:        {view.name}",
         f"Namespace:   {view.namespace or '-'}",
@@ -246,8 +248,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         f"Phase:       {view.phase or 'Pending'}"
         + (" (suspending)" if view.suspended and view.phase != "Suspended" else "")
         + (" (queued: waiting for Kueue's admission, see Queued below)" if view.shown_phase == "Queued" else ""),
-        f"Workers:     {workers} active, world size {view.world_size if view.world_size is not None else '-'}, "
-        f"restarts {view.restarts}",
+        f"Workers:     {workers_words(view)}, restarts {view.restarts}",
         f"Progress:    {bar(view.step, view.total_steps)}  step {_steps(view)}",
         f"Loss:        {view.loss:.6g}" if view.loss is not None else "Loss:        -",
         f"Throughput:  {_rate(view.samples_per_second)} samples/s",
@@ -278,6 +279,24 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     for e in recent:
         lines.append("  " + event_line(e, now))
     return lines
+
+
+def workers_words(view: JobView) -> str:
+    """The workers running of those desired, and the world size they make of the job's:
+    `2 of 3 running, 1 pending; world size 16 of 24`, the counts the Running condition
+    says. An operator that counts no running workers: the active ones, as it said."""
+    def shown(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    world = shown(view.world_size)
+    if view.running is None:
+        return f"{shown(view.nodes)}/{shown(view.desired)} active, world size {world}"
+    pending = (view.nodes or 0) - view.running
+    words = f"{view.running} of {shown(view.desired)} running" + (f", {pending} pending" if pending > 0 else "")
+    running_world = view.running * view.nproc_per_node if view.nproc_per_node is not None else None
+    if running_world is not None and running_world != view.world_size:
+        world = f"{running_world} of {world}"
+    return f"{words}; world size {world}"
 
 
 def eval_words(view: JobView) -> str:
@@ -339,7 +358,8 @@ def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False,
                _checkpoint(v, now).removeprefix("step "), str(v.restarts),
                duration((now - v.created).total_seconds()) if v.created else "-")
         if wide:
-            workers = f"{v.nodes if v.nodes is not None else '-'}/{v.desired if v.desired is not None else '-'}"
+            count = v.running if v.running is not None else v.nodes
+            workers = f"{count if count is not None else '-'}/{v.desired if v.desired is not None else '-'}"
             row += (workers, f"{v.loss:.4g}" if v.loss is not None else "-", duration(v.eta_seconds))
         rows.append(((v.namespace or "-",) if all_namespaces else ()) + row)
     if len(rows) == 1:
@@ -369,7 +389,13 @@ def template_words(template: dict[str, Any]) -> str:
 
 
 def goodput_words(goodput: dict[str, Any]) -> str:
-    """status.goodput in one line: the ratio, then where the worker-seconds went."""
+    """status.goodput in one line: the ratio, then where the worker-seconds went; unknown
+    while no step was measured (goodput.step unset), whatever an older operator wrote."""
+    if goodput.get("step") is None:
+        unmeasured = sum(float(goodput.get(key) or 0) for key in ("productiveSeconds", "restartingSeconds"))
+        return (f"unknown: no step reported yet (unmeasured {duration(unmeasured)}, "
+                f"lost {duration(float(goodput.get('lostSeconds') or 0))}, "
+                f"waiting {duration(float(goodput.get('waitingSeconds') or 0))})")
     ratio = goodput.get("ratio")
     parts = ", ".join(f"{name} {duration(float(goodput.get(key) or 0))}" for name, key in (
         ("productive", "productiveSeconds"), ("lost", "lostSeconds"), ("restarting", "restartingSeconds"),

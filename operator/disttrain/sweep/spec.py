@@ -83,7 +83,7 @@ def parse_sweep(data: Any, load_template: TemplateLoader) -> tuple[SweepSpec | N
                                  "parameters, trials, ...", "see docs/sweeps.md for an example")]
     for key in data:
         if key not in TOP_LEVEL:
-            hint = did_you_mean(key, TOP_LEVEL) or "remove it"
+            hint = did_you_mean(key, TOP_LEVEL, "field names") or "remove it"
             errors.append(FieldError(str(key), data[key], "is not a sweep field", ", ".join(TOP_LEVEL), hint))
     name = data.get("name", unset())
     if not isinstance(name, str) or not _NAME.match(name) or len(name) > MAX_NAME_LENGTH:
@@ -176,7 +176,7 @@ def _param(path: str, where: str, body: Any, leaf: set[type], errors: list[Field
     for key in body:
         if key not in known:
             errors.append(FieldError(f"{where}.{key}", body[key], "is not a parameter field", ", ".join(known),
-                                     did_you_mean(key, known) or "remove it"))
+                                     did_you_mean(key, known, "field names") or "remove it"))
     if "choices" in body:
         return _choice_param(path, where, body, errors)
     return _range_param(path, where, body, leaf, errors)
@@ -350,7 +350,7 @@ def _section(data: dict[str, Any], key: str, fields_: tuple[str, ...], errors: l
     for name in value:
         if name not in fields_:
             errors.append(FieldError(f"{key}.{name}", value[name], f"is not a {key} field", ", ".join(fields_),
-                                     did_you_mean(name, fields_) or "remove it"))
+                                     did_you_mean(name, fields_, "field names") or "remove it"))
     return value
 
 

@@ -10,14 +10,16 @@ accrues nothing). What the total is made of:
               imports, rendezvous, loading a checkpoint; saves; the restarts torchrun does
               inside a pod, which the operator never sees) is not productive. Until the
               trainer reports a step and its step time (a script without a status server
-              never does), every second Running counts, as nothing tells them apart; its
-              first such report keeps no more of that time than its steps took.
+              never does) nothing is measured: productive and the ratio stay unset (no
+              figure without a measurement, issue 70) and the time Running counts as
+              restarting; the first such report makes productive what its steps took, out
+              of that time.
   lost        the steps a recorded failure made be done again (stepsLost x the step time,
               out of the time that made no new step), and the waiting of a job a queue
               evicted (its workers' time was taken from it)
   waiting     Pending: scheduling, image pulls, a queue's admission
   restarting  the rest: phase Restarting, and the time Running that made no new step
-The ratio is productive over the total.
+The ratio is productive over the total, once a step was measured.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def account(old: Goodput | None, phase: str | None, workers: int, now: datetime,
     productive, lost, waiting = _get(old, "productive_seconds"), _get(old, "lost_seconds"), _get(old, "waiting_seconds")
     total = productive + lost + waiting + _get(old, "restarting_seconds")
     counted = old.step if old is not None else None  # None: no step reported yet
+    if counted is None:
+        productive = 0.0  # nothing measured yet (an older operator counted the time Running)
     now = now.replace(microsecond=0)  # updateTime is written in whole seconds: count in them too
     since = parse_time(old.update_time) if old is not None else None
     lost_by_cause: dict[str, float] = {}
@@ -53,12 +57,10 @@ def account(old: Goodput | None, phase: str | None, workers: int, now: datetime,
             lost_by_cause[waiting_lost_to] = spent
     elif phase == "Pending":
         waiting += spent
-    elif phase == "Running" and counted is None:
-        productive += spent  # no step and step time reported yet: time is all there is to count
     if step is not None and step_seconds is not None and counted is None:
-        # The first step with its step time: steps count from now on, and the time counted
-        # so far keeps no more than the steps done in it (the rest was start-up).
-        productive = min(productive, step * step_seconds * workers)
+        # The first step with its step time: steps count from now on, and the steps done
+        # so far were done in the time that made no measured step (capped below).
+        productive = step * step_seconds * workers
         counted = step
     elif step is not None and step_seconds is not None and phase in ACCRUING:
         assert counted is not None
@@ -71,8 +73,9 @@ def account(old: Goodput | None, phase: str | None, workers: int, now: datetime,
             lost += moved
             lost_by_cause[failure.cause] = lost_by_cause.get(failure.cause, 0.0) + moved
     restarting = max(total - productive - lost - waiting, 0.0)
-    return Goodput(ratio=round(productive / total, 4) if total > 0 else None,
-                   productive_seconds=_round(productive), lost_seconds=_round(lost),
+    measured = counted is not None
+    return Goodput(ratio=round(productive / total, 4) if total > 0 and measured else None,
+                   productive_seconds=_round(productive) if measured else None, lost_seconds=_round(lost),
                    restarting_seconds=_round(restarting), waiting_seconds=_round(waiting),
                    step=counted, update_time=iso(now)), lost_by_cause
 

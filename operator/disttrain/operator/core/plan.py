@@ -323,7 +323,7 @@ def _set_phase(job: JobState, pods: list[PodInfo], plan: Plan, old_phase: str | 
         phase = "Pending"
     st = plan.status
     st.phase = phase
-    st.workers = workers(pods, resolved.nodes)
+    st.workers = workers(pods, resolved.nodes, running=len(running))  # the count the Running condition says
     why = c.HUNG if hung else _restart_reason(st, crashed, disrupted)
     stuck = [p for p in live if p.unschedulable or p.image_pull or p.config_error]
     if phase != "Running":

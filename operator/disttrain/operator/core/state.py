@@ -132,7 +132,10 @@ def set_reported(plan: Plan, type_: str, value: bool, reason: str, message: str)
     plan.condition(type_, value, reason, message, only_if_present=not value)
 
 
-def workers(pods: list[PodInfo], desired: int) -> Workers:
+def workers(pods: list[PodInfo], desired: int, running: int | None = None) -> Workers:
+    """The worker counts; `running`: the pods the Running condition counts, when a pass
+    leaves some out (those it deletes)."""
     return Workers(desired=desired, active=sum(p.active for p in pods),
+                   running=sum(p.active and p.phase == "Running" for p in pods) if running is None else running,
                    ready=sum(p.active and p.ready for p in pods), succeeded=sum(p.succeeded for p in pods),
                    failed=sum(p.failed for p in pods))

@@ -83,26 +83,11 @@ def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
     """A TrainingTemplate or ClusterTrainingTemplate document -> Template. Its defaults
     and enforced settings are checked as partial job specs (types, enums, bounds); what
     they make of a job is checked when a job is resolved against it (check_template)."""
-    from disttrain.api.parse import parse_object
-
     if not isinstance(doc, dict):
         return None, [FieldError("(document)", doc, "is not a mapping", "a TrainingTemplate object",
                                  f"start the document with apiVersion: {t.API_VERSION}")]
     errors: list[FieldError] = []
-    if doc.get("apiVersion") != t.API_VERSION:
-        errors.append(FieldError("apiVersion", doc.get("apiVersion", unset()), "is not ours", t.API_VERSION,
-                                 f"set apiVersion: {t.API_VERSION}"))
-    kind = doc.get("kind")
-    if kind not in TEMPLATE_KINDS:
-        errors.append(FieldError("kind", kind if kind is not None else unset(), "is not a template kind",
-                                 " or ".join(TEMPLATE_KINDS), f"set kind: {CLUSTER_TEMPLATE_KIND} (or "
-                                 f"{TEMPLATE_KIND} for one namespace)"))
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    name = metadata.get("name")
-    if not (isinstance(name, str) and len(name) <= 253 and matches(DNS1123_SUBDOMAIN, name)):
-        errors.append(FieldError("metadata.name", name if name is not None else unset(), "is not a valid name",
-                                 "a DNS subdomain (lowercase letters, digits, '-' and '.')",
-                                 "set metadata.name: e.g. gpu-8x"))
+    kind, metadata, name = _template_header(doc, errors)
     spec = doc.get("spec") if doc.get("spec") is not None else {}
     if not isinstance(spec, dict):
         errors.append(FieldError("spec", doc.get("spec"), "is not a mapping", "description, contact, defaults, enforced",
@@ -118,20 +103,7 @@ def parse_template(doc: Any) -> tuple[Template | None, list[FieldError]]:
         if spec.get(key) is not None and not isinstance(spec[key], str):
             errors.append(FieldError(f"spec.{key}", spec[key], "must be a string", "text",
                                      f"quote it: {key}: \"...\""))
-    parts = {}
-    for part in ("defaults", "enforced"):
-        raw = spec.get(part) if spec.get(part) is not None else {}
-        if not isinstance(raw, dict):
-            errors.append(FieldError(f"spec.{part}", raw, "is not a mapping", "a partial DistributedTraining spec",
-                                     f"write spec.{part}: {{image: ..., gpusPerNode: ...}}"))
-            raw = {}
-        for key, why in NOT_IN_TEMPLATES.items():
-            if raw.get(key) is not None:
-                errors.append(FieldError(f"spec.{part}.{key}", raw[key], "cannot be in a template", why,
-                                         f"remove spec.{part}.{key}"))
-        _, part_errors = parse_object(t.DistributedTrainingSpec, raw, f"spec.{part}")
-        errors += part_errors
-        parts[part] = raw
+    parts = {part: _template_part(spec, part, errors) for part in ("defaults", "enforced")}
     if errors:
         return None, errors
     return Template(kind=kind, name=name, namespace=metadata.get("namespace") if kind == TEMPLATE_KIND else None,
@@ -324,6 +296,73 @@ def _overlay(base: Any, top: Any, node: dict[str, Any] | None, path: str, source
     return copy.deepcopy(top)
 
 
+def _enforce_keyed(merged: Any, own: Any, enforced: list[Any], node: dict[str, Any] | None, path: str,
+                   errors: list[FieldError], sources: dict[str, str], template: Template, keys: tuple[str, ...]) -> Any:
+    """An enforced list with list-map keys over `merged`: deep inside a pod spec (containers)
+    item by item, field by field; elsewhere each enforced item is one value the job may add
+    others beside, not change."""
+    if own is not MISSING and own is not None and not isinstance(own, list):
+        errors.append(refusal(template, path, own, enforced))  # not even a list
+    out = list(merged) if isinstance(merged, list) else []
+    mine = {_key_of(item, keys): item for item in own} if isinstance(own, list) else {}
+    deep, item_node = _deep(path), _node(node, item=True)
+    for item in enforced:
+        key, item_path = _key_of(item, keys), f"{path}[{_label(item, keys)}]"
+        at = next((i for i, x in enumerate(out) if _key_of(x, keys) == key), None)
+        if deep:
+            resolved = _enforce(out[at] if at is not None else MISSING, mine.get(key, MISSING), item, item_node,
+                                item_path, errors, sources, template, keys)
+        else:
+            if key in mine and mine[key] != item:
+                errors.append(refusal(template, item_path, mine[key], item))
+            resolved = copy.deepcopy(item)
+        if at is None:
+            out.append(resolved)
+        else:
+            out[at] = resolved
+        if not deep:
+            _forget(sources, item_path)
+            _mark(item, item_node, item_path, sources, ENFORCED, keys)
+    return out
+
+
+def _template_header(doc: dict[str, Any], errors: list[FieldError]) -> tuple[Any, dict[str, Any], Any]:
+    """A template's apiVersion, kind and name checked: (kind, metadata, name)."""
+    if doc.get("apiVersion") != t.API_VERSION:
+        errors.append(FieldError("apiVersion", doc.get("apiVersion", unset()), "is not ours", t.API_VERSION,
+                                 f"set apiVersion: {t.API_VERSION}"))
+    kind = doc.get("kind")
+    if kind not in TEMPLATE_KINDS:
+        errors.append(FieldError("kind", kind if kind is not None else unset(), "is not a template kind",
+                                 " or ".join(TEMPLATE_KINDS), f"set kind: {CLUSTER_TEMPLATE_KIND} (or "
+                                 f"{TEMPLATE_KIND} for one namespace)"))
+    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = metadata.get("name")
+    if not (isinstance(name, str) and len(name) <= 253 and matches(DNS1123_SUBDOMAIN, name)):
+        errors.append(FieldError("metadata.name", name if name is not None else unset(), "is not a valid name",
+                                 "a DNS subdomain (lowercase letters, digits, '-' and '.')",
+                                 "set metadata.name: e.g. gpu-8x"))
+    return kind, metadata, name
+
+
+def _template_part(spec: dict[str, Any], part: str, errors: list[FieldError]) -> dict[str, Any]:
+    """spec.defaults or spec.enforced checked as a partial job spec ({} when unusable)."""
+    from disttrain.api.parse import parse_object
+
+    raw = spec.get(part) if spec.get(part) is not None else {}
+    if not isinstance(raw, dict):
+        errors.append(FieldError(f"spec.{part}", raw, "is not a mapping", "a partial DistributedTraining spec",
+                                 f"write spec.{part}: {{image: ..., gpusPerNode: ...}}"))
+        raw = {}
+    for key, why in NOT_IN_TEMPLATES.items():
+        if raw.get(key) is not None:
+            errors.append(FieldError(f"spec.{part}.{key}", raw[key], "cannot be in a template", why,
+                                     f"remove spec.{part}.{key}"))
+    _, part_errors = parse_object(t.DistributedTrainingSpec, raw, f"spec.{part}")
+    errors += part_errors
+    return raw
+
+
 def _enforce(merged: Any, own: Any, enforced: Any, node: dict[str, Any] | None, path: str, errors: list[FieldError],
              sources: dict[str, str], template: Template, keys: tuple[str, ...] = ()) -> Any:
     """`enforced` over `merged`, refusing where the job's `own` value says otherwise."""
@@ -343,39 +382,8 @@ def _enforce(merged: Any, own: Any, enforced: Any, node: dict[str, Any] | None, 
         return out
     if isinstance(enforced, list):
         keys = _list_keys(node, [*enforced, *(own if isinstance(own, list) else [])])
-        if keys and _deep(path):
-            if own is not MISSING and own is not None and not isinstance(own, list):
-                errors.append(refusal(template, path, own, enforced))  # not even a list
-            out = list(merged) if isinstance(merged, list) else []
-            mine = {_key_of(item, keys): item for item in own} if isinstance(own, list) else {}
-            item_node = _node(node, item=True)
-            for item in enforced:
-                key = _key_of(item, keys)
-                at = next((i for i, x in enumerate(out) if _key_of(x, keys) == key), None)
-                resolved = _enforce(out[at] if at is not None else MISSING, mine.get(key, MISSING), item, item_node,
-                                    f"{path}[{_label(item, keys)}]", errors, sources, template, keys)
-                if at is None:
-                    out.append(resolved)
-                else:
-                    out[at] = resolved
-            return out
-        if keys:  # each enforced item is one value: the job may add others, not change these
-            if own is not MISSING and own is not None and not isinstance(own, list):
-                errors.append(refusal(template, path, own, enforced))
-            out = list(merged) if isinstance(merged, list) else []
-            mine = {_key_of(item, keys): item for item in own} if isinstance(own, list) else {}
-            for item in enforced:
-                key, item_path = _key_of(item, keys), f"{path}[{_label(item, keys)}]"
-                if key in mine and mine[key] != item:
-                    errors.append(refusal(template, item_path, mine[key], item))
-                at = next((i for i, x in enumerate(out) if _key_of(x, keys) == key), None)
-                if at is None:
-                    out.append(copy.deepcopy(item))
-                else:
-                    out[at] = copy.deepcopy(item)
-                _forget(sources, item_path)
-                _mark(item, _node(node, item=True), item_path, sources, ENFORCED, keys)
-            return out
+        if keys:
+            return _enforce_keyed(merged, own, enforced, node, path, errors, sources, template, keys)
     if own is not MISSING and own is not None and own != enforced:
         errors.append(refusal(template, path, own, enforced))
     _mark(enforced, node, path, sources, ENFORCED)

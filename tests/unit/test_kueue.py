@@ -128,9 +128,11 @@ def test_a_workload_kueue_has_not_evaluated_says_why_it_has_no_words():
     plan = decide(queued(GPU, {"phase": "Pending"}, wl=workload(GPU)), [], NOW, POLICY)
     queued_cond = cond(plan, c.QUEUED)
     assert queued_cond["reason"] == "Pending" and not plan.create
-    assert queued_cond["message"] == ("waiting in LocalQueue team-a: not evaluated by Kueue yet (a StrictFIFO "
-                                      "ClusterQueue evaluates only its head: a job behind one that does not fit "
-                                      "waits without Kueue's words)")
+    # What Kueue does (its batch Jobs' Workloads wait so too), never a claim it contradicts.
+    assert queued_cond["message"] == ("waiting in LocalQueue team-a: not evaluated by Kueue yet: its Workload has "
+                                      "no QuotaReserved condition (behind a head that does not fit, a StrictFIFO "
+                                      "ClusterQueue tries no other Workload, and a BestEffortFIFO one skips those "
+                                      "of the head's shape)")
 
 
 def test_a_workload_of_an_older_spec_is_replaced_while_it_waits():

@@ -181,8 +181,17 @@ class QueueIgnored(Joined):
         return None
 
 
-UNEVALUATED = ("not evaluated by Kueue yet (a StrictFIFO ClusterQueue evaluates only its head: a job behind "
-               "one that does not fit waits without Kueue's words)")
+# Kueue writes QuotaReserved=False with its words only on a Workload its scheduler tried
+# (scheduler.go, requeueAndUpdate). It tries a ClusterQueue's head first (queue/manager.go,
+# heads: one Pop per ClusterQueue per cycle): behind a head that does not fit, a StrictFIFO
+# queue keeps that head and tries it again (cluster_queue.go, RequeueIfNotPresent:
+# immediate), and a BestEffortFIFO queue sets aside the Workloads of the same shape
+# untried (cluster_queue.go, requeueIfNotPresent / PushOrUpdate: SchedulingEquivalenceHashing,
+# on by default). Kueue's own batch Jobs' Workloads wait so too (seen on v0.19.2, both
+# strategies); it tries them once they are the head.
+UNEVALUATED = ("not evaluated by Kueue yet: its Workload has no QuotaReserved condition (behind a head that "
+               "does not fit, a StrictFIFO ClusterQueue tries no other Workload, and a BestEffortFIFO one skips "
+               "those of the head's shape)")
 
 
 def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
@@ -218,9 +227,7 @@ def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report:
         return _waiting(job, pods, plan, reason, f"evicted by Kueue ({reason}: {message}); waiting in LocalQueue "
                         f"{queue} to be admitted again, to resume from the newest checkpoint")
     if not wl.admitted:
-        # No word from Kueue yet. A StrictFIFO ClusterQueue evaluates its head only: the
-        # Workloads behind a head that does not fit get no condition at all, Kueue's own
-        # batch Jobs' as ours (seen on Kueue v0.19.2: docs/operations.md, "Kueue").
+        # No word from Kueue yet (UNEVALUATED says why: docs/operations.md, "Kueue").
         reason, message = wl.pending or ("Pending", UNEVALUATED)
         return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
     _admitted(seen, job, plan, wl)

@@ -332,12 +332,13 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
     out = cli(cluster, "get", "x", *ns, kubeconfig=str(away))
     assert (out.returncode, out.stderr) == (
         1, "Unable to connect to the server https://127.0.0.1:9: connection refused - did you specify the right "
-           "host or port?\n")
+           f"host or port? Start the cluster (make cluster-up for a local one), or fix its server in "
+           f"--kubeconfig={away}\n")
     no_config, no_context = cli_at_once(cluster, ["top", "--kubeconfig", str(tmp_path / "none")],
                                         ["get", "--context", "elsewhere"])
     assert (no_config.returncode, no_config.stderr) == (
-        1, f"error: no kubeconfig at {tmp_path / 'none'}: set KUBECONFIG or pass --kubeconfig "
-           "(make cluster-up prints the path of a local cluster's)\n")
+        1, f"error: --kubeconfig={tmp_path / 'none'}: no such file: point --kubeconfig at an existing "
+           "kubeconfig (make cluster-up prints the path of a local cluster's)\n")
     assert no_context.returncode == 1 and no_context.stderr.startswith('error: context "elsewhere" does not exist')
 
     # A service account with no rights at all: the API server's Forbidden, verbatim.

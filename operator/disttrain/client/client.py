@@ -26,12 +26,12 @@ from disttrain.api import types as t
 from disttrain.api.names import CONTAINER_NAME, JOB_LABEL
 from disttrain.api.api_timing import WATCH_SECONDS
 from disttrain.api.validate import validate_document
-from disttrain.client.errors import (OBJECT, RESOURCE, ApplyConflict, DisttrainError, Expired, InvalidArgument,
-                                     InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout, api_error,
-                                     connection_failure, failure_reason, retry_after)
+from disttrain.client.errors import (OBJECT, REFUSED, RESOURCE, ApplyConflict, DisttrainError, Expired,
+                                     InvalidArgument, InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout,
+                                     api_error, connection_failure, failure_reason, retry_after)
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
 from disttrain.client.jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
-from disttrain.client.kubeconfig import connect
+from disttrain.client.kubeconfig import connect, named
 from disttrain.client.logs import LogLine, log_time_order, merged, since_seconds, worker_of
 from disttrain.client.manifest import manifest_of
 
@@ -69,6 +69,7 @@ class Client:
         self._timeout: Any = (REQUEST_TIMEOUT if request_timeout is None
                               else None if request_timeout == 0 else request_timeout)
         self._api, context_namespace = connect(kubeconfig, context)
+        self._kubeconfig = kubeconfig
         self.namespace = namespace or context_namespace or "default"
         self._custom = k8s.CustomObjectsApi(self._api)
         self._core = k8s.CoreV1Api(self._api)
@@ -482,7 +483,11 @@ class Client:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _unreachable(self, exc: Exception) -> Unreachable:
-        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {connection_failure(exc)}")
+        failure = connection_failure(exc)
+        if failure == REFUSED:  # nothing listens there: a cluster that is down, or a server mistyped
+            failure += (" Start the cluster (make cluster-up for a local one), or fix its server in "
+                        f"{named(self._kubeconfig)}")
+        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {failure}")
 
 
 def own_fields_only(causes: Iterable[dict[str, Any]]) -> bool:

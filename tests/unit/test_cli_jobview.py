@@ -11,8 +11,9 @@ import pytest
 
 from disttrain.api import types as t
 from disttrain.api.validate import validate_document
-from disttrain.client.jobview import (MET, NEVER, WAITING, JobView, bar, duration, event_line, parse_duration,
-                                      progress_line, status_lines, top_table, view_of, wait_decision)
+from disttrain.client.jobview import (MET, NEVER, NO_OPERATOR, WAITING, JobView, bar, duration, event_line, parse_duration,
+                                      progress_line, status_lines, top_table, view_of,
+                                      wait_decision)
 from disttrain.client.manifest import manifest_of
 
 from .conftest import ROOT
@@ -64,7 +65,19 @@ def test_a_fresh_object_without_status_is_pending_with_dashes():
     view = view_of({"metadata": {"name": "new"}, "spec": {}})
     assert view.phase is None and view.eta_seconds is None
     assert progress_line(view, NOW) == "new: Pending"
-    assert "  (none yet: is the operator running?)" in status_lines(view, [], NOW)
+    assert f"  (none yet: {NO_OPERATOR})" in status_lines(view, [], NOW)
+
+
+def test_a_job_no_operator_has_seen_names_where_to_look_and_how_to_install_it():
+    """Issue 70: without an operator a job only waits; status and a wait that times out
+    say so with the fix, where a job the operator wrote adds nothing."""
+    from disttrain.client.jobview import unseen
+
+    assert NO_OPERATOR == ("no operator has written its status: check it runs (kubectl get pods -n "
+                           "disttrain-system), else install it (helm install disttrain charts/disttrain "
+                           "-n disttrain-system --create-namespace)")
+    assert unseen({"metadata": {"name": "new"}, "spec": {}}) == f": {NO_OPERATOR}"
+    assert unseen({"metadata": {"name": "seen"}, "status": {"phase": "Pending"}}) == ""
 
 
 @pytest.mark.parametrize("seconds,text", [(None, "-"), (0, "0s"), (119, "119s"), (125, "2m5s"), (600, "10m"),

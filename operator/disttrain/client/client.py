@@ -30,7 +30,8 @@ from disttrain.client.errors import (OBJECT, REFUSED, RESOURCE, ApplyConflict, D
                                      InvalidArgument, InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout,
                                      api_error, connection_failure, failure_reason, retry_after)
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
-from disttrain.client.jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
+from disttrain.client.jobview import (MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, unseen, view_of,
+                                      wait_for_decision)
 from disttrain.client.kubeconfig import connect, named
 from disttrain.client.logs import LogLine, log_time_order, merged, since_seconds, worker_of
 from disttrain.client.manifest import manifest_of
@@ -364,7 +365,7 @@ class Client:
         from kubernetes import watch
 
         def expired() -> WaitTimeout:
-            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}")
+            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}{unseen(obj)}")
 
         try:
             obj = self.get(name, ns)

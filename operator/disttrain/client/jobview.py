@@ -23,6 +23,14 @@ TERMINAL = ("Succeeded", "Failed")
 # What `wait --for` accepts: a phase the job can be waited into.
 WAITABLE = ("Running", "Succeeded", "Suspended")
 BAR_WIDTH = 20
+# A job nothing has written a status to: no operator watches it (not installed, not running).
+NO_OPERATOR = ("no operator has written its status: check it runs (kubectl get pods -n disttrain-system), "
+               "else install it (helm install disttrain charts/disttrain -n disttrain-system --create-namespace)")
+
+
+def unseen(obj: dict[str, Any]) -> str:
+    """What a wait that timed out adds for a job no operator has written a status to."""
+    return "" if obj.get("status") else f": {NO_OPERATOR}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +268,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         "Conditions:",
     ]
     if not view.conditions:
-        lines.append("  (none yet: is the operator running?)")
+        lines.append(f"  (none yet: {NO_OPERATOR})")
     for c in view.conditions:
         reason = f" {c['reason']}" if c.get("reason") else ""
         message = f": {c['message']}" if c.get("message") else ""

@@ -157,9 +157,9 @@ def test_top_table_aligns_columns_sorts_and_names_namespaces_with_all():
     other = job(phase="Pending", progress={}, checkpoint=None, restarts=0)
     other["metadata"] = {"name": "a-first", "namespace": "zeta"}
     lines = top_table([view_of(job()), view_of(other)], NOW, all_namespaces=True)
-    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S",
+    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S",
                                 "CHECKPOINT", "RESTARTS", "AGE"]
-    assert lines[1].split() == ["team", "gpt", "Running", "4", "[####------]", "40%", "40/100", "64.0", "40",
+    assert lines[1].split() == ["team", "gpt", "Running", "2/2", "4", "40/100", "[####------]", "40%", "64.0", "40",
                                 "(30s", "ago)", "1", "12m"]
     assert lines[2].split()[:3] == ["zeta", "a-first", "Pending"]
     assert len({line.index("PHASE") if i == 0 else None for i, line in enumerate(lines)}) == 2
@@ -390,8 +390,8 @@ def test_the_list_without_headers_and_wide():
     plain = top_table(views, now)
     assert top_table(views, now, headers=False) == plain[1:]
     wide = top_table(views, now, wide=True)
-    assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"]
-    assert wide[1].split()[-3:] == ["2/2", "2.5", "9s"]  # 90 steps x 10 samples at 100/s
+    assert wide[0].split()[-2:] == ["STRATEGY", "LOSS"]  # as kubectl get -o wide
+    assert wide[1].split()[-2:] == ["-", "2.5"]
     assert top_table([], now, wide=True) == []
 
 
@@ -497,3 +497,19 @@ def test_status_names_the_template_the_job_keeps():
     assert lines[2] == ("Template:    ClusterTrainingTemplate gpu-8x, generation 3 (its defaults < this job's spec "
                         "< its enforced settings)")
     assert not any(line.startswith("Template:") for line in status_lines(view_of({"metadata": {"name": "j"}}), [], NOW))
+
+
+def test_get_shows_the_columns_kubectl_get_shows_in_the_same_order():
+    """Issue 70: `kubectl get dt` (the CRD's printer columns) and `disttrain get` name the
+    same columns in the same order, plain and -o wide."""
+    from disttrain.api import schema
+
+    printer = schema.crd()["spec"]["versions"][0]["additionalPrinterColumns"]
+    plain = ["NAME"] + [c["name"].upper() for c in printer if not c.get("priority")]
+    wide = ["NAME"] + [c["name"].upper() for c in printer]
+    views = [view_of(job())]
+    assert top_table(views, NOW)[0].split() == plain
+    assert top_table(views, NOW, wide=True)[0].split() == wide
+    assert plain == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S", "CHECKPOINT", "RESTARTS",
+                     "AGE"]
+    assert wide[len(plain):] == ["STRATEGY", "LOSS"]

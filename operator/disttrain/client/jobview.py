@@ -12,8 +12,10 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
+from disttrain.api.columns import JOB_COLUMNS
 from disttrain.api.meta import meta_of
 from disttrain.api.types import BuiltinTrainer
 from disttrain.client.columns import aligned
@@ -67,6 +69,7 @@ class JobView:
     goodput: dict[str, Any] | None = None  # status.goodput
     eviction: dict[str, Any] | None = None  # status.eviction: the latest stop on purpose
     template: dict[str, Any] | None = None  # status.template: what it was resolved against
+    strategy: str | None = None  # status.resolved.strategy
 
     @property
     def finished(self) -> bool:
@@ -126,7 +129,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
         goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None,
         eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None,
-        template=status.get("template") if isinstance(status.get("template"), dict) else None)
+        template=status.get("template") if isinstance(status.get("template"), dict) else None,
+        strategy=resolved.get("strategy"))
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -246,7 +250,7 @@ def progress_line(view: JobView, now: datetime) -> str:
 def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max_events: int = 8) -> list[str]:
     """`disttrain status NAME`: phase, progress, checkpoint, conditions with their messages,
     recent Events (newest last, like `kubectl describe`)."""
-    workers = f"{view.nodes if view.nodes is not None else '-'}/{view.desired if view.desired is not None else '-'}"
+    workers = _workers(view)
     lines = [
         f"Name:        {view.name}",
         f"Namespace:   {view.namespace or '-'}",
@@ -331,24 +335,40 @@ def event_line(event: dict[str, Any], now: datetime) -> str:
     return f"{age:>6}  {event.get('type', '-'):<7} {event.get('reason', '-')}{times}: {message}"
 
 
-TOP_COLUMNS = ("NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S", "CHECKPOINT", "RESTARTS", "AGE")
-WIDE_COLUMNS = ("WORKERS", "LOSS", "ETA")  # `get -o wide` adds these
+def _workers(v: JobView) -> str:
+    return f"{v.nodes if v.nodes is not None else '-'}/{v.desired if v.desired is not None else '-'}"
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+# A cell of each of the API's JOB_COLUMNS (the columns kubectl get shows, in its order):
+# kubectl's value, or more of it where a terminal reads better (a bar, the checkpoint's age).
+CELLS: dict[str, Callable[[JobView, datetime], str]] = {
+    "Phase": lambda v, now: v.shown_phase,
+    "Nodes": lambda v, now: _workers(v) if v.nodes is not None else "-",
+    "World": lambda v, now: _or_dash(v.world_size),
+    "Step": lambda v, now: _steps(v),
+    "Progress": lambda v, now: bar(v.step, v.total_steps, width=10),
+    "Samples/s": lambda v, now: _rate(v.samples_per_second),
+    "Checkpoint": lambda v, now: _checkpoint(v, now).removeprefix("step "),
+    "Restarts": lambda v, now: str(v.restarts),
+    "Age": lambda v, now: duration((now - v.created).total_seconds()) if v.created else "-",
+    "Strategy": lambda v, now: _or_dash(v.strategy),
+    "Loss": lambda v, now: f"{v.loss:.4g}" if v.loss is not None else "-",
+}
 
 
 def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False, *, headers: bool = True,
               wide: bool = False) -> list[str]:
-    """`disttrain top` and `disttrain get`: one line per job, columns aligned (like
-    kubectl: --no-headers drops the first line, -o wide adds columns)."""
-    header = (("NAMESPACE",) if all_namespaces else ()) + TOP_COLUMNS + (WIDE_COLUMNS if wide else ())
+    """`disttrain top` and `disttrain get`: one line per job, in the columns `kubectl get dt`
+    shows (like kubectl: --no-headers drops the first line, -o wide adds columns)."""
+    columns = [c.name for c in JOB_COLUMNS if wide or not c.wide]
+    header = (("NAMESPACE",) if all_namespaces else ()) + ("NAME",) + tuple(c.upper() for c in columns)
     rows = [header]
     for v in sorted(views, key=lambda v: (v.namespace or "", v.name)):
-        row = (v.name, v.shown_phase, str(v.world_size) if v.world_size is not None else "-",
-               bar(v.step, v.total_steps, width=10), _steps(v), _rate(v.samples_per_second),
-               _checkpoint(v, now).removeprefix("step "), str(v.restarts),
-               duration((now - v.created).total_seconds()) if v.created else "-")
-        if wide:
-            workers = f"{v.nodes if v.nodes is not None else '-'}/{v.desired if v.desired is not None else '-'}"
-            row += (workers, f"{v.loss:.4g}" if v.loss is not None else "-", duration(v.eta_seconds))
+        row = (v.name,) + tuple(CELLS[c](v, now) for c in columns)
         rows.append(((v.namespace or "-",) if all_namespaces else ()) + row)
     if len(rows) == 1:
         return []

@@ -33,7 +33,7 @@ from disttrain.client.function_job import NotShippable, function_trainer, job_na
 from disttrain.client.jobview import (MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, unseen, view_of,
                                       wait_for_decision)
 from disttrain.client.kubeconfig import connect, named
-from disttrain.client.logs import LogLine, log_time_order, merged, since_seconds, worker_of
+from disttrain.client.logs import LogLine, log_time_order, merged, on_kwok, simulated, since_seconds, worker_of
 from disttrain.client.manifest import manifest_of
 
 # How long past its own timeoutSeconds a watch's server may stay silent before the client
@@ -430,6 +430,19 @@ class Client:
             ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
         return not pods or bool(pods[0].spec.node_name)
 
+    def _kwok_node(self, ns: str, pod: str) -> str | None:
+        """The node of a pod placed on a KWOK node (its log cannot be read: nothing runs);
+        None on a real node, or when the node cannot be read (no rights on nodes)."""
+        pods = self._call(lambda: self._core.list_namespaced_pod(
+            ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
+        name = pods[0].spec.node_name if pods else None
+        try:
+            node = name and self._call(lambda: self._core.read_node(name, _request_timeout=self._timeout),
+                                       resource="nodes")
+        except DisttrainError:
+            return None
+        return name if node and on_kwok(node) else None
+
     def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, options: dict[str, Any]
                  ) -> Iterator[LogLine]:
         def start() -> Any:
@@ -450,6 +463,9 @@ class Client:
                 # -f on a worker whose container has not started: wait.
                 text = str(exc)
                 if not (follow and "(BadRequest)" in text and "waiting to start" in text):
+                    node = self._kwok_node(ns, pod)
+                    if node:
+                        raise NotFound(simulated(pod, node)) from None
                     raise
                 time.sleep(1)
         from urllib3.exceptions import HTTPError

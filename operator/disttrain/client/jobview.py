@@ -300,8 +300,8 @@ def eval_words(view: JobView) -> str:
 
 
 HANDSHAKE_WORDS = {
-    "Requested": "checkpointing step {step} before the pods go",
-    "Checkpointed": "checkpoint-then-evict completed",
+    "Requested": "checkpointing now (last step seen {step}) before the pods go",
+    "Checkpointed": "checkpointed step {step} before the pods went",
     "TimedOut": "no checkpoint within evictGraceSeconds: stopped with SIGTERM",
     "NotSupported": "the trainer took no checkpoint request: stopped with SIGTERM",
     "NotRunning": "no trainer was running",

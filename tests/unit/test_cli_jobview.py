@@ -513,3 +513,21 @@ def test_get_shows_the_columns_kubectl_get_shows_in_the_same_order():
     assert plain == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S", "CHECKPOINT", "RESTARTS",
                      "AGE"]
     assert wide[len(plain):] == ["STRATEGY", "LOSS"]
+
+
+def test_scaling_a_fixed_size_job_warns_that_its_workers_are_re_created():
+    """Issue 70: a new spec.nodes on a fixed-size job changes every worker's rendezvous
+    range (PET_NNODES n:n), so the operator replaces them all; apply says so. An elastic
+    job grows and shrinks in place; a job with no workers yet has nothing to replace."""
+    from disttrain.client.jobview import resize_warning
+
+    def obj(nodes, phase="Running", **elastic):
+        return {"metadata": {"name": "gpt"}, "spec": {"nodes": nodes, **elastic}, "status": {"phase": phase}}
+
+    assert resize_warning(obj(2), obj(4)) == (
+        "Warning: gpt: spec.nodes 2 -> 4 on a fixed-size job: the operator re-creates all its workers and "
+        "training resumes from the newest checkpoint (set minNodes and maxNodes to scale in place)")
+    assert resize_warning(obj(2, minNodes=1, maxNodes=4), obj(4, minNodes=1, maxNodes=4)) is None
+    assert resize_warning(obj(2), obj(2)) is None
+    assert resize_warning(obj(2, phase="Suspended"), obj(4, phase="Suspended")) is None
+    assert resize_warning(None, obj(4)) is None

@@ -35,6 +35,27 @@ def unseen(obj: dict[str, Any]) -> str:
     return "" if obj.get("status") else f": {NO_OPERATOR}"
 
 
+def resize_warning(before: dict[str, Any] | None, after: dict[str, Any]) -> str | None:
+    """What `apply` warns of when it changed spec.nodes of a job that has workers, and the
+    rendezvous range (PET_NNODES, minNodes:maxNodes, each nodes when unset) changed with it:
+    a fixed-size job's workers are all replaced; an elastic job's range is left, so it
+    scales in place and gets no warning."""
+    if before is None or (before.get("status") or {}).get("phase") not in ("Running", "Restarting"):
+        return None
+    old, new = before.get("spec") or {}, after.get("spec") or {}
+
+    def span(spec: dict[str, Any]) -> tuple[Any, Any]:
+        return spec.get("minNodes", spec.get("nodes")), spec.get("maxNodes", spec.get("nodes"))
+
+    if old.get("nodes") == new.get("nodes") or span(old) == span(new):
+        return None
+    low, high = span(new)
+    what = "a fixed-size job" if low == high else f"a job whose range becomes {low}..{high}"
+    return (f"Warning: {(after.get('metadata') or {}).get('name')}: spec.nodes {old.get('nodes')} -> {new.get('nodes')} on {what}: "
+            "the operator re-creates all its workers and training resumes from the newest checkpoint (set "
+            "minNodes and maxNodes to scale in place)")
+
+
 @dataclass(frozen=True, slots=True)
 class JobView:
     """One job's state, read from its object. None where the operator has not said yet."""

@@ -129,7 +129,7 @@ def _checked(part: str, source: str, fix: str) -> Any:
         inside = os.path.join(part, "config")
         raise KubeconfigError(f"error: {named} is a directory, not a kubeconfig file: point "
                               f"{source or 'KUBECONFIG'} at the file itself "
-                              f"({'here' if os.path.isfile(inside) else 'e.g.'}: {inside})")
+                              f"({'here: ' if os.path.isfile(inside) else 'e.g. '}{inside})")
     try:
         data = _read_yaml(part)
     except OSError as exc:

@@ -365,7 +365,8 @@ class Client:
         from kubernetes import watch
 
         def expired() -> WaitTimeout:
-            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}{unseen(obj)}")
+            # The deletion needs no operator (no finalizer); anything else waited for does.
+            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}{'' if until_deleted else unseen(obj)}")
 
         try:
             obj = self.get(name, ns)
@@ -462,8 +463,10 @@ class Client:
             except DisttrainError as exc:
                 # -f on a worker whose container has not started: wait.
                 text = str(exc)
-                if not (follow and "(BadRequest)" in text and "waiting to start" in text):
-                    node = self._kwok_node(ns, pod)
+                starting = "(BadRequest)" in text and "waiting to start" in text
+                if not (follow and starting):
+                    # A pod of a KWOK node whose log KWOK was not given: no container ever ran.
+                    node = None if starting else self._kwok_node(ns, pod)
                     if node:
                         raise NotFound(simulated(pod, node)) from None
                     raise

@@ -12,7 +12,7 @@ dest=$(cd "${1:-$root/dist}" && pwd)
 python=${PYTHON:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$root" && git ls-files -z -- operator trainer pyproject.toml README.md | tar --null -T - -cf - | tar -xf - -C "$work")
+(cd "$root" && git ls-files -z -- operator trainer pyproject.toml README.md LICENSE | tar --null -T - -cf - | tar -xf - -C "$work")
 isolation=()
 if "$python" -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 68)' 2>/dev/null; then
   isolation=(--no-build-isolation)

@@ -262,7 +262,8 @@ def test_submit_status_top_wait_suspend_resume_delete(cluster, namespace, operat
             assert (raw["status"]["phase"], raw["status"]["progress"]["step"]) == ("Running", 40)
         assert any(o["metadata"]["name"] == "cli" for o in yaml.safe_load(listing.stdout)["items"])
         table = table.stdout.splitlines()
-        assert table[0].split()[:3] == ["NAME", "PHASE", "WORLD"] and table[1].split()[:3] == ["cli", "Running", "1"]
+        assert table[0].split()[:4] == ["NAME", "PHASE", "NODES", "WORLD"]  # kubectl get dt's columns
+        assert table[1].split()[:2] == ["cli", "Running"] and table[1].split()[3] == "1"
 
         late = cli(cluster, "wait", "cli", "--for", "Succeeded", "--timeout", "2s", *ns)
         assert (late.returncode, late.stdout, late.stderr) == (
@@ -332,12 +333,13 @@ def test_unknown_job_unreachable_cluster_forbidden_and_invalid_file_are_one_line
     out = cli(cluster, "get", "x", *ns, kubeconfig=str(away))
     assert (out.returncode, out.stderr) == (
         1, "Unable to connect to the server https://127.0.0.1:9: connection refused - did you specify the right "
-           "host or port?\n")
+           f"host or port? Start the cluster (make cluster-up for a local one), or fix its server in "
+           f"KUBECONFIG={away}\n")
     no_config, no_context = cli_at_once(cluster, ["top", "--kubeconfig", str(tmp_path / "none")],
                                         ["get", "--context", "elsewhere"])
     assert (no_config.returncode, no_config.stderr) == (
-        1, f"error: no kubeconfig at {tmp_path / 'none'}: set KUBECONFIG or pass --kubeconfig "
-           "(make cluster-up prints the path of a local cluster's)\n")
+        1, f"error: --kubeconfig={tmp_path / 'none'}: no such file: point --kubeconfig at an existing "
+           "kubeconfig (make cluster-up prints the path of a local cluster's)\n")
     assert no_context.returncode == 1 and no_context.stderr.startswith('error: context "elsewhere" does not exist')
 
     # A service account with no rights at all: the API server's Forbidden, verbatim.
@@ -491,7 +493,7 @@ def test_get_lists_like_kubectl_names_selectors_no_headers_wide(cluster, namespa
     selected = cli(cluster, "get", "-n", namespace, "-l", "team=b", "--no-headers")
     assert [line.split()[0] for line in selected.stdout.splitlines()] == ["beta"]
     wide = cli(cluster, "get", "-n", namespace, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"] and len(wide) == 3
+    assert wide[0].split()[-3:] == ["AGE", "STRATEGY", "LOSS"] and len(wide) == 3  # as kubectl get dt -o wide
     one = cli(cluster, "get", "alpha", "-n", namespace, "-o", "name")
     assert one.stdout.strip() == f"{REF}/alpha"
     # -o json / yaml: a List of them, or the one job named, as stored.
@@ -858,9 +860,9 @@ def test_top_redraws_on_every_change_and_ctrl_c_ends_it_with_130(cluster, namesp
     tables = [t.splitlines() for t in out.stdout.split("\n\n") if t]
     assert len(tables) == 3, out.stdout  # as listed, then one per change
     first, second, third = tables
-    assert first[0].split()[:3] == ["NAME", "PHASE", "WORLD"] and "\x1b" not in out.stdout  # not a terminal
+    assert first[0].split()[:4] == ["NAME", "PHASE", "NODES", "WORLD"] and "\x1b" not in out.stdout  # not a terminal
     assert [row.split()[:2] for row in first[1:-1]] == [["alpha", "Running"], ["beta", "Pending"]]
-    assert first[1].split()[2] == "1" and "40/100" in first[1]
+    assert first[1].split()[3] == "1" and "40/100" in first[1]
     assert re.fullmatch(r"-- \d\d:\d\d:\d\d, 2 job\(s\); updates on every change, Ctrl-C quits", first[-1])
     assert [row.split()[:2] for row in second[1:-1]] == [["alpha", "Running"], ["beta", "Running"]]
     assert "7/70" in second[2]
@@ -927,7 +929,7 @@ def test_get_watch_prints_the_list_then_one_row_per_change_until_ctrl_c(cluster,
     # One job's watch prints wide rows (its text form is several lines); a deletion is a row too.
     with ctrl_c_after(1, lambda: cluster.patch_status("dt", "alpha", dict(phase="Succeeded"), namespace)):
         named = cli(cluster, "get", "alpha", *ns, "-w")
-    assert named.stdout.splitlines()[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"], named.stdout
+    assert named.stdout.splitlines()[0].split()[-3:] == ["AGE", "STRATEGY", "LOSS"], named.stdout
     assert [line.split()[:2] for line in named.stdout.splitlines()[1:]] == [["alpha", "Running"],
                                                                           ["alpha", "Succeeded"]]
     token = uuid.uuid4().hex[:12]  # -A sees every namespace: only this test's jobs

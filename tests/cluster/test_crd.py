@@ -105,9 +105,10 @@ def test_kubectl_explain_teaches_the_kubernetes_fields_too(crd):
 def test_kubectl_get_shows_printer_columns_and_short_names(crd, namespace):
     crd.apply(doc(name="cols", nodes=1), namespace=namespace)
     header = crd.kubectl("get", "dtrain", "-n", namespace).stdout.splitlines()[0].split()
-    assert header == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "CHECKPOINT", "AGE"]
+    assert header == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S", "CHECKPOINT", "RESTARTS",
+                      "AGE"]
     wide = crd.kubectl("get", "dt", "-n", namespace, "-o", "wide").stdout.splitlines()[0].split()
-    assert "STRATEGY" in wide and "LOSS" in wide
+    assert wide[len(header):] == ["STRATEGY", "LOSS"]
 
 
 def test_status_and_scale_subresources(crd, namespace):

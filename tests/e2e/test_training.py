@@ -202,8 +202,8 @@ def test_suspend_checkpoints_first_loses_no_step_and_resume_finishes_exactly(nod
     # The pods' final reports agree: no rank trained past the checkpoint before SIGTERM.
     assert settled["eviction"]["stepsLost"] == 0 and settled["checkpoint"]["step"] == ev["resumeFromStep"], settled
     shown = subprocess.run([*cli, "status", "paused", "-n", ns], capture_output=True, text=True, env=env, timeout=60)
-    assert (f"Last stop:   Suspended: checkpoint-then-evict completed, resumes from step {ev['resumeFromStep']}, "
-            "0 steps lost") in shown.stdout, shown.stdout
+    assert (f"Last stop:   Suspended: checkpointed step {ev['step']} before the pods went, resumes from step "
+            f"{ev['resumeFromStep']}, 0 steps lost") in shown.stdout, shown.stdout
     resume_from(node_cluster, ns, "paused", ev["resumeFromStep"])
     finish_exactly(node_cluster, ns, "paused", steps)
     node_cluster.kubectl("delete", "dt", "paused", "-n", ns, "--timeout=240s", timeout=260)

@@ -11,8 +11,9 @@ import pytest
 
 from disttrain.api import types as t
 from disttrain.api.validate import validate_document
-from disttrain.client.jobview import (MET, NEVER, WAITING, JobView, bar, duration, event_line, parse_duration,
-                                      progress_line, status_lines, top_table, view_of, wait_decision)
+from disttrain.client.jobview import (MET, NEVER, NO_OPERATOR, WAITING, JobView, bar, duration, event_line, parse_duration,
+                                      progress_line, status_lines, top_table, view_of,
+                                      wait_decision)
 from disttrain.client.manifest import manifest_of
 
 from .conftest import ROOT
@@ -64,7 +65,19 @@ def test_a_fresh_object_without_status_is_pending_with_dashes():
     view = view_of({"metadata": {"name": "new"}, "spec": {}})
     assert view.phase is None and view.eta_seconds is None
     assert progress_line(view, NOW) == "new: Pending"
-    assert "  (none yet: is the operator running?)" in status_lines(view, [], NOW)
+    assert f"  (none yet: {NO_OPERATOR})" in status_lines(view, [], NOW)
+
+
+def test_a_job_no_operator_has_seen_names_where_to_look_and_how_to_install_it():
+    """Issue 70: without an operator a job only waits; status and a wait that times out
+    say so with the fix, where a job the operator wrote adds nothing."""
+    from disttrain.client.jobview import unseen
+
+    assert NO_OPERATOR == ("no operator has written its status: check it runs (kubectl get pods -n "
+                           "disttrain-system), else install it (helm install disttrain charts/disttrain "
+                           "-n disttrain-system --create-namespace)")
+    assert unseen({"metadata": {"name": "new"}, "spec": {}}) == f": {NO_OPERATOR}"
+    assert unseen({"metadata": {"name": "seen"}, "status": {"phase": "Pending"}}) == ""
 
 
 @pytest.mark.parametrize("seconds,text", [(None, "-"), (0, "0s"), (119, "119s"), (125, "2m5s"), (600, "10m"),
@@ -144,9 +157,9 @@ def test_top_table_aligns_columns_sorts_and_names_namespaces_with_all():
     other = job(phase="Pending", progress={}, checkpoint=None, restarts=0)
     other["metadata"] = {"name": "a-first", "namespace": "zeta"}
     lines = top_table([view_of(job()), view_of(other)], NOW, all_namespaces=True)
-    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S",
+    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S",
                                 "CHECKPOINT", "RESTARTS", "AGE"]
-    assert lines[1].split() == ["team", "gpt", "Running", "4", "[####------]", "40%", "40/100", "64.0", "40",
+    assert lines[1].split() == ["team", "gpt", "Running", "2/2", "4", "40/100", "[####------]", "40%", "64.0", "40",
                                 "(30s", "ago)", "1", "12m"]
     assert lines[2].split()[:3] == ["zeta", "a-first", "Pending"]
     assert len({line.index("PHASE") if i == 0 else None for i, line in enumerate(lines)}) == 2
@@ -377,8 +390,8 @@ def test_the_list_without_headers_and_wide():
     plain = top_table(views, now)
     assert top_table(views, now, headers=False) == plain[1:]
     wide = top_table(views, now, wide=True)
-    assert wide[0].split()[-3:] == ["WORKERS", "LOSS", "ETA"]
-    assert wide[1].split()[-3:] == ["2/2", "2.5", "9s"]  # 90 steps x 10 samples at 100/s
+    assert wide[0].split()[-2:] == ["STRATEGY", "LOSS"]  # as kubectl get -o wide
+    assert wide[1].split()[-2:] == ["-", "2.5"]
     assert top_table([], now, wide=True) == []
 
 
@@ -511,3 +524,37 @@ def test_status_names_the_template_the_job_keeps():
     assert lines[2] == ("Template:    ClusterTrainingTemplate gpu-8x, generation 3 (its defaults < this job's spec "
                         "< its enforced settings)")
     assert not any(line.startswith("Template:") for line in status_lines(view_of({"metadata": {"name": "j"}}), [], NOW))
+
+
+def test_get_shows_the_columns_kubectl_get_shows_in_the_same_order():
+    """Issue 70: `kubectl get dt` (the CRD's printer columns) and `disttrain get` name the
+    same columns in the same order, plain and -o wide."""
+    from disttrain.api import schema
+
+    printer = schema.crd()["spec"]["versions"][0]["additionalPrinterColumns"]
+    plain = ["NAME"] + [c["name"].upper() for c in printer if not c.get("priority")]
+    wide = ["NAME"] + [c["name"].upper() for c in printer]
+    views = [view_of(job())]
+    assert top_table(views, NOW)[0].split() == plain
+    assert top_table(views, NOW, wide=True)[0].split() == wide
+    assert plain == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S", "CHECKPOINT", "RESTARTS",
+                     "AGE"]
+    assert wide[len(plain):] == ["STRATEGY", "LOSS"]
+
+
+def test_scaling_a_fixed_size_job_warns_that_its_workers_are_re_created():
+    """Issue 70: a new spec.nodes on a fixed-size job changes every worker's rendezvous
+    range (PET_NNODES n:n), so the operator replaces them all; apply says so. An elastic
+    job grows and shrinks in place; a job with no workers yet has nothing to replace."""
+    from disttrain.client.jobview import resize_warning
+
+    def obj(nodes, phase="Running", **elastic):
+        return {"metadata": {"name": "gpt"}, "spec": {"nodes": nodes, **elastic}, "status": {"phase": phase}}
+
+    assert resize_warning(obj(2), obj(4)) == (
+        "Warning: gpt: spec.nodes 2 -> 4 on a fixed-size job: the operator re-creates all its workers and "
+        "training resumes from the newest checkpoint (set minNodes and maxNodes to scale in place)")
+    assert resize_warning(obj(2, minNodes=1, maxNodes=4), obj(4, minNodes=1, maxNodes=4)) is None
+    assert resize_warning(obj(2), obj(2)) is None
+    assert resize_warning(obj(2, phase="Suspended"), obj(4, phase="Suspended")) is None
+    assert resize_warning(None, obj(4)) is None

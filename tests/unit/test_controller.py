@@ -718,7 +718,8 @@ def test_a_suspend_asks_one_worker_for_a_checkpoint_with_its_token_and_deletes_o
     # hold = evictGraceSeconds (60) + HOLD_MARGIN_SECONDS; the request waits up to the grace
     assert first == [("checkpoint", "10.0.0.1", "uid-demo-worker-0", "120", "60")]
     assert calls[1:] == [("delete", "Pod", "demo-worker-0"), ("delete", "Pod", "demo-worker-1")]
-    assert (ev.handshake, ev.step, ev.resume_from_step, ev.steps_lost) == ("Checkpointed", 7, 8, 0)
+    # eviction.step: the step the trainer held at (8), not the 7 the operator saw when it asked
+    assert (ev.handshake, ev.step, ev.resume_from_step, ev.steps_lost) == ("Checkpointed", 8, 8, 0)
 
 
 def test_a_trainer_that_refuses_the_request_is_stopped_with_sigterm_at_once_and_the_status_says_why():

@@ -209,7 +209,7 @@ def test_subresources_names_and_printer_columns():
     assert version["subresources"]["status"] == {}
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.nodes"
     columns = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert columns == ["PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "CHECKPOINT", "AGE"]
+    assert columns == ["PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S", "CHECKPOINT", "RESTARTS", "AGE"]
 
 
 def test_every_status_field_of_the_design_exists():

@@ -24,6 +24,9 @@ def test_the_wheel_holds_every_package_and_extra_and_validates_a_job_without_the
     (wheel,) = out.stdout.split()
     assert Path(wheel).name == "disttrain-0.1.0-py3-none-any.whl"
     assert _build_outputs() == before  # built from a copy: the checkout gets no build/ or egg-info
+    license_text = (ROOT / "LICENSE").read_text() if (ROOT / "LICENSE").exists() else ""
+    assert license_text.split()[:4] == ["Apache", "License", "Version", "2.0,"], license_text[:200]
+    assert "END OF TERMS AND CONDITIONS" in license_text
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         meta = archive.read("disttrain-0.1.0.dist-info/METADATA").decode()
@@ -35,6 +38,9 @@ def test_the_wheel_holds_every_package_and_extra_and_validates_a_job_without_the
     assert {"cli", "local", "sweep", "trainer", "tracking", "operator"} <= extras, extras
     for script in ("disttrain = disttrain.cli.main:main", "kubectl-disttrain = disttrain.cli.main:main"):
         assert script in scripts
+    # The license pyproject.toml names, as its text in the repository and in the wheel (issue 70).
+    assert "License-Expression: Apache-2.0" in meta and "License-File: LICENSE" in meta, meta[:2000]
+    assert "disttrain-0.1.0.dist-info/licenses/LICENSE" in names
 
     site = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],

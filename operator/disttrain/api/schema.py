@@ -11,6 +11,7 @@ from typing import Any
 
 from disttrain.api import k8s
 from disttrain.api import types as t
+from disttrain.api.columns import JOB_COLUMNS
 from disttrain.api.status_types import DistributedTrainingStatus
 from disttrain.api.meta import MAP_VALUE_MAX_LENGTH, Shape, fields_of, json_name, meta_of
 from disttrain.api.names import MAX_JOB_NAME_LENGTH
@@ -199,17 +200,6 @@ def crd() -> dict[str, Any]:
         "required": ["spec"],
         "x-kubernetes-validations": ROOT_RULES,
     }
-    columns = [
-        ("Phase", "string", ".status.phase", "Pending, Running, Restarting, Suspended, Succeeded or Failed", 0),
-        ("Nodes", "integer", ".status.workers.active", "worker pods pending or running", 0),
-        ("World", "integer", ".status.resolved.worldSize", "processes in the job", 0),
-        ("Step", "integer", ".status.progress.step", "optimizer steps done", 0),
-        ("Progress", "string", ".status.progress.percentComplete", "step / totalSteps", 0),
-        ("Checkpoint", "integer", ".status.checkpoint.step", "step of the newest checkpoint", 0),
-        ("Strategy", "string", ".status.resolved.strategy", "resolved strategy", 1),
-        ("Loss", "number", ".status.progress.loss", "last reported loss", 1),
-        ("Age", "date", ".metadata.creationTimestamp", "", 0),
-    ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -234,9 +224,10 @@ def crd() -> dict[str, Any]:
                               "labelSelectorPath": ".status.selector"},
                 },
                 "additionalPrinterColumns": [
-                    {"name": n, "type": ty, "jsonPath": jp,
-                     **({"description": d} if d else {}), **({"priority": p} if p else {})}
-                    for n, ty, jp, d, p in columns],
+                    {"name": c.name, "type": c.type, "jsonPath": c.json_path,
+                     **({"description": c.description} if c.description else {}),
+                     **({"priority": 1} if c.wide else {})}
+                    for c in JOB_COLUMNS],
             }],
         },
     }

@@ -170,7 +170,9 @@ class Eviction:
         "worker's node reported a health problem while Ready: the workers were moved off it); Straggler "
         "(a worker computed slower than its peers: the workers were moved off its node).")
     request_time: str | None = spec_field("requestTime: when the operator decided to stop the job (RFC 3339).")
-    step: int | None = spec_field("step: the trainer's step when the operator asked for a checkpoint.")
+    step: int | None = spec_field(
+        "step: the step the trainer stopped and checkpointed at on request (handshake Checkpointed); "
+        "before it answers, or when it never does, the last step the operator had seen when it asked.")
     handshake: Handshake | None = spec_field(
         "handshake: Requested (the operator waits for the checkpoint), Checkpointed (the trainer "
         "checkpointed the current step and held: nothing is lost), TimedOut (no checkpoint within "

@@ -8,19 +8,16 @@ import json
 import sys
 from typing import Any, TextIO
 
-import yaml
-
 from disttrain.cli.cluster import now, ref
+from disttrain.client.documents import dump_yaml
 
 
 def dump(data: Any, fmt: str, out: TextIO, multi: bool = False) -> None:
     if fmt == "json":
         json.dump(data, out, indent=2)
         out.write("\n")
-    elif multi:
-        yaml.safe_dump_all(data, out, sort_keys=False, width=100)
     else:
-        yaml.safe_dump(data, out, sort_keys=False, width=100)
+        dump_yaml(data, out, multi=multi)
 
 
 GET_FORMATS = ("text", "wide", "name", "json", "yaml")

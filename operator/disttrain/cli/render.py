@@ -58,5 +58,5 @@ def _setup_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("--template", metavar="FILE", help=TEMPLATE_HELP)
 
 
-register(Command("render", "print the Service, NetworkPolicy and Pods the operator would create", "render job.yaml",
-                 _setup_render, cmd_render))
+register(Command("render", "print the Service, NetworkPolicy, PodDisruptionBudget and Pods the operator would create",
+                 "render job.yaml", _setup_render, cmd_render))

@@ -88,11 +88,27 @@ def cmd_apply(args: argparse.Namespace) -> int:
         for doc in documents:
             print(f"{ref(doc.data['metadata']['name'])} configured (dry run)")  # apply needs a name: validated
         return 0
+    from disttrain.client.jobview import resize_warning
+
     client = client_for(args)
     for doc in documents:
+        before = _current(client, doc)
         obj, action = client.apply(doc.data, dry_run=args.dry_run == "server", force=args.force_conflicts)
         print(f"{ref(obj['metadata']['name'])} {action}{DRY_RUN[args.dry_run]}")
+        warning = resize_warning(before, obj)
+        if warning:
+            print(warning, file=sys.stderr)
     return 0
+
+
+def _current(client: Any, doc: Document) -> dict[str, Any] | None:
+    """The job as it is before an apply changes it; None when there is none yet."""
+    from disttrain.client.errors import NotFound
+
+    try:
+        return client.get(doc.data["metadata"]["name"], doc.data["metadata"].get("namespace"))
+    except NotFound:
+        return None
 
 
 def _follow(client: Any, name: str, namespace: str) -> int:

@@ -26,13 +26,14 @@ from disttrain.api import types as t
 from disttrain.api.names import CONTAINER_NAME, JOB_LABEL
 from disttrain.api.api_timing import WATCH_SECONDS
 from disttrain.api.validate import validate_document
-from disttrain.client.errors import (OBJECT, RESOURCE, ApplyConflict, DisttrainError, Expired, InvalidArgument,
-                                     InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout, api_error,
-                                     connection_failure, failure_reason, retry_after)
+from disttrain.client.errors import (OBJECT, REFUSED, RESOURCE, ApplyConflict, DisttrainError, Expired,
+                                     InvalidArgument, InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout,
+                                     api_error, connection_failure, failure_reason, retry_after)
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
-from disttrain.client.jobview import MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, view_of, wait_for_decision
-from disttrain.client.kubeconfig import connect
-from disttrain.client.logs import LogLine, log_time_order, merged, since_seconds, worker_of
+from disttrain.client.jobview import (MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, unseen, view_of,
+                                      wait_for_decision)
+from disttrain.client.kubeconfig import connect, named
+from disttrain.client.logs import LogLine, log_time_order, merged, on_kwok, simulated, since_seconds, worker_of
 from disttrain.client.manifest import manifest_of
 
 # How long past its own timeoutSeconds a watch's server may stay silent before the client
@@ -69,6 +70,7 @@ class Client:
         self._timeout: Any = (REQUEST_TIMEOUT if request_timeout is None
                               else None if request_timeout == 0 else request_timeout)
         self._api, context_namespace = connect(kubeconfig, context)
+        self._kubeconfig = kubeconfig
         self.namespace = namespace or context_namespace or "default"
         self._custom = k8s.CustomObjectsApi(self._api)
         self._core = k8s.CoreV1Api(self._api)
@@ -363,7 +365,8 @@ class Client:
         from kubernetes import watch
 
         def expired() -> WaitTimeout:
-            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}")
+            # The deletion needs no operator (no finalizer); anything else waited for does.
+            return WaitTimeout(f"error: timed out waiting for {OBJECT}/{name}{'' if until_deleted else unseen(obj)}")
 
         try:
             obj = self.get(name, ns)
@@ -428,6 +431,19 @@ class Client:
             ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
         return not pods or bool(pods[0].spec.node_name)
 
+    def _kwok_node(self, ns: str, pod: str) -> str | None:
+        """The node of a pod placed on a KWOK node (its log cannot be read: nothing runs);
+        None on a real node, or when the node cannot be read (no rights on nodes)."""
+        pods = self._call(lambda: self._core.list_namespaced_pod(
+            ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
+        name = pods[0].spec.node_name if pods else None
+        try:
+            node = name and self._call(lambda: self._core.read_node(name, _request_timeout=self._timeout),
+                                       resource="nodes")
+        except DisttrainError:
+            return None
+        return name if node and on_kwok(node) else None
+
     def _pod_log(self, ns: str, pod: str, index: int | None, follow: bool, options: dict[str, Any]
                  ) -> Iterator[LogLine]:
         def start() -> Any:
@@ -447,7 +463,12 @@ class Client:
             except DisttrainError as exc:
                 # -f on a worker whose container has not started: wait.
                 text = str(exc)
-                if not (follow and "(BadRequest)" in text and "waiting to start" in text):
+                starting = "(BadRequest)" in text and "waiting to start" in text
+                if not (follow and starting):
+                    # A pod of a KWOK node whose log KWOK was not given: no container ever ran.
+                    node = None if starting else self._kwok_node(ns, pod)
+                    if node:
+                        raise NotFound(simulated(pod, node)) from None
                     raise
                 time.sleep(1)
         from urllib3.exceptions import HTTPError
@@ -482,7 +503,11 @@ class Client:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _unreachable(self, exc: Exception) -> Unreachable:
-        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {connection_failure(exc)}")
+        failure = connection_failure(exc)
+        if failure == REFUSED:  # nothing listens there: a cluster that is down, or a server mistyped
+            failure += (" Start the cluster (make cluster-up for a local one), or fix its server in "
+                        f"{named(self._kubeconfig)}")
+        return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {failure}")
 
 
 def own_fields_only(causes: Iterable[dict[str, Any]]) -> bool:

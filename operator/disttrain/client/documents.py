@@ -1,5 +1,6 @@
 """Reading YAML files of DistributedTraining objects, remembering line numbers so
-errors can point at the line to fix."""
+errors can point at the line to fix; and writing objects as YAML the way kubectl prints
+them (`dump_yaml`)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,21 @@ MAX_FILE_BYTES = 1024 * 1024
 # Values a document may expand to through YAML aliases (see api/bounds.MAX_VALUES).
 MAX_EXPANDED_NODES = bounds.MAX_VALUES
 MAX_INT_DIGITS = 40  # int64 has 19 digits; longer is a typo or an attack
+
+
+class PlainDumper(yaml.SafeDumper):
+    """YAML as kubectl prints it: an object that appears twice is written out twice,
+    never as an anchor and an alias (`&id001` / `*id001`)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(data: Any, out: Any = None, *, multi: bool = False) -> Any:
+    """`data` (a list of documents when multi) as plain YAML, keys in their order, into
+    `out`; the text when out is None."""
+    dump = yaml.dump_all if multi else yaml.dump
+    return dump(data, out, Dumper=PlainDumper, sort_keys=False, width=100)
 
 
 def read_text(path: str) -> str:

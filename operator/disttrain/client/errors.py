@@ -19,6 +19,7 @@ OBJECT = f"{t.SINGULAR}.{t.GROUP}"  # ... and in what it did: distributedtrainin
 # serves nothing of gets its HTTP mux's plain-text page instead of a Status.
 NOT_SERVED = "the server could not find the requested resource"
 NO_SUCH_GROUP = "404 page not found"
+REFUSED = "connection refused - did you specify the right host or port?"  # kubectl's words
 
 
 class DisttrainError(Exception):
@@ -116,7 +117,7 @@ def connection_failure(exc: Exception) -> str:
         inner = inner.reason
     text = str(inner).removeprefix(f"{getattr(inner, 'conn', None)}: ")  # urllib3 names its connection object
     if "Connection refused" in text:
-        return "connection refused - did you specify the right host or port?"
+        return REFUSED
     if "Read timed out" in text:  # urllib3's says the pool, and the time left of the total, not the limit
         return "read timed out - the server sent no answer in time"
     if "RemoteDisconnected" in text:

@@ -12,8 +12,10 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
+from disttrain.api.columns import JOB_COLUMNS
 from disttrain.api.meta import meta_of
 from disttrain.api.types import BuiltinTrainer
 from disttrain.client.columns import aligned
@@ -23,6 +25,35 @@ TERMINAL = ("Succeeded", "Failed")
 # What `wait --for` accepts: a phase the job can be waited into.
 WAITABLE = ("Running", "Succeeded", "Suspended")
 BAR_WIDTH = 20
+# A job nothing has written a status to: no operator watches it (not installed, not running).
+NO_OPERATOR = ("no operator has written its status: check it runs (kubectl get pods -n disttrain-system), "
+               "else install it (helm install disttrain charts/disttrain -n disttrain-system --create-namespace)")
+
+
+def unseen(obj: dict[str, Any]) -> str:
+    """What a wait that timed out adds for a job no operator has written a status to."""
+    return "" if obj.get("status") else f": {NO_OPERATOR}"
+
+
+def resize_warning(before: dict[str, Any] | None, after: dict[str, Any]) -> str | None:
+    """What `apply` warns of when it changed spec.nodes of a job that has workers, and the
+    rendezvous range (PET_NNODES, minNodes:maxNodes, each nodes when unset) changed with it:
+    a fixed-size job's workers are all replaced; an elastic job's range is left, so it
+    scales in place and gets no warning."""
+    if before is None or (before.get("status") or {}).get("phase") not in ("Running", "Restarting"):
+        return None
+    old, new = before.get("spec") or {}, after.get("spec") or {}
+
+    def span(spec: dict[str, Any]) -> tuple[Any, Any]:
+        return spec.get("minNodes", spec.get("nodes")), spec.get("maxNodes", spec.get("nodes"))
+
+    if old.get("nodes") == new.get("nodes") or span(old) == span(new):
+        return None
+    low, high = span(new)
+    what = "a fixed-size job" if low == high else f"a job whose range becomes {low}..{high}"
+    return (f"Warning: {(after.get('metadata') or {}).get('name')}: spec.nodes {old.get('nodes')} -> {new.get('nodes')} on {what}: "
+            "the operator re-creates all its workers and training resumes from the newest checkpoint (set "
+            "minNodes and maxNodes to scale in place)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +92,7 @@ class JobView:
     goodput: dict[str, Any] | None = None  # status.goodput
     eviction: dict[str, Any] | None = None  # status.eviction: the latest stop on purpose
     template: dict[str, Any] | None = None  # status.template: what it was resolved against
+    strategy: str | None = None  # status.resolved.strategy
 
     @property
     def finished(self) -> bool:
@@ -121,7 +153,8 @@ def view_of(obj: dict[str, Any]) -> JobView:
         avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
         goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None,
         eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None,
-        template=status.get("template") if isinstance(status.get("template"), dict) else None)
+        template=status.get("template") if isinstance(status.get("template"), dict) else None,
+        strategy=resolved.get("strategy"))
 
 
 def global_batch_of(spec: dict[str, Any], resolved: dict[str, Any]) -> int | None:
@@ -261,7 +294,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         "Conditions:",
     ]
     if not view.conditions:
-        lines.append("  (none yet: is the operator running?)")
+        lines.append(f"  (none yet: {NO_OPERATOR})")
     for c in view.conditions:
         reason = f" {c['reason']}" if c.get("reason") else ""
         message = f": {c['message']}" if c.get("message") else ""
@@ -307,8 +340,8 @@ def eval_words(view: JobView) -> str:
 
 
 HANDSHAKE_WORDS = {
-    "Requested": "checkpointing step {step} before the pods go",
-    "Checkpointed": "checkpoint-then-evict completed",
+    "Requested": "checkpointing now (last step seen {step}) before the pods go",
+    "Checkpointed": "checkpointed step {step} before the pods went",
     "TimedOut": "no checkpoint within evictGraceSeconds: stopped with SIGTERM",
     "NotSupported": "the trainer took no checkpoint request: stopped with SIGTERM",
     "NotRunning": "no trainer was running",
@@ -342,25 +375,43 @@ def event_line(event: dict[str, Any], now: datetime) -> str:
     return f"{age:>6}  {event.get('type', '-'):<7} {event.get('reason', '-')}{times}: {message}"
 
 
-TOP_COLUMNS = ("NAME", "PHASE", "WORLD", "PROGRESS", "STEP", "SAMPLES/S", "CHECKPOINT", "RESTARTS", "AGE")
-WIDE_COLUMNS = ("WORKERS", "LOSS", "ETA")  # `get -o wide` adds these
+def _workers(v: JobView) -> str:
+    """Running of desired (what the Running condition counts); an operator that counts no
+    running workers: its active ones."""
+    count = v.running if v.running is not None else v.nodes
+    return f"{count if count is not None else '-'}/{v.desired if v.desired is not None else '-'}"
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+# A cell of each of the API's JOB_COLUMNS (the columns kubectl get shows, in its order):
+# kubectl's value, or more of it where a terminal reads better (a bar, the checkpoint's age).
+CELLS: dict[str, Callable[[JobView, datetime], str]] = {
+    "Phase": lambda v, now: v.shown_phase,
+    "Nodes": lambda v, now: _workers(v) if v.nodes is not None else "-",
+    "World": lambda v, now: _or_dash(v.world_size),
+    "Step": lambda v, now: _steps(v),
+    "Progress": lambda v, now: bar(v.step, v.total_steps, width=10),
+    "Samples/s": lambda v, now: _rate(v.samples_per_second),
+    "Checkpoint": lambda v, now: _checkpoint(v, now).removeprefix("step "),
+    "Restarts": lambda v, now: str(v.restarts),
+    "Age": lambda v, now: duration((now - v.created).total_seconds()) if v.created else "-",
+    "Strategy": lambda v, now: _or_dash(v.strategy),
+    "Loss": lambda v, now: f"{v.loss:.4g}" if v.loss is not None else "-",
+}
 
 
 def top_table(views: list[JobView], now: datetime, all_namespaces: bool = False, *, headers: bool = True,
               wide: bool = False) -> list[str]:
-    """`disttrain top` and `disttrain get`: one line per job, columns aligned (like
-    kubectl: --no-headers drops the first line, -o wide adds columns)."""
-    header = (("NAMESPACE",) if all_namespaces else ()) + TOP_COLUMNS + (WIDE_COLUMNS if wide else ())
+    """`disttrain top` and `disttrain get`: one line per job, in the columns `kubectl get dt`
+    shows (like kubectl: --no-headers drops the first line, -o wide adds columns)."""
+    columns = [c.name for c in JOB_COLUMNS if wide or not c.wide]
+    header = (("NAMESPACE",) if all_namespaces else ()) + ("NAME",) + tuple(c.upper() for c in columns)
     rows = [header]
     for v in sorted(views, key=lambda v: (v.namespace or "", v.name)):
-        row = (v.name, v.shown_phase, str(v.world_size) if v.world_size is not None else "-",
-               bar(v.step, v.total_steps, width=10), _steps(v), _rate(v.samples_per_second),
-               _checkpoint(v, now).removeprefix("step "), str(v.restarts),
-               duration((now - v.created).total_seconds()) if v.created else "-")
-        if wide:
-            count = v.running if v.running is not None else v.nodes
-            workers = f"{count if count is not None else '-'}/{v.desired if v.desired is not None else '-'}"
-            row += (workers, f"{v.loss:.4g}" if v.loss is not None else "-", duration(v.eta_seconds))
+        row = (v.name,) + tuple(CELLS[c](v, now) for c in columns)
         rows.append(((v.namespace or "-",) if all_namespaces else ()) + row)
     if len(rows) == 1:
         return []

@@ -27,6 +27,19 @@ class LogLine:
 
 
 
+def on_kwok(node: Any) -> bool:
+    """Is this Node (the client's object) one of KWOK's fake nodes? hack/cluster.sh makes
+    them as KWOK manages them: annotated kwok.x-k8s.io/node=fake, labelled type=kwok."""
+    meta = node.metadata
+    return (meta.annotations or {}).get("kwok.x-k8s.io/node") == "fake" or (meta.labels or {}).get("type") == "kwok"
+
+
+def simulated(pod: str, node: str) -> str:
+    """The error for reading the log of a pod on a KWOK node: there is no container to log."""
+    return (f"error: {pod} runs on {node}, a KWOK node: its pods are simulated and write no logs; "
+            "read them on a cluster with real nodes (docs/local-cluster.md)")
+
+
 def since_seconds(since: float) -> int:
     """The whole seconds a log's `since` asks the API server for: rounded up, as kubectl
     does, so a line of the last `since` seconds is never left out."""

@@ -208,3 +208,17 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Any) -> None:
     # kopf logs "Handler ... succeeded" for every pod and job event at INFO: at 500 jobs that
     # is most of the log and a good share of the CPU. Our own lines say what was done.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # kopf logs every failed attempt of a request it retries as an ERROR; the handlers of
+    # its logging (kopf.configure puts them on the root logger) say those as warnings.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(retried_as_warning)
+
+
+def retried_as_warning(record: logging.LogRecord) -> bool:
+    """A request kopf tries again (a 429 while the API server rebuilds its watch cache, a
+    5xx) as a WARNING that says what happens next; one it gives up on stays an ERROR."""
+    if record.levelno == logging.ERROR and "failed; will retry:" in str(record.msg):
+        record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        record.msg = (f"{record.msg} (asked again after the server's Retry-After or the back-off; "
+                      "nothing to do unless it keeps failing)")
+    return True

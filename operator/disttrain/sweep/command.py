@@ -18,10 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from disttrain.api.errors import FieldError
-from disttrain.client.documents import Document, DocumentError, is_distributed_training, load_documents
+from disttrain.client.documents import (Document, DocumentError, dump_yaml, is_distributed_training,
+                                        load_documents)
 from disttrain.sweep.results import best_trial, summary, table
 from disttrain.sweep.space import best_job
 from disttrain.sweep.spec import SweepSpec, parse_sweep
@@ -111,7 +110,7 @@ def _run(spec: SweepSpec, args: argparse.Namespace, root: Path, api: Any) -> int
     best = best_trial(trials, spec.direction)
     if best is not None:
         path = root / "best.yaml"
-        path.write_text(yaml.safe_dump(best_job(spec, best.params, best.number), sort_keys=False))
+        path.write_text(dump_yaml(best_job(spec, best.params, best.number)))
         print("best parameters: " + ", ".join(f"{k}={v}" for k, v in best.params.items()))
         print(f"best job: {path} (kubectl apply -f {path})")
     return 130 if stopping.is_set() else 0

@@ -65,8 +65,8 @@ def stop(old: Eviction | None, reason: str, *, stopped: bool, report: TrainerRep
     if not trainer_running or step is None:
         return _stopped(began, "NotRunning", now, "no trainer was running yet: nothing to checkpoint", began=True)
     asked = dataclasses.replace(began, handshake="Requested",
-                                message=f"asked the trainer for a checkpoint of step {step}; the pods are "
-                                        f"deleted once it is written, or after {grace}s")
+                                message=f"asked the trainer for a checkpoint now (the last step seen was {step}); "
+                                        f"the pods are deleted once it is written, or after {grace}s")
     return StopStep(eviction=asked, delete=False, ask_hold=grace + HOLD_MARGIN_SECONDS, wait_seconds=grace,
                     wake_at=now + timedelta(seconds=grace), began=True)
 
@@ -86,11 +86,13 @@ def _waiting(old: Eviction, report: TrainerReport | None, grace: int, refused: s
              now: datetime) -> StopStep:
     held = report.held_at_step if report is not None else None
     if held is not None and (old.step is None or held >= old.step):
+        # What was done: the step the trainer stopped on, not the last one seen when asked.
+        done = dataclasses.replace(old, step=held)
         ckpt = report.checkpoint if report is not None else None
         if ckpt is not None and ckpt.step == held:
-            return _stopped(old, "Checkpointed", now, f"the trainer checkpointed step {held} on request; "
+            return _stopped(done, "Checkpointed", now, f"the trainer checkpointed step {held} on request; "
                             "nothing is lost")
-        return _stopped(old, "Checkpointed", now, f"the trainer stopped at step {held} on request, but wrote no "
+        return _stopped(done, "Checkpointed", now, f"the trainer stopped at step {held} on request, but wrote no "
                         "checkpoint (checkpointing is off)")
     if refused is not None:
         return _stopped(old, "NotSupported", now, f"the trainer did not take the checkpoint request ({refused}): "

@@ -11,9 +11,9 @@ import pytest
 
 from disttrain.api import types as t
 from disttrain.api.validate import validate_document
-from disttrain.client.jobview import (MET, NEVER, NO_OPERATOR, WAITING, JobView, bar, duration, event_line, parse_duration,
-                                      progress_line, status_lines, top_table, view_of,
-                                      wait_decision)
+from disttrain.client.jobview import (NO_OPERATOR, JobView, bar, duration, event_line, progress_line, status_lines,
+                                      top_table, view_of)
+from disttrain.client.waiting import MET, NEVER, WAITING, parse_duration, wait_decision
 from disttrain.client.manifest import manifest_of
 
 from .conftest import ROOT
@@ -425,7 +425,7 @@ def test_wait_for_conditions_jsonpath_and_delete_like_kubectl():
     ("phase=Running", "'phase=Running' is not a phase"),
 ])
 def test_a_wait_target_that_cannot_be_read_names_the_forms(text, complaint):
-    from disttrain.client.jobview import parse_wait_for
+    from disttrain.client.waiting import parse_wait_for
 
     with pytest.raises(ValueError) as err:
         parse_wait_for(text)

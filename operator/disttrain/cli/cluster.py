@@ -36,7 +36,7 @@ def cluster_options(p: argparse.ArgumentParser) -> None:
 
 
 def duration(text: str) -> float:
-    from disttrain.client.jobview import parse_duration
+    from disttrain.client.waiting import parse_duration
 
     try:
         return parse_duration(text)

@@ -11,7 +11,7 @@ from disttrain.cli.registry import Command, register
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    from disttrain.client.jobview import parse_duration
+    from disttrain.client.waiting import parse_duration
 
     try:
         timeout = parse_duration(args.timeout) if args.timeout else None
@@ -30,7 +30,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def _wait_target(text: str) -> Any:
-    from disttrain.client.jobview import parse_wait_for
+    from disttrain.client.waiting import parse_wait_for
 
     try:
         return parse_wait_for(text)
@@ -39,7 +39,8 @@ def _wait_target(text: str) -> Any:
 
 
 def _setup_wait(p: argparse.ArgumentParser) -> None:
-    from disttrain.client.jobview import WAIT_FORMS, WAITABLE
+    from disttrain.client.jobview import WAITABLE
+    from disttrain.client.waiting import WAIT_FORMS
 
     job_argument(p)
     p.add_argument("--for", dest="target", type=_wait_target, default="Succeeded", metavar="WHAT",

@@ -1,14 +1,8 @@
 """A small Python client for DistributedTraining jobs: `from disttrain import Client`.
 
-    from disttrain import Client
     client = Client(namespace="team-a")           # kubeconfig as kubectl reads it
     client.create({"metadata": {"name": "demo"}, "spec": {"nodes": 1}})
-    for view in client.watch("demo"):              # one JobView per change, until it ends
-        print(view.phase, view.step, view.loss)
-    client.wait("demo", "Succeeded", timeout=600)
-    for worker, line in client.logs("demo"):
-        print(worker, line)
-    client.delete("demo")
+    client.wait("demo", "Succeeded", timeout=600)  # also watch, logs, suspend, delete: docs/cli.md
 
 It needs only the official `kubernetes` client and the pure API model: no torch, no kopf,
 so it imports in a notebook. Every failure is a `DisttrainError` whose str() is the
@@ -26,12 +20,13 @@ from disttrain.api import types as t
 from disttrain.api.names import CONTAINER_NAME, JOB_LABEL
 from disttrain.api.api_timing import WATCH_SECONDS
 from disttrain.api.validate import validate_document
+from disttrain.client.applying import APPLY, FIELD_MANAGER, own_fields_only, same_content
 from disttrain.client.errors import (OBJECT, REFUSED, RESOURCE, ApplyConflict, DisttrainError, Expired,
                                      InvalidArgument, InvalidJob, JobFailed, NotFound, Unreachable, WaitTimeout,
                                      api_error, connection_failure, failure_reason, retry_after)
 from disttrain.client.function_job import NotShippable, function_trainer, job_name_for
-from disttrain.client.jobview import (MET, NEVER, WAITABLE, JobView, WaitFor, parse_wait_for, unseen, view_of,
-                                      wait_for_decision)
+from disttrain.client.jobview import WAITABLE, JobView, unseen, view_of
+from disttrain.client.waiting import MET, NEVER, WaitFor, parse_wait_for, wait_for_decision
 from disttrain.client.kubeconfig import connect, named
 from disttrain.client.logs import LogLine, log_time_order, merged, on_kwok, simulated, since_seconds, worker_of
 from disttrain.client.manifest import manifest_of
@@ -41,12 +36,7 @@ from disttrain.client.manifest import manifest_of
 WATCH_SLACK = 30
 BUSY_RETRIES = 10  # a request answered 429 is asked again this many times (client-go's number)
 CONNECT_TIMEOUT = 10
-# (connect, read) seconds for one request that is not a watch or a followed log.
-REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
-# Who writes what the CLI and client create or apply (metadata.managedFields): the same
-# name for both, so `apply` after `submit` changes the fields it set without a conflict.
-FIELD_MANAGER = "disttrain"
-APPLY = "application/apply-patch+yaml"  # server-side apply
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)  # (connect, read) seconds of a request that is no watch or followed log
 
 
 class Client:
@@ -123,7 +113,7 @@ class Client:
             # Only fields this client's create() set (an update, to the API server, not an
             # apply): the user is applying over their own submit, so take them.
             after = patch(True)
-        return after, ("created" if before is None else "unchanged" if _same_content(before, after) else "configured")
+        return after, ("created" if before is None else "unchanged" if same_content(before, after) else "configured")
 
     def train(self, func: Callable[..., Any], kwargs: dict[str, Any] | None = None, *, name: str | None = None,
               namespace: str | None = None, spec: dict[str, Any] | None = None, dry_run: bool = False) -> str:
@@ -424,19 +414,16 @@ class Client:
                 return
             yield event
 
-    def _placed(self, ns: str, pod: str) -> bool:
-        """Whether the pod is on a node (or gone, which reading its log then says). The API
-        server answers the log of a pod on no node with nothing, as if it had ended."""
+    def _node_of(self, ns: str, pod: str) -> tuple[bool, str | None]:
+        """(whether the pod exists, the node it is placed on)."""
         pods = self._call(lambda: self._core.list_namespaced_pod(
             ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
-        return not pods or bool(pods[0].spec.node_name)
+        return bool(pods), pods[0].spec.node_name if pods else None
 
     def _kwok_node(self, ns: str, pod: str) -> str | None:
         """The node of a pod placed on a KWOK node (its log cannot be read: nothing runs);
         None on a real node, or when the node cannot be read (no rights on nodes)."""
-        pods = self._call(lambda: self._core.list_namespaced_pod(
-            ns, field_selector=f"metadata.name={pod}", _request_timeout=self._timeout)).items
-        name = pods[0].spec.node_name if pods else None
+        name = self._node_of(ns, pod)[1]
         try:
             node = name and self._call(lambda: self._core.read_node(name, _request_timeout=self._timeout),
                                        resource="nodes")
@@ -454,8 +441,10 @@ class Client:
                 pod, ns, container=CONTAINER_NAME, follow=follow, timestamps=True, _preload_content=False,
                 **given, **limit)
 
-        while follow and not self._placed(ns, pod):
-            time.sleep(1)  # -f on a worker the scheduler has not placed yet: wait for it
+        # -f on a worker the scheduler has not placed yet: wait for it (the API server answers the
+        # log of a pod on no node with nothing, as if it had ended); a pod gone says so when read.
+        while follow and (placed := self._node_of(ns, pod))[0] and not placed[1]:
+            time.sleep(1)
         while True:
             try:
                 response = self._call(start, resource="pods")
@@ -508,18 +497,3 @@ class Client:
             failure += (" Start the cluster (make cluster-up for a local one), or fix its server in "
                         f"{named(self._kubeconfig)}")
         return Unreachable(f"Unable to connect to the server {self._api.configuration.host}: {failure}")
-
-
-def own_fields_only(causes: Iterable[dict[str, Any]]) -> bool:
-    """Are all of a server-side apply's conflicts with fields FIELD_MANAGER itself set?"""
-    conflicts = [c for c in causes if c.get("reason") == "FieldManagerConflict"]
-    return bool(conflicts) and all(f'"{FIELD_MANAGER}"' in str(c.get("message", "")) for c in conflicts)
-
-
-def _same_content(before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """Did an apply leave what a user writes as it was (spec, labels, annotations)?"""
-    def content(obj: dict[str, Any]) -> tuple[Any, ...]:
-        meta = obj.get("metadata") or {}
-        return obj.get("spec"), meta.get("labels"), meta.get("annotations")
-
-    return content(before) == content(after)

@@ -4,15 +4,14 @@ kopf only watches (handlers.py): a job's or one of its pods' events put the job'
 (namespace, name) on `queue`; workers take keys one at a time and run `reconcile(key)`,
 which returns when to look again (a timer: keys an event queued go first). A key is
 never reconciled by two workers at once, and events that arrive during a pass coalesce
-into one more pass that sees the newest state.
-A pass that fails is retried after the queue's per-key exponential back-off.
+into one more pass that sees the newest state; a pass that fails is retried after the
+queue's per-key exponential back-off.
 
 The trainer's /status is read through a second queue, `polls`, of running jobs, so a slow
 or silent trainer never delays a reconcile; a report that moved puts the job on `queue`
 (trainers.py). What a pass plans to create is created in the background (children.py).
 
-Per job the shell keeps one `JobRecord` (record.py), by uid. Time comes from the
-injected `Clock`.
+Per job the shell keeps one `JobRecord` (record.py), by uid; time comes from the injected `Clock`.
 """
 
 from __future__ import annotations
@@ -318,11 +317,9 @@ class Controller:
         if template is not None:
             resolution = resolve(template, document)
             document, refused = resolution.doc, resolution.errors
-        if missing is not None:  # nothing to validate before the template is there: what it lacks is its to give
-            validation = Validation(None, None, [missing])
-        else:
-            validation = validate_document(document, self.pod_policy,
-                                           Images.of(self.settings.trainer_image, status.resolved))
+        # Nothing to validate before the template is there: what the job lacks may be its to give.
+        validation = Validation(None, None, [missing]) if missing is not None else validate_document(
+            document, self.pod_policy, Images.of(self.settings.trainer_image, status.resolved))
         if refused:
             validation = Validation(None, None, [*refused, *validation.errors], validation.warnings)
         kept = self.templates.kept(template, status, iso(self.clock.now())) if validation.ok else status.template

@@ -124,7 +124,7 @@ def test_training_loop_does_not_wait_for_slow_deletes(tmp_path: Path) -> None:
     def customize(c: Any, ctx: Any) -> None:
         c.checkpoint = CheckpointManager(cfg.checkpoint, ctx, c.checkpoint.states, storage=storage)
         record = c.metrics.record_step
-        c.metrics.record_step = lambda step, *a: (recorded(step), record(step, *a))[1]
+        c.metrics.record_step = lambda step, *a, **kw: (recorded(step), record(step, *a, **kw))[1]
 
     result = run_customized(cfg, customize)
     end = time.perf_counter()

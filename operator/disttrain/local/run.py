@@ -284,6 +284,8 @@ def _summary(plan: LocalPlan, codes: list[int], final: TrainerReport | None, ckp
              seconds: float, interrupted: bool, ok: bool) -> str:
     state = "interrupted" if interrupted else ("succeeded" if ok else "failed")
     final = final or TrainerReport()
+    if ckpt is None and final.checkpoint is not None and final.checkpoint.path:  # a framework's own (checkpoint-50)
+        ckpt = (final.checkpoint.step, final.checkpoint.path)
     step = max(final.step or 0, ckpt[0] if ckpt else 0)  # a report may lag the last checkpoint
     world = final.world_size if final.world_size else "?"
     lines = [

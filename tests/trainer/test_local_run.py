@@ -207,5 +207,5 @@ def test_run_local_instruments_an_unchanged_transformers_script_as_the_pod_does(
     text = out.getvalue()
     assert rc == 0, text
     assert "step        55/55" in text, text
-    # Transformers' own save (save_steps 50), as the script's report says it (not a progress line of a poll)
-    assert f"checkpoint  step 50 at {(tmp_path / 'hf-local').resolve() / 'checkpoints' / 'checkpoint-50'}" in text, text
+    # Transformers' own save at its last step, as the script's report says it (not a progress line of a poll)
+    assert f"checkpoint  step 55 at {(tmp_path / 'hf-local').resolve() / 'checkpoints' / 'checkpoint-55'}" in text, text

@@ -317,14 +317,11 @@ def workers_words(view: JobView) -> str:
     """The workers running of those desired, and the world size they make of the job's:
     `2 of 3 running, 1 pending; world size 16 of 24`, the counts the Running condition
     says. An operator that counts no running workers: the active ones, as it said."""
-    def shown(value: int | None) -> str:
-        return "-" if value is None else str(value)
-
-    world = shown(view.world_size)
+    world = _or_dash(view.world_size)
     if view.running is None:
-        return f"{shown(view.nodes)}/{shown(view.desired)} active, world size {world}"
+        return f"{_or_dash(view.nodes)}/{_or_dash(view.desired)} active, world size {world}"
     pending = (view.nodes or 0) - view.running
-    words = f"{view.running} of {shown(view.desired)} running" + (f", {pending} pending" if pending > 0 else "")
+    words = f"{view.running} of {_or_dash(view.desired)} running" + (f", {pending} pending" if pending > 0 else "")
     running_world = view.running * view.nproc_per_node if view.nproc_per_node is not None else None
     if running_world is not None and running_world != view.world_size:
         world = f"{running_world} of {world}"

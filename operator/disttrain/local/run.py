@@ -168,13 +168,16 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     print(f"disttrain: running {plan.job} locally: {len(plan.nodes)} torchrun agents, rendezvous "
           f"{plan.nodes[0].env['PET_RDZV_ENDPOINT']}, checkpoints {plan.checkpoint_dir}"
           + (f" (resuming from step {resume[0]})" if resume else ""), file=out, flush=True)
+    for command in plan.setup:  # the init containers this machine runs (instrument: auto's copy), first
+        done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            print(f"error: {' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-2000:]}", file=out)
+            return LocalOutcome(code=1, final=None)
     started = time.monotonic()
     # Started from a background shell, SIGINT arrives ignored: Ctrl-C (and SIGTERM) must
     # still stop the run gracefully, so both are bound here whatever we inherited.
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    for command in plan.setup:  # the init containers this machine runs (instrument: auto's copy)
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     agents = _start_agents(plan)
     bar = _Progress(progress, out)
     seen = _Seen()

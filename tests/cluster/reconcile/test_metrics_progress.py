@@ -62,8 +62,10 @@ def test_progress_and_checkpoint_come_from_the_trainer_status(cluster, namespace
     assert job["status"]["checkpoint"] == {"step": 40, "time": stamp, "path": "/checkpoints/step-00000040"}
     table = cluster.kubectl("get", "dt", "watched", "-n", namespace).stdout
     header, row = table.splitlines()[:2]
-    assert header.split()[:6] == ["NAME", "PHASE", "NODES", "WORLD", "STEP", "PROGRESS"]
-    assert row.split()[1:7] == ["Running", "1", "1", "40", "40%", "40"]
+    cells = dict(zip(header.split(), row.split()))
+    assert {k: cells.get(k) for k in ("PHASE", "NODES", "WORLD", "STEP", "PROGRESS", "SAMPLES/S", "CHECKPOINT")} == {
+        "PHASE": "Running", "NODES": "1", "WORLD": "1", "STEP": "40", "PROGRESS": "40%", "SAMPLES/S": "64",
+        "CHECKPOINT": "40"}
     # The series exists (sample() reads 0 for a missing one) and the age is that of the
     # checkpoint the trainer reported a moment ago, not of anything older.
     series = f'disttrain_operator_checkpoint_age_seconds{{job="watched",namespace="{namespace}"}}'

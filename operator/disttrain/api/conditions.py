@@ -72,6 +72,7 @@ NAMES_FREE = "ChildNamesFree"
 CREATION_REFUSED = "CreationRefused"   # PodCreationForbidden, when the API gave no reason
 CREATION_ALLOWED = "CreationAllowed"
 QUEUE_IGNORED = "QueueIgnored"          # the Kueue label on a job of an operator that runs without Kueue
+TOPOLOGY_UNPLACED = "TopologyUnplaced"  # scheduling.topology, where nothing places by topology (no Kueue queue)
 WORKLOAD_CREATED = "WorkloadCreated"    # Queued: the Workload is made, Kueue has not looked at it yet
 QUOTA_RESERVED = "QuotaReserved"        # Admitted: Kueue reserved quota in a ClusterQueue
 WORKLOAD_FINISHED = "WorkloadFinished"  # the job ended: its Workload frees the quota

@@ -190,6 +190,33 @@ class Eviction:
 
 
 @dataclass(kw_only=True, slots=True)
+class PlacedDomain:
+    """An entry of admission.topology.domains: one domain of the level the job asked for."""
+
+    name: str | None = spec_field("name: the domain's value of that node label (? where it is not known).",
+                                  max_length=253)
+    workers: int | None = spec_field("workers: the workers Kueue placed in it.")
+
+
+TOPOLOGY_DOMAINS_SHOWN = 16  # a job spread wider says how many, not each
+
+
+@dataclass(kw_only=True, slots=True)
+class TopologyPlacement:
+    """topology: where Kueue's Topology-Aware Scheduling placed the workers."""
+
+    level: str | None = spec_field("level: the node label the job asked to stay within (required, preferred "
+                                   "or sliceRequired).", max_length=63)
+    domain_count: int | None = spec_field("domainCount: the domains of that level the workers are in (1: all "
+                                          "together).")
+    domains: list[PlacedDomain] | None = spec_field(
+        f"domains: those domains, the first {TOPOLOGY_DOMAINS_SHOWN}, in Kueue's order (workers by index fill "
+        "them in turn).", max_items=TOPOLOGY_DOMAINS_SHOWN)
+    hosts: int | None = spec_field("hosts: the nodes Kueue assigned (when its Topology goes down to "
+                                   "kubernetes.io/hostname).")
+
+
+@dataclass(kw_only=True, slots=True)
 class Admission:
     """admission: the size Kueue admitted the job at, what it asks for, and why it runs at
     that size (only for a job in a Kueue queue, while admitted)."""
@@ -204,6 +231,8 @@ class Admission:
         "growthWorkload: the Workload slice that asks for requestedNodes and waits for quota.", max_length=253)
     message: str | None = spec_field("message: why it runs at this size, in Kueue's words where it has some.",
                                      max_length=1024)
+    topology: TopologyPlacement | None = spec_field(
+        "topology: the domains Kueue's Topology-Aware Scheduling placed the workers in.")
 
 
 @dataclass(kw_only=True, slots=True)

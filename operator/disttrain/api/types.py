@@ -302,6 +302,34 @@ class Gang:
         "(the coscheduling PodGroup's scheduleTimeoutSeconds).", default=60, minimum=1, maximum=86400)
 
 
+# A node label key, as a Kueue Topology level names one (its API allows 63 characters).
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+@dataclass(kw_only=True, slots=True)
+class Topology:
+    """topology: where the workers must or should stay together, as node-label levels of the
+    cluster's Kueue Topology (block, rack, host ...). Kueue's Topology-Aware Scheduling picks
+    the domains when it admits the job: the job needs a Kueue LocalQueue whose ClusterQueue
+    has a ResourceFlavor with a topologyName (docs/placement.md)."""
+
+    required: str | None = spec_field(
+        "required: a level's node label (e.g. example.com/rack): every worker in one domain of "
+        "that level, or the job waits in its queue with Kueue's reason.", max_length=63, pattern=LABEL_KEY,
+        pattern_hint="a node label key, e.g. example.com/rack")
+    preferred: str | None = spec_field(
+        "preferred: a level's node label: the workers in one domain of that level when they fit, "
+        "else in as few domains of the levels above as Kueue finds.", max_length=63, pattern=LABEL_KEY,
+        pattern_hint="a node label key, e.g. example.com/block")
+    slice_required: str | None = spec_field(
+        "sliceRequired: for a job larger than one domain: each slice of sliceSize workers (by "
+        "index: workers 0..sliceSize-1, then the next) in one domain of this level.", max_length=63,
+        pattern=LABEL_KEY, pattern_hint="a node label key, e.g. example.com/rack")
+    slice_size: int | None = spec_field(
+        "sliceSize: workers per slice (with sliceRequired); nodes, minNodes and maxNodes are "
+        "multiples of it.", minimum=1, maximum=MAX_NODES)
+
+
 @dataclass(kw_only=True, slots=True)
 class Scheduling:
     """scheduling: where worker pods may run."""
@@ -324,6 +352,9 @@ class Scheduling:
         "minNodes): scheduling.x-k8s.io for the coscheduling plugin of scheduler-plugins, or "
         "scheduling.volcano.sh when schedulerName is volcano, and puts every worker in it. "
         "Needs schedulerName: the scheduler that reads PodGroups.")
+    topology: Topology | None = spec_field(
+        "topology: keep the workers inside one domain of the cluster's network topology (a "
+        "rack, a block), through Kueue's Topology-Aware Scheduling; needs the job in a Kueue queue.")
 
 
 @dataclass(kw_only=True, slots=True)

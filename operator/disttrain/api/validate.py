@@ -82,7 +82,7 @@ def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
             *check_instrument_env(spec),
             *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
-            *check_pod_template(spec.pod_template), *check_gang(spec.scheduling)]
+            *check_pod_template(spec.pod_template), *check_gang(spec.scheduling), *check_topology(spec)]
 
 
 def check_gang(sched: t.Scheduling | None) -> list[FieldError]:
@@ -93,6 +93,34 @@ def check_gang(sched: t.Scheduling | None) -> list[FieldError]:
                        "that reads PodGroups (the default scheduler ignores them)",
                        "the name of a scheduler running the coscheduling plugin of scheduler-plugins, or volcano",
                        "set spec.scheduling.schedulerName, or remove spec.scheduling.gang")]
+
+
+def check_topology(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """One level for the whole job (required or preferred) and slices that divide every
+    size the job may run at: Kueue places whole slices only."""
+    topo = spec.scheduling.topology if spec.scheduling is not None else None
+    if topo is None:
+        return []
+    path = "spec.scheduling.topology"
+    if topo.required and topo.preferred:
+        return [FieldError(f"{path}.preferred", topo.preferred, f"is set beside required ({topo.required})",
+                           "one of required or preferred", f"remove {path}.preferred or {path}.required")]
+    if not (topo.required or topo.preferred or topo.slice_required):
+        return [FieldError(f"{path}.required", unset(), "is not set, and the topology asks nothing without a level",
+                           "required, preferred or sliceRequired: a node label of the Kueue Topology",
+                           f"set {path}.required (e.g. example.com/rack), or remove {path}")]
+    if bool(topo.slice_required) != bool(topo.slice_size):
+        given, missing = ("sliceRequired", "sliceSize") if topo.slice_required else ("sliceSize", "sliceRequired")
+        return [FieldError(f"{path}.{missing}", unset(), f"is not set, and {given} needs it",
+                           "sliceRequired and sliceSize together", f"set {path}.{missing}, or remove {path}.{given}")]
+    size = topo.slice_size
+    if not size:
+        return []
+    sizes = {"nodes": spec.nodes, "minNodes": spec.min_nodes, "maxNodes": spec.max_nodes}
+    return [FieldError(f"spec.{name}", value, f"is not a multiple of scheduling.topology.sliceSize ({size}): "
+                       "Kueue places whole slices only", f"a multiple of {size}",
+                       f"make spec.{name} a multiple of {size}, or change sliceSize")
+            for name, value in sizes.items() if isinstance(value, int) and value % size]
 
 
 def check_node_range(spec: t.DistributedTrainingSpec) -> list[FieldError]:

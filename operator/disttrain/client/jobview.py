@@ -88,6 +88,7 @@ class JobView:
     conditions: tuple[dict[str, Any], ...] = field(default=())
     failures: tuple[dict[str, Any], ...] = field(default=())  # status.failures, oldest first
     avoided_nodes: tuple[dict[str, Any], ...] = field(default=())  # status.avoidedNodes
+    topology: dict[str, Any] | None = None  # status.admission.topology: where TAS placed the workers
     goodput: dict[str, Any] | None = None  # status.goodput
     eviction: dict[str, Any] | None = None  # status.eviction: the latest stop on purpose
     template: dict[str, Any] | None = None  # status.template: what it was resolved against
@@ -150,6 +151,7 @@ def view_of(obj: dict[str, Any]) -> JobView:
         conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
         failures=tuple(f for f in status.get("failures") or () if isinstance(f, dict)),
         avoided_nodes=tuple(a for a in status.get("avoidedNodes") or () if isinstance(a, dict)),
+        topology=((status.get("admission") or {}).get("topology") or None),
         goodput=status.get("goodput") if isinstance(status.get("goodput"), dict) else None,
         eviction=status.get("eviction") if isinstance(status.get("eviction"), dict) else None,
         template=status.get("template") if isinstance(status.get("template"), dict) else None,
@@ -281,6 +283,7 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
         + (" (suspending)" if view.suspended and view.phase != "Suspended" else "")
         + (" (queued: waiting for Kueue's admission, see Queued below)" if view.shown_phase == "Queued" else ""),
         f"Workers:     {workers_words(view)}, restarts {view.restarts}",
+        *([f"Placement:   {placement_words(view.topology)}"] if view.topology else []),
         f"Progress:    {bar(view.step, view.total_steps)}  step {_steps(view)}",
         f"Loss:        {view.loss:.6g}" if view.loss is not None else "Loss:        -",
         f"Throughput:  {_rate(view.samples_per_second)} samples/s",
@@ -311,6 +314,16 @@ def status_lines(view: JobView, events: list[dict[str, Any]], now: datetime, max
     for e in recent:
         lines.append("  " + event_line(e, now))
     return lines
+
+
+def placement_words(topology: dict[str, Any]) -> str:
+    """status.admission.topology in a line: `1 example.com/rack: r3 (8 workers), on 8 hosts`."""
+    domains = [d for d in topology.get("domains") or [] if isinstance(d, dict)]
+    count = topology.get("domainCount") or len(domains)
+    shown = ", ".join(f"{d.get('name')} ({d.get('workers')} workers)" for d in domains)
+    more = f" and {count - len(domains)} more" if count > len(domains) else ""
+    hosts = f", on {topology['hosts']} hosts" if topology.get("hosts") else ""
+    return f"{count} {topology.get('level') or 'domain'}: {shown}{more}{hosts}"
 
 
 def workers_words(view: JobView) -> str:

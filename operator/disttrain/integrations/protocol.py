@@ -83,12 +83,40 @@ class Setting:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where an admitted job's workers go: node labels and tolerations to add, and how
-    many workers were admitted (None: as many as the job asks)."""
+    """Where an admitted job's workers go: node labels and tolerations to add, how many
+    workers were admitted (None: as many as the job asks), and what each worker carries for
+    the controller that places it (labels, annotations, scheduling gates it lifts)."""
 
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
     count: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    scheduling_gates: tuple[str, ...] = ()
+
+    def merged(self, other: Placement) -> Placement:
+        """Both placements: `other`'s node labels, labels and annotations win."""
+        return Placement(node_selector={**self.node_selector, **other.node_selector},
+                         tolerations=(*self.tolerations, *(t for t in other.tolerations if t not in self.tolerations)),
+                         count=other.count if other.count is not None else self.count,
+                         labels={**self.labels, **other.labels}, annotations={**self.annotations, **other.annotations},
+                         scheduling_gates=(*self.scheduling_gates,
+                                           *(g for g in other.scheduling_gates if g not in self.scheduling_gates)))
+
+    def mark(self, pod: dict) -> dict:
+        """The worker pod with this placement's labels, annotations and scheduling gates
+        (render_pod puts the node labels and tolerations in)."""
+        if not (self.labels or self.annotations or self.scheduling_gates):
+            return pod
+        meta = pod.setdefault("metadata", {})
+        meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
+        meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
+        if self.scheduling_gates:
+            spec = pod.setdefault("spec", {})
+            have = [g.get("name") for g in spec.get("schedulingGates") or []]
+            spec["schedulingGates"] = [*(spec.get("schedulingGates") or []),
+                                       *({"name": g} for g in self.scheduling_gates if g not in have)]
+        return pod
 
 
 class Shell(Protocol):

@@ -45,16 +45,14 @@ class Children:
     async def placement(self, joined: tuple[Joined, ...]) -> Placement:
         """Where the workers go: the node labels and tolerations of every integration's
         admission (a queue's flavors), merged in the registry's order."""
-        selector: dict[str, str] = {}
-        tolerations: list[dict[str, Any]] = []
+        placement = Placement()
         parts = {part.integration: part for part in joined}
         for integration in self.shell.integrations:
             part = parts.get(integration.name)
             found = await integration.placement(self.shell, part) if part is not None else None
             if found is not None:
-                selector.update(found.node_selector)
-                tolerations += [t for t in found.tolerations if t not in tolerations]
-        return Placement(node_selector=selector, tolerations=tuple(tolerations))
+                placement = placement.merged(found)
+        return placement
 
     def refusal_hints(self, kind: str) -> Mapping[int, str] | None:
         """The fix to name when the API refuses a child of this kind an integration adds
@@ -95,8 +93,9 @@ class Children:
                 if not await self._owned(children, rec, key, owned.uid):
                     return
                 while left:
-                    pod = render_pod(owned, resolved, left[0], avoid_nodes, node_selector=placement.node_selector,
-                                     tolerations=placement.tolerations, among=shell.integrations)
+                    pod = placement.mark(render_pod(owned, resolved, left[0], avoid_nodes,
+                                                    node_selector=placement.node_selector,
+                                                    tolerations=placement.tolerations, among=shell.integrations))
                     try:
                         outcome = await self._create(pod, rec, owned.uid)
                     except ApiError as exc:

@@ -8,14 +8,17 @@ it asks for are carried out by shell.py; workload.py is the Workload itself.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
-from disttrain.api.status_types import CAUSE, Admission
-from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition
+from disttrain.api.status_types import CAUSE, TOPOLOGY_DOMAINS_SHOWN, Admission, PlacedDomain, TopologyPlacement
+from disttrain.integrations.kueue import topology as tas
+from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition, topology_of
 from disttrain.operator.core.integration import Joined, Step
+from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import TERMINAL_PHASES, Event, JobState, Plan, Refusal, creation_refused, workers
 from disttrain.operator.core.stopping import gone, settle_stop, stop_first
@@ -130,8 +133,9 @@ class Queued(Joined):
     slices: int = 0  # the highest slice number made so far
 
     def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
-             checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
-        return queued(self, job, pods, plan, report, checkpoint_refused, refusal)
+             checkpoint_refused: str | None, refusal: Refusal | None,
+             nodes: Mapping[str, NodeHealth] | None = None) -> Plan | None:
+        return queued(self, job, pods, plan, report, checkpoint_refused, refusal, nodes or {})
 
     def sized(self, job: JobState) -> JobState:
         return at_admitted_size(self.workload, job)
@@ -168,17 +172,53 @@ class Queued(Joined):
 @dataclass(frozen=True, slots=True)
 class QueueIgnored(Joined):
     """A job that names a LocalQueue while this operator runs without Kueue: it starts
-    without waiting for quota, and says so."""
+    without waiting for quota, and says so; one that asks for a topology waits (Unplaced)."""
 
     integration: ClassVar[str] = NAME
     queue: str
 
     def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
-             checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
+             checkpoint_refused: str | None, refusal: Refusal | None,
+             nodes: Mapping[str, NodeHealth] | None = None) -> Plan | None:
+        if topology_of(job.validation.job) is not None:
+            return unplaced(job, pods, plan, "this operator runs without Kueue: run it with DISTTRAIN_KUEUE (the "
+                            "chart's kueue.enabled), or remove spec.scheduling.topology")
         plan.events.append(Event("Warning", c.QUEUE_IGNORED, f"the label {QUEUE_LABEL}={self.queue} is "
                                  "ignored: this operator runs without Kueue (DISTTRAIN_KUEUE, the chart's "
                                  "kueue.enabled), so the job starts without waiting for quota"))
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Unqueued(Joined):
+    """A job that asks for a topology but names no LocalQueue: only Kueue's Topology-Aware
+    Scheduling places by topology here, so it waits and says how to fix it, never placed as
+    if it had not asked."""
+
+    integration: ClassVar[str] = NAME
+
+    def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
+             checkpoint_refused: str | None, refusal: Refusal | None,
+             nodes: Mapping[str, NodeHealth] | None = None) -> Plan | None:
+        return unplaced(job, pods, plan, f"the job is in no Kueue queue: add the label {QUEUE_LABEL}: <a LocalQueue "
+                        "whose ClusterQueue has a ResourceFlavor with a topologyName>, or remove "
+                        "spec.scheduling.topology")
+
+
+def unplaced(job: JobState, pods: list[PodInfo], plan: Plan, fix: str) -> Plan:
+    """The job asks for a topology nothing here places by: Pending, no worker, a Warning once."""
+    topo = topology_of(job.validation.job)
+    level = topo.required or topo.preferred or topo.slice_required if topo is not None else None
+    message = (f"spec.scheduling.topology ({level}) is placed by Kueue's Topology-Aware Scheduling, and {fix}")
+    before = c.get_condition(job.status.conditions, c.RUNNING)
+    if before is None or before.reason != c.TOPOLOGY_UNPLACED or before.message != c.cap(message):
+        plan.events.append(Event("Warning", c.TOPOLOGY_UNPLACED, message))
+    plan.condition(c.RUNNING, False, c.TOPOLOGY_UNPLACED, message)
+    st = plan.status
+    st.phase, st.start_time = "Pending", None
+    plan.delete = plan.delete or [(p.name, c.TOPOLOGY_UNPLACED) for p in pods if p.active]
+    st.workers = workers(pods, 0)
+    return plan
 
 
 # Kueue writes QuotaReserved=False with its words only on a Workload its scheduler tried
@@ -195,7 +235,7 @@ UNEVALUATED = ("not evaluated by Kueue yet: its Workload has no QuotaReserved co
 
 
 def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report: TrainerReport | None,
-           refused: str | None, refusal: Refusal | None) -> Plan | None:
+           refused: str | None, refusal: Refusal | None, nodes: Mapping[str, NodeHealth]) -> Plan | None:
     """A job in a Kueue queue runs only while its Workload is admitted. Returns the plan
     when it may not run now (it waits, or is being evicted); None when it is admitted and
     the rest of decide applies, at the admitted size."""
@@ -230,11 +270,11 @@ def queued(seen: Queued, job: JobState, pods: list[PodInfo], plan: Plan, report:
         # No word from Kueue yet (UNEVALUATED says why: docs/operations.md, "Kueue").
         reason, message = wl.pending or ("Pending", UNEVALUATED)
         return _waiting(job, pods, plan, reason, f"waiting in LocalQueue {queue}: {message}")
-    _admitted(seen, job, plan, wl)
+    _admitted(seen, job, plan, wl, nodes)
     return None
 
 
-def _admitted(seen: Queued, job: JobState, plan: Plan, wl: WorkloadView) -> None:
+def _admitted(seen: Queued, job: JobState, plan: Plan, wl: WorkloadView, nodes: Mapping[str, NodeHealth]) -> None:
     """Admitted: at which size and why, said once as an Event and kept in status.admission."""
     st, resolved = plan.status, job.validation.resolved
     holds = wl.holds if wl.holds is not None else resolved.nodes
@@ -242,15 +282,35 @@ def _admitted(seen: Queued, job: JobState, plan: Plan, wl: WorkloadView) -> None
             if holds < resolved.nodes else f"{resolved.nodes} workers")
     why = follow_quota(seen, job, plan)
     before = c.get_condition(st.conditions, c.ADMITTED)
-    admitted = f"admitted by ClusterQueue {wl.cluster_queue}: {size}"
+    placed, where = placed_by_topology(wl, nodes)
+    admitted = f"admitted by ClusterQueue {wl.cluster_queue}: {size}" + (f"; {where}" if where else "")
     plan.condition(c.ADMITTED, True, c.QUOTA_RESERVED, f"{admitted}; {why}" if why else admitted)
-    if before is None or before.status != "True":
+    if before is None or before.status != "True" or (where and where not in (before.message or "")):
         plan.events.append(Event("Normal", c.ADMITTED, admitted))
     st.admission = Admission(cluster_queue=wl.cluster_queue, workload=wl.name, nodes=holds,
                              requested_nodes=resolved.nodes, message=why or None,
-                             growth_workload=seen.growth.name if seen.growth is not None else None)
+                             growth_workload=seen.growth.name if seen.growth is not None else None, topology=placed)
     plan.condition(c.QUEUED, False, c.ADMITTED, f"admitted by ClusterQueue {wl.cluster_queue}", only_if_present=True)
     plan.condition(c.EVICTED, False, c.ADMITTED, "admitted again", only_if_present=True)
+
+
+def placed_by_topology(wl: WorkloadView, nodes: Mapping[str, NodeHealth]) -> tuple[TopologyPlacement | None, str]:
+    """Where Kueue's TAS placed the workers (status.admission.topology) and its words; (None,
+    "") for a Workload admitted without a topology assignment."""
+    if wl.assignment is None:
+        return None, ""
+    level = tas.asked_level(wl.topology_request)
+
+    def labels(host: str) -> dict[str, str] | None:
+        node = nodes.get(host)
+        return dict(node.labels) if node is not None else None
+
+    grouped = tas.at_level(wl.assignment, level, labels)
+    hosts = len(wl.assignment.domains) if wl.assignment.levels[-1:] == (tas.HOSTNAME,) else None
+    placed = TopologyPlacement(level=level or wl.assignment.levels[-1], domain_count=len(grouped), hosts=hosts,
+                               domains=[PlacedDomain(name=name, workers=n)
+                                        for name, n in grouped[:TOPOLOGY_DOMAINS_SHOWN]])
+    return placed, tas.words(wl.topology_request, grouped, level)
 
 
 def _waiting(job: JobState, pods: list[PodInfo], plan: Plan, reason: str, message: str) -> Plan:

@@ -15,7 +15,7 @@ from disttrain.api.times import iso
 from disttrain.integrations.kueue import workload as kueue
 from disttrain.integrations.kueue.admission import (CAUSES, NAME, STEP_ORDER, ActivateWorkload, CreateSlice,
                                                     CreateWorkload, DeleteWorkload, FinishWorkload, PublishCheckpoint,
-                                                    Queued, QueueIgnored, ReleaseWorkload, SetPodsReady,
+                                                    Queued, QueueIgnored, ReleaseWorkload, Unqueued, SetPodsReady,
                                                     ShrinkWorkload)
 from disttrain.integrations.protocol import Crd, Integration, Key, Placement, Setting, Shell, Use, dressed
 from disttrain.operator.core.integration import Joined, Step
@@ -111,8 +111,8 @@ class Kueue(Integration):
 
     async def observe(self, shell: Shell, key: Key, view: Any) -> Joined | None:
         queue = kueue.queue_of(view.labels)
-        if queue is None:
-            return None
+        if queue is None:  # only Kueue places by topology: a job that asks for one waits for a queue
+            return Unqueued() if ((view.spec or {}).get("scheduling") or {}).get("topology") else None
         if not self.enabled:
             return QueueIgnored(queue=queue)
         own = self._own(key, view.uid)

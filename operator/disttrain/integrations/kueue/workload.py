@@ -46,6 +46,8 @@ from typing import Any, Mapping
 from disttrain.api import types as t
 from disttrain.api.status_types import Resolved
 from disttrain.api.names import JOB_LABEL
+from disttrain.integrations.kueue import topology as tas
+from disttrain.integrations.protocol import Placement
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"  # Kueue v0.19's storage version
@@ -127,6 +129,11 @@ def priority_source(job: t.Job, labels: Mapping[str, str] | None) -> tuple[str, 
     return None
 
 
+def topology_of(job: t.Job) -> t.Topology | None:
+    """The job's topology request, if it makes one."""
+    return job.spec.scheduling.topology if job.spec.scheduling is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Slice:
     """A growth slice: the k-th Workload of the job, replacing `replaces` (its name)."""
@@ -147,6 +154,9 @@ def render_workload(job: t.Job, resolved: Resolved, pod: Mapping[str, Any], queu
                                  "annotations": dict(meta.get("annotations") or {})},
                     "spec": copy.deepcopy(dict(pod.get("spec") or {}))}
     pod_set: dict[str, Any] = {"name": POD_SET, "count": resolved.nodes, "template": pod_template}
+    topo = topology_of(job)
+    if topo is not None:
+        pod_set["topologyRequest"] = tas.request(topo)
     annotations = {TEMPLATE_ANNOTATION: template}
     if growth is not None:
         annotations |= {ELASTIC_ANNOTATION: "true",
@@ -187,6 +197,8 @@ class WorkloadView:
     replaces: str | None = None  # the name of the Workload this slice replaces (a growth slice)
     requested: int | None = None  # spec.podSets' worker count: what it asks for (lowered by a shrink)
     finished_reason: str | None = None  # Finished's reason (WorkloadSliceReplaced: grown into a slice)
+    assignment: tas.Assignment | None = None  # the workers' topology domains, once Kueue's TAS admitted it
+    topology_request: Mapping[str, Any] | None = None  # spec.podSets' topologyRequest, if it asks one
 
     @property
     def holds(self) -> int | None:
@@ -207,12 +219,13 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
 
     admission = status.get("admission") or None
     flavors: dict[str, str] = {}
-    count = None
+    count, placed = None, None
     if admission:
         for assignment in admission.get("podSetAssignments") or []:
             if assignment.get("name") == POD_SET:
                 flavors = dict(assignment.get("flavors") or {})
                 count = assignment.get("count")
+                placed = tas.decode(assignment.get("topologyAssignment"))
     owner = next((o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     evicted = conds.get(EVICTED) if true(EVICTED) else None
     reserved = conds.get(QUOTA_RESERVED)
@@ -221,8 +234,9 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
     ready = conds.get(PODS_READY)
     annotations = meta.get("annotations") or {}
     replaces = annotations.get(REPLACEMENT_ANNOTATION, "").rpartition("/")[2] or None
-    requested = next((ps.get("count") for ps in (body.get("spec") or {}).get("podSets") or []
-                      if isinstance(ps, Mapping) and ps.get("name") == POD_SET), None)
+    pod_set = next((ps for ps in (body.get("spec") or {}).get("podSets") or []
+                    if isinstance(ps, Mapping) and ps.get("name") == POD_SET), {})
+    requested = pod_set.get("count")
     return WorkloadView(
         name=meta.get("name") or "", owner_uid=owner,
         template=(meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION),
@@ -235,7 +249,8 @@ def view_of(body: Mapping[str, Any]) -> WorkloadView:
         pods_ready=(true(PODS_READY), ready.get("reason") or "") if ready is not None else None,
         checkpoint=_checkpoint_of(annotations), elastic=annotations.get(ELASTIC_ANNOTATION) == "true",
         replaces=replaces, requested=requested if isinstance(requested, int) else None,
-        finished_reason=(conds.get(FINISHED) or {}).get("reason") if true(FINISHED) else None)
+        finished_reason=(conds.get(FINISHED) or {}).get("reason") if true(FINISHED) else None, assignment=placed,
+        topology_request=dict(pod_set.get("topologyRequest") or {}) or None)
 
 
 def _checkpoint_of(annotations: Mapping[str, str]) -> tuple[str, str] | None:
@@ -290,25 +305,21 @@ def pods_ready_condition(before: tuple[bool, str] | None, ready: bool) -> tuple[
     return False, WAIT_FOR_START
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where an admitted job's workers go: its flavors' node labels and tolerations, and
-    how many of them Kueue admitted."""
-
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
-    count: int | None = None
-
-
 def placement_of(view: WorkloadView, flavors: Mapping[str, Mapping[str, Any]]) -> Placement:
-    """The placement of an admitted Workload, from its ResourceFlavors (name -> object)."""
+    """The placement of an admitted Workload, from its ResourceFlavors (name -> object);
+    with a topology request, what Kueue's TAS needs on each worker to place it (topology.py)."""
     selector: dict[str, str] = {}
     tolerations: list[dict[str, Any]] = []
     for name in sorted(set(view.flavors.values())):
         spec = (flavors.get(name) or {}).get("spec") or {}
         selector.update(spec.get("nodeLabels") or {})
         tolerations += [dict(tol) for tol in spec.get("tolerations") or [] if tol not in tolerations]
-    return Placement(node_selector=selector, tolerations=tuple(tolerations), count=view.count)
+    if view.assignment is None:
+        return Placement(node_selector=selector, tolerations=tuple(tolerations), count=view.count)
+    # Placed by TAS (asked, or implied by a ClusterQueue of TAS flavors only): gated for its ungater.
+    return Placement(node_selector=selector, tolerations=tuple(tolerations), count=view.count,
+                     labels={tas.PODSET_LABEL: POD_SET}, annotations=tas.pod_annotations(view.topology_request, view.name),
+                     scheduling_gates=(tas.GATE,))
 
 
 def _set(conditions: list[dict], kind: str, status: bool, reason: str, message: str, now: str,

@@ -8,6 +8,7 @@ Event) and runs as it would without it. The queue is read when the PodGroup is m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ from disttrain.api.report import TrainerReport
 from disttrain.integrations.gang.pod_group import VOLCANO, VOLCANO_SCHEDULER, gang_of
 from disttrain.integrations.protocol import Integration, Key, Shell
 from disttrain.operator.core.integration import Joined
+from disttrain.operator.core.nodes import NodeHealth
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, Refusal
 
@@ -41,7 +43,8 @@ class InVolcanoQueue(Joined):
     queue: str
 
     def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
-             checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
+             checkpoint_refused: str | None, refusal: Refusal | None,
+             nodes: Mapping[str, NodeHealth] | None = None) -> Plan | None:
         if not volcano_gang(job.validation.job):
             plan.events.append(Event("Warning", IGNORED, f"the label {QUEUE_LABEL}={self.queue} is ignored: only a "
                                      "job that Volcano gang-schedules has a PodGroup to put in a queue; set "

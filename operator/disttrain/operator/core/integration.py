@@ -5,7 +5,8 @@ quota queue, a scheduler's queue ...), made by that integration's shell (`observ
 disttrain/integrations/protocol.py) from what it watches. `decide` knows only these hooks,
 in the order of a job's life, never an integration's name:
 
-  hold       before the job may run: keep it waiting (return the plan) or let it go (None)
+  hold       before the job may run: keep it waiting (return the plan) or let it go (None);
+             `nodes` is the cluster's nodes as the operator watches them
   sized      the size it may run at (an admission smaller than `nodes`)
   suspended  the user suspended the job: what the integration's objects must do
   tell       after the pass: steps that bring the integration's objects up to date
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from disttrain.operator.core.nodes import NodeHealth
     from disttrain.api.report import TrainerReport
     from disttrain.operator.core.pods import PodInfo
     from disttrain.operator.core.state import JobState, Plan, Refusal
@@ -42,7 +46,8 @@ class Joined:
     integration: ClassVar[str] = ""
 
     def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
-             checkpoint_refused: str | None, refusal: Refusal | None) -> Plan | None:
+             checkpoint_refused: str | None, refusal: Refusal | None,
+             nodes: Mapping[str, NodeHealth] | None = None) -> Plan | None:
         return None
 
     def sized(self, job: JobState) -> JobState:

@@ -43,6 +43,7 @@ class NodeHealth:
     conditions: tuple[tuple[str, str, str, str], ...] = ()
     taints: tuple[tuple[str, str], ...] = ()  # (key, effect) of its NoSchedule/NoExecute taints
     allocatable: tuple[tuple[str, str], ...] = ()  # (name, quantity) of its extended resources
+    labels: tuple[tuple[str, str], ...] = ()  # its labels: a topology level's domain (Kueue TAS's placement)
 
     def watched(self, rules: NodeRules) -> tuple[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str], ...]]:
         """(its conditions, its taints) that `rules` count against it."""
@@ -107,7 +108,8 @@ def summarize_node(node: Mapping[str, Any]) -> NodeHealth:
                                         str(c.get("message") or "")[:300]) for c in conditions if c.get("type") != "Ready"),
                       taints=tuple(sorted({(str(t.get("key") or ""), str(t["effect"])) for t in taints})),
                       allocatable=tuple(sorted((str(k), str(v)) for k, v in (status.get("allocatable") or {}).items()
-                                               if "/" in str(k))))
+                                               if "/" in str(k))),
+                      labels=tuple(sorted((str(k), str(v)) for k, v in (meta.get("labels") or {}).items())))
 
 
 # node-problem-detector's kernel monitor, and GKE's GPU device plugin (an XID error that

@@ -129,7 +129,8 @@ def _decide(job: JobState, pods: list[PodInfo], now: datetime, policy: Policy, *
     avoid_bad_nodes(plan, spec.failure_policy.avoid_node_after_failures)
     _resumed(plan, old_phase)
     for joined in job.joined:  # a queue or a gate of an integration holds the job before it runs
-        waiting = joined.hold(job, pods, plan, report=report, checkpoint_refused=checkpoint_refused, refusal=refusal)
+        waiting = joined.hold(job, pods, plan, report=report, checkpoint_refused=checkpoint_refused, refusal=refusal,
+                              nodes=nodes)
         if waiting is not None:
             return waiting
         job = joined.sized(job)

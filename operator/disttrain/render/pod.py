@@ -201,6 +201,7 @@ _LIVE_FIELDS = frozenset(f.name for f, _ in fields_of(t.DistributedTrainingSpec)
 
 # builtin fields added after the hash was fixed, at the values that render no env.
 _ADDED_DEFAULTS = {"eval_fraction": 0.1, "eval_fold": 0, "eval_interval_steps": 0}
+_ADDED_SCHEDULING = ("gang", "topology")
 _ADDED_CHECKPOINT_DEFAULTS = {"uri": None, "secret_ref": None, "endpoint": None, "storage": "auto"}
 
 
@@ -238,8 +239,9 @@ def _template_hash(job: t.Job, resolved: Resolved) -> str:
     spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items()
                           if k != "evict_grace_seconds" and (k not in _ADDED_CHECKPOINT_DEFAULTS
                                                              or v != _ADDED_CHECKPOINT_DEFAULTS[k])}
-    if spec.get("scheduling") and spec["scheduling"].get("gang") is None:  # added later: unset changes no hash
-        spec["scheduling"] = {k: v for k, v in spec["scheduling"].items() if k != "gang"}
+    if spec.get("scheduling"):  # fields added later: unset, they change no hash
+        spec["scheduling"] = {k: v for k, v in spec["scheduling"].items()
+                              if k not in _ADDED_SCHEDULING or v is not None}
     spec["trainer"] = {k: v for k, v in spec["trainer"].items()  # added later: unset changes no hash
                        if k not in ("instrument", "instrument_image") or v is not None}
     builtin = spec["trainer"].get("builtin")

@@ -29,6 +29,10 @@ def host_name(namespace: str, block: int, rack: int, host: int) -> str:
     return f"tas-{namespace[-5:]}-b{block}r{rack}h{host}"
 
 
+def topology_name(namespace: str) -> str:
+    return f"topo-{namespace}"[:63]
+
+
 def topology_nodes(namespace: str) -> list[dict]:
     capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", GPUS: "8"}
     nodes = []
@@ -50,7 +54,7 @@ def topology(cluster, namespace, queued_operator):
     """The nodes, the Topology, the TAS flavor and the test's queues; all gone at the end."""
     nodes = topology_nodes(namespace)
     names = [n["metadata"]["name"] for n in nodes]
-    topo = f"topo-{namespace}"[:63]
+    topo = topology_name(namespace)
     cluster.apply({"apiVersion": "v1", "kind": "List", "items": nodes})
     try:
         cluster.kubectl("wait", "--for=condition=Ready", "node", "-l", f"{POOL}={namespace}", "--timeout=90s",
@@ -122,7 +126,8 @@ def test_required_and_preferred_levels_place_jobs_whole_and_a_job_that_cannot_fi
 
     # A rack holds 8 workers: 10 never fit one, and the job waits with Kueue's reason.
     cluster.apply(tas_job("too-big", 10, required=RACK), namespace=namespace)
-    waiting = wait_job(cluster, namespace, "too-big", lambda j: "doesn't allow to fit" in (
+    words = f'topology "{topology_name(namespace)}" allows to fit only 8 out of 10 pod(s)'
+    waiting = wait_job(cluster, namespace, "too-big", lambda j: words in (
         condition(j, "Queued") or {}).get("message", ""), what="too-big Queued with Kueue's TAS words")
     assert waiting["status"]["phase"] == "Pending" and not pods_of(cluster, namespace, "too-big")
     cluster.kubectl("delete", "dt", "too-big", "rack-a", "rack-b", "-n", namespace, "--timeout=120s", timeout=150)

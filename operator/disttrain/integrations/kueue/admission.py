@@ -17,8 +17,7 @@ from disttrain.api.report import TrainerReport
 from disttrain.api.status_types import CAUSE, TOPOLOGY_DOMAINS_SHOWN, Admission, PlacedDomain, TopologyPlacement
 from disttrain.integrations.kueue import topology as tas
 from disttrain.integrations.kueue.workload import QUEUE_LABEL, WorkloadView, pods_ready_condition, topology_of
-from disttrain.operator.core.integration import Joined, Step
-from disttrain.operator.core.nodes import NodeHealth
+from disttrain.operator.core.integration import Joined, NodeHealth, Step
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import TERMINAL_PHASES, Event, JobState, Plan, Refusal, creation_refused, workers
 from disttrain.operator.core.stopping import gone, settle_stop, stop_first

@@ -16,8 +16,7 @@ from disttrain.api import types as t
 from disttrain.api.report import TrainerReport
 from disttrain.integrations.gang.pod_group import VOLCANO, VOLCANO_SCHEDULER, gang_of
 from disttrain.integrations.protocol import Integration, Key, Shell
-from disttrain.operator.core.integration import Joined
-from disttrain.operator.core.nodes import NodeHealth
+from disttrain.operator.core.integration import Joined, NodeHealth
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, Refusal
 

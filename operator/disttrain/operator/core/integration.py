@@ -21,13 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from disttrain.operator.core.nodes import NodeHealth  # what `hold` sees of the nodes (part of the seam)
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from disttrain.operator.core.nodes import NodeHealth
     from disttrain.api.report import TrainerReport
     from disttrain.operator.core.pods import PodInfo
     from disttrain.operator.core.state import JobState, Plan, Refusal
+
+
+__all__ = ["Joined", "NodeHealth", "Step"]
 
 
 @dataclass(frozen=True, slots=True)

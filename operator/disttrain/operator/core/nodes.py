@@ -43,7 +43,7 @@ class NodeHealth:
     conditions: tuple[tuple[str, str, str, str], ...] = ()
     taints: tuple[tuple[str, str], ...] = ()  # (key, effect) of its NoSchedule/NoExecute taints
     allocatable: tuple[tuple[str, str], ...] = ()  # (name, quantity) of its extended resources
-    labels: tuple[tuple[str, str], ...] = ()  # its labels: a topology level's domain (Kueue TAS's placement)
+    labels: tuple[tuple[str, str], ...] = ()  # its labels: its domain at each topology level (block, rack)
 
     def watched(self, rules: NodeRules) -> tuple[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str], ...]]:
         """(its conditions, its taints) that `rules` count against it."""

@@ -181,7 +181,7 @@ def resolve(spec: t.DistributedTrainingSpec, images: Images = Images()
 
 
 def resolve_nproc(spec: t.DistributedTrainingSpec, warnings: list, errors: list) -> int:
-    gpus, asked = spec.gpus_per_node, spec.nproc_per_node
+    gpus, asked = spec.gpus, spec.nproc_per_node
     if isinstance(asked, str):
         if asked != "auto":
             errors.append(FieldError("spec.nprocPerNode", asked, "is not allowed",
@@ -259,7 +259,7 @@ def check_mesh(spec: t.DistributedTrainingSpec, world: int, nproc: int, min_node
 
 
 def resolve_precision(spec: t.DistributedTrainingSpec, strategy: str, warnings: list) -> str:
-    on_gpu = spec.gpus_per_node > 0
+    on_gpu = spec.gpus > 0
     asked = spec.precision
     if asked is None:
         return "bf16-mixed" if on_gpu else "32"

@@ -405,6 +405,26 @@ class TemplateRef:
 
 
 @dataclass(kw_only=True, slots=True)
+class Devices:
+    """devices: each worker's GPUs through Dynamic Resource Allocation (Kubernetes 1.34+): a
+    DeviceClass, a count and CEL selectors, instead of gpusPerNode's extended-resource count.
+    The operator makes one ResourceClaimTemplate per job and each worker gets a claim of its
+    own (docs/placement.md)."""
+
+    class_name: str | None = spec_field(
+        "className: the DeviceClass the devices come from (e.g. gpu.nvidia.com).", required=True,
+        max_length=253, pattern=DNS1123_SUBDOMAIN)
+    count: int | None = spec_field(
+        "count: devices per worker; processes per worker follow it as they follow gpusPerNode.",
+        required=True, minimum=1, maximum=MAX_GPUS_PER_NODE,
+        maximum_reason="no machine has more GPUs; the count is per worker pod, not per job")
+    selectors: list[str] | None = spec_field(
+        "selectors: CEL expressions every device must meet, e.g. "
+        "device.attributes[\"gpu.nvidia.com\"].productName == \"NVIDIA H100 80GB HBM3\".", max_items=8,
+        max_length=4096)
+
+
+@dataclass(kw_only=True, slots=True)
 class DistributedTrainingSpec:
     """spec: the desired training job."""
     image: str | None = spec_field(
@@ -458,6 +478,9 @@ class DistributedTrainingSpec:
         "gpuResourceName: the extended resource that counts GPUs.", default="nvidia.com/gpu",
         max_length=253, pattern=RESOURCE_NAME, pattern_hint="e.g. nvidia.com/gpu or amd.com/gpu",
         immutable_while_running=True)
+    devices: Devices | None = spec_field(
+        "devices: the workers' GPUs as DRA devices (a DeviceClass, a count, selectors) instead of "
+        "gpusPerNode; set one of the two.", immutable_while_running=True)
     nproc_per_node: IntOrString | None = spec_field(
         "nprocPerNode: processes per worker pod, an integer >= 1 or auto "
         "(= gpusPerNode, or 1 on CPU).", default="auto", immutable_while_running=True)
@@ -507,12 +530,18 @@ class DistributedTrainingSpec:
         "for its whole life: editing or deleting the template changes no job that already runs.",
         immutable_while_running=True)
 
+    @property
+    def gpus(self) -> int:
+        """GPUs per worker, however they are asked for: DRA devices or the extended resource."""
+        if self.devices is not None and self.devices.count:
+            return self.devices.count
+        return self.gpus_per_node or 0
+
 
 # ---- status -------------------------------------------------------------------------
 
 
 # ---- the parsed object --------------------------------------------------------------
-
 
 @dataclass(kw_only=True, slots=True)
 class Job:

@@ -82,7 +82,8 @@ def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
             *check_instrument_env(spec),
             *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
-            *check_pod_template(spec.pod_template), *check_gang(spec.scheduling), *check_topology(spec)]
+            *check_pod_template(spec.pod_template), *check_gang(spec.scheduling), *check_topology(spec),
+            *check_devices(spec)]
 
 
 def check_gang(sched: t.Scheduling | None) -> list[FieldError]:
@@ -93,6 +94,16 @@ def check_gang(sched: t.Scheduling | None) -> list[FieldError]:
                        "that reads PodGroups (the default scheduler ignores them)",
                        "the name of a scheduler running the coscheduling plugin of scheduler-plugins, or volcano",
                        "set spec.scheduling.schedulerName, or remove spec.scheduling.gang")]
+
+
+def check_devices(spec: t.DistributedTrainingSpec) -> list[FieldError]:
+    """GPUs are asked for one way: DRA devices or the extended-resource count."""
+    if spec.devices is None or not spec.gpus_per_node:
+        return []
+    return [FieldError("spec.gpusPerNode", spec.gpus_per_node, "is set beside spec.devices, which gives each worker "
+                       f"{spec.devices.count} devices of {spec.devices.class_name}",
+                       "one of gpusPerNode (a device plugin's count) or devices (DRA)",
+                       "remove spec.gpusPerNode (devices.count sets the processes per worker), or spec.devices")]
 
 
 def check_topology(spec: t.DistributedTrainingSpec) -> list[FieldError]:

@@ -77,7 +77,7 @@ def report(doc: Document, result: Validation) -> dict[str, Any]:
         entry["resolved"] = {"strategy": r.strategy, "nodes": r.nodes, "minNodes": r.min_nodes,
                              "maxNodes": r.max_nodes, "nprocPerNode": r.nproc_per_node,
                              "worldSize": r.world_size, "precision": r.precision}
-        entry["gpusPerNode"] = result.job.spec.gpus_per_node
+        entry["gpusPerNode"] = result.job.spec.gpus
         entry["queue"] = queue_of(result.job.labels)
     if doc.template is not None:
         entry["template"] = doc.template

@@ -8,6 +8,7 @@ from typing import Any
 
 from disttrain.api import types as t
 from disttrain.api.status_types import Resolved
+from disttrain.integrations.dynamic_resources import DynamicResources
 from disttrain.integrations.gang import Gang
 from disttrain.integrations.kueue.shell import Kueue
 from disttrain.integrations.protocol import Integration, dressed
@@ -20,6 +21,7 @@ REGISTRY: tuple[type[Integration], ...] = (
     Kueue,
     Gang,
     VolcanoQueue,
+    DynamicResources,
 )
 
 

@@ -157,7 +157,7 @@ def run_local_job(job: Any, resolved: Any, *, workdir: str | os.PathLike[str] = 
     75). Off the main thread no signal handler is bound: the caller's watch stops the run."""
     out = out or sys.stderr
     plan = _local_plan(job, resolved, Path(workdir), cpus, checkpoint_uri)
-    gpus = gpu_note(job.spec.gpus_per_node or 0, visible_gpus(), resolved.nproc_per_node or 1,
+    gpus = gpu_note(job.spec.gpus, visible_gpus(), resolved.nproc_per_node or 1,
                     resolved.precision or "")
     for w in plan.warnings + ([gpus] if gpus else []):
         print(f"warning: {w}", file=out)

@@ -47,7 +47,7 @@ def trainer_env(ctx: RenderContext) -> list[dict]:
         pc.MESH_TP.env: spec.mesh.tp if spec.mesh else 0,
         pc.PRECISION.env: res.precision,
         pc.ACCUMULATE_GRAD_BATCHES.env: spec.accumulate_grad_batches,
-        pc.GPUS_PER_NODE.env: spec.gpus_per_node,
+        pc.GPUS_PER_NODE.env: spec.gpus,
     }
     if ctx.builtin is not None:
         b = ctx.builtin

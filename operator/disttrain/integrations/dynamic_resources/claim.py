@@ -1,0 +1,49 @@
+"""The devices of a job with spec.devices, through Dynamic Resource Allocation (pure).
+
+Kubernetes' own DRA (resource.k8s.io/v1, GA since 1.34) does the rest:
+  - the job owns one ResourceClaimTemplate: a request `gpus` of `count` devices of the
+    DeviceClass, every device meeting the CEL selectors;
+  - each worker names the template in spec.resourceClaims and its container uses the
+    claim; kube-controller-manager makes the worker's own ResourceClaim from the template
+    (owned by the pod: it goes with the pod), kube-scheduler allocates devices on the node
+    it picks, and the node's DRA driver hands them to the container;
+  - processes per worker follow `count` (api/types.py's `gpus`), as they follow gpusPerNode.
+"""
+
+from __future__ import annotations
+
+from disttrain.api import types as t
+from disttrain.render.context import child_metadata
+
+API_VERSION = "resource.k8s.io/v1"
+CLAIM = "gpus"  # the pod's name for its claim, and the template's request
+
+
+def template_name(job: t.Job) -> str:
+    return f"{job.name}-devices"
+
+
+def render_claim_template(job: t.Job) -> dict | None:
+    """The job's ResourceClaimTemplate; None when it asks for no devices."""
+    devices = job.spec.devices
+    if devices is None:
+        return None
+    exactly: dict = {"deviceClassName": devices.class_name, "allocationMode": "ExactCount", "count": devices.count}
+    if devices.selectors:
+        exactly["selectors"] = [{"cel": {"expression": expression}} for expression in devices.selectors]
+    return {"apiVersion": API_VERSION, "kind": "ResourceClaimTemplate",
+            "metadata": child_metadata(job, template_name(job)),
+            "spec": {"spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}}}
+
+
+def claiming(pod: dict, job: t.Job) -> dict:
+    """The worker with its claim of the job's template, used by its trainer container."""
+    if job.spec.devices is None:
+        return pod
+    spec = pod["spec"]
+    spec["resourceClaims"] = [*(spec.get("resourceClaims") or []),
+                              {"name": CLAIM, "resourceClaimTemplateName": template_name(job)}]
+    container = spec["containers"][0]
+    resources = container.setdefault("resources", {})
+    resources["claims"] = [*(resources.get("claims") or []), {"name": CLAIM}]
+    return pod

@@ -1,0 +1,110 @@
+"""GPUs through Dynamic Resource Allocation on the real control plane: kube-controller-manager
+makes each worker's ResourceClaim from the job's template and kube-scheduler allocates the
+devices, in both install modes (their RBAC must let the operator create the template).
+
+A stand-in, said here: no DRA driver runs on KWOK's fake nodes, so the test publishes what a
+driver's kubelet plugin would, one ResourceSlice per node of 8 devices with attributes, and
+the DeviceClass that selects them. Everything that reads them (allocation, the claims, the
+scheduler's verdict) is Kubernetes' own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import condition, dump, job_manifest, pods_of, wait_job
+
+pytestmark = pytest.mark.cluster
+
+POOL = "disttrain.dev/test-pool"
+
+
+def driver(namespace: str) -> str:
+    return f"gpu.{namespace[-5:]}.test.disttrain.dev"
+
+
+def dra_node(name: str, namespace: str) -> dict:
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {POOL: namespace, "kubernetes.io/hostname": name, "type": "kwok-dra"}},
+            "spec": {"taints": [{"key": POOL, "value": namespace, "effect": "NoSchedule"}]},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def resource_slice(node: str, namespace: str) -> dict:
+    """What a DRA driver publishes for a node: 8 GPUs, each with its model and memory."""
+    devices = [{"name": f"gpu-{i}", "attributes": {"model": {"string": "H100"}, "index": {"int": i}},
+                "capacity": {"memory": {"value": "80Gi"}}} for i in range(8)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpus"},
+            "spec": {"driver": driver(namespace), "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+@pytest.fixture
+def devices(cluster, namespace):
+    """Two fake nodes of 8 devices each, and the DeviceClass of their driver; gone at the end."""
+    nodes = [f"dra-{namespace[-5:]}-{i}" for i in range(2)]
+    device_class = f"gpu-{namespace}"[:63]
+    cluster.apply({"apiVersion": "v1", "kind": "List", "items": [
+        *(dra_node(n, namespace) for n in nodes), *(resource_slice(n, namespace) for n in nodes),
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver(namespace)}"'}}]}}]})
+    try:
+        cluster.kubectl("wait", "--for=condition=Ready", "node", *nodes, "--timeout=90s", timeout=120)
+        yield nodes, device_class
+    finally:
+        cluster.kubectl("delete", "dt", "--all", "-n", namespace, "--wait=false", check=False)
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        for pod in pods:
+            cluster.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--grace-period=0", "--force",
+                            check=False)
+        cluster.kubectl("delete", "resourceslices", *(f"{n}-gpus" for n in nodes), "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "deviceclass", device_class, "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "node", *nodes, "--ignore-not-found", "--wait=false", check=False)
+
+
+def dra_job(name: str, namespace: str, device_class: str, selectors: list[str] | None = None) -> dict:
+    devices = {"className": device_class, "count": 4, **({"selectors": selectors} if selectors else {})}
+    return job_manifest(name, nodes=2, devices=devices, scheduling={
+        "nodeSelector": {POOL: namespace},
+        "tolerations": [{"key": POOL, "operator": "Equal", "value": namespace, "effect": "NoSchedule"}]})
+
+
+def claims(cluster, namespace: str) -> list[dict]:
+    return json.loads(cluster.kubectl("get", "resourceclaims", "-n", namespace, "-o", "json").stdout)["items"]
+
+
+def test_each_worker_gets_an_allocated_claim_of_four_devices_on_its_node_and_an_unmet_selector_waits_with_the_schedulers_reason(  # noqa: E501
+        cluster, namespace, operator, install_mode, devices):
+    nodes, device_class = devices
+    cluster.apply(dra_job("dra", namespace, device_class, ['device.attributes["' + driver(namespace)
+                                                           + '"].model == "H100"']), namespace=namespace)
+
+    def allocated():
+        pods = pods_of(cluster, namespace, "dra")
+        found = {c["metadata"]["ownerReferences"][0]["name"]: c for c in claims(cluster, namespace)
+                 if (c.get("status") or {}).get("allocation")}
+        return (pods, found) if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) and len(found) == 2 \
+            else None
+
+    pods, found = cluster.wait_for(allocated, timeout=180, interval=1, what="both workers bound with claims allocated",
+                                   describe=lambda: dump({"pods": pods_of(cluster, namespace, "dra"),
+                                                          "claims": claims(cluster, namespace)}))
+    for pod in pods:
+        claim = found[pod["metadata"]["name"]]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 4 and {r["driver"] for r in results} == {driver(namespace)}
+        assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}  # the devices of the node it runs on
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(nodes)
+    wait_job(cluster, namespace, "dra", lambda j: j["status"].get("phase") == "Running", what="Running")
+
+    # No device meets the selector: the workers wait, and the job says the scheduler's words.
+    cluster.apply(dra_job("unmet", namespace, device_class, ['device.attributes["' + driver(namespace)
+                                                             + '"].model == "B200"']), namespace=namespace)
+    job = wait_job(cluster, namespace, "unmet", lambda j: "cannot allocate all claims" in json.dumps(
+        j.get("status", {}).get("conditions") or []), what="the scheduler's reason in the job's status")
+    assert job["status"]["phase"] == "Pending"
+    assert not any(p["spec"].get("nodeName") for p in pods_of(cluster, namespace, "unmet"))
+    assert condition(job, "Running")["status"] == "False"

@@ -1,0 +1,54 @@
+"""GPUs through DRA (integrations/dynamic_resources): a job with spec.devices owns one
+ResourceClaimTemplate, each worker claims from it, processes per worker follow the count,
+and GPUs are asked for one way only."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from disttrain.api import load_job, validate_document
+from disttrain.integrations.registry import render_children
+
+from .helpers import job as job_doc
+
+CLASS = "gpu.example.com"
+SELECTOR = 'device.attributes["gpu.example.com"].memory >= quantity("80Gi")'
+DRA = {"nodes": 2, "devices": {"className": CLASS, "count": 4, "selectors": [SELECTOR]}}
+
+
+def test_a_job_with_devices_owns_one_claim_template_and_each_worker_claims_from_it():
+    job, resolved, _ = load_job(job_doc(**DRA))
+    job = dataclasses.replace(job, uid="u-1")
+    children = render_children(job, resolved)
+    (template,) = [c for c in children if c["kind"] == "ResourceClaimTemplate"]
+    assert template["apiVersion"] == "resource.k8s.io/v1" and template["metadata"]["name"] == "demo-devices"
+    assert template["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert template["spec"]["spec"]["devices"]["requests"] == [{"name": "gpus", "exactly": {
+        "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 4,
+        "selectors": [{"cel": {"expression": SELECTOR}}]}}]
+    pods = [c for c in children if c["kind"] == "Pod"]
+    assert len(pods) == 2 and children.index(template) < children.index(pods[0])  # there before any worker
+    for pod in pods:
+        assert pod["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "demo-devices"}]
+        container = pod["spec"]["containers"][0]
+        assert container["resources"]["claims"] == [{"name": "gpus"}]
+        assert "nvidia.com/gpu" not in (container["resources"].get("limits") or {})
+        env = {e["name"]: e.get("value") for e in container.get("env") or []}
+        assert env["DISTTRAIN_GPUS_PER_NODE"] == "4"
+    # Processes per worker and precision follow the devices, as they follow gpusPerNode.
+    assert (resolved.nproc_per_node, resolved.world_size, resolved.precision) == (4, 8, "bf16-mixed")
+
+
+def test_a_job_without_devices_renders_no_template_and_no_claim():
+    job, resolved, _ = load_job(job_doc(nodes=2, gpusPerNode=4))
+    children = render_children(job, resolved)
+    assert not [c for c in children if c["kind"] == "ResourceClaimTemplate"]
+    assert all("resourceClaims" not in c["spec"] for c in children if c["kind"] == "Pod")
+
+
+def test_gpus_are_asked_for_one_way_and_a_device_class_is_required():
+    both = [str(e) for e in validate_document(job_doc(**DRA, gpusPerNode=4)).errors]
+    assert len(both) == 1 and both[0].startswith("spec.gpusPerNode: is set beside spec.devices")
+    assert "Fix: remove spec.gpusPerNode" in both[0]
+    no_class = [str(e) for e in validate_document(job_doc(nodes=2, devices={"count": 4})).errors]
+    assert no_class and no_class[0].startswith("spec.devices.className")

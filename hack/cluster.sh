@@ -22,7 +22,11 @@
 # process exits, so a killed test run leaves nothing behind),
 # DISTTRAIN_REAL_NODE (1: add the real node; 0 fake nodes of a kind skip them),
 # DISTTRAIN_AUDIT_POLICY (an audit policy file: the API server writes its audit
-# log to STATE/audit.log; bench/operator_scale.py counts writes by user with it).
+# log to STATE/audit.log; bench/operator_scale.py counts writes by user with it),
+# DISTTRAIN_FEATURE_GATES (e.g. GenericWorkload=true: --feature-gates for the API
+# server, scheduler and controller manager alike, which must agree; with
+# GenericWorkload=true the API server also serves scheduling.k8s.io/v1beta1, the
+# PodGroups kube-scheduler gang-schedules; unset: each component's defaults).
 # `down` returns only when every process it started has exited. KWOK renews
 # each fake node's Lease (--node-lease-duration-seconds): the node lifecycle
 # controller reads node health from those Leases, and KWOK writes node status
@@ -259,6 +263,14 @@ cmd_up() {
     "$ETCD_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$KWOK_PORT" >"$STATE/ports"
   make_pki
   local pki=$STATE/pki
+  # DISTTRAIN_FEATURE_GATES: one --feature-gates for all three; the GenericWorkload API is off by default.
+  local gates=() runtime=()
+  if [[ -n ${DISTTRAIN_FEATURE_GATES:-} ]]; then
+    gates=(--feature-gates "$DISTTRAIN_FEATURE_GATES")
+    [[ ,$DISTTRAIN_FEATURE_GATES, == *,GenericWorkload=true,* ]] \
+      && runtime=(--runtime-config scheduling.k8s.io/v1beta1=true)
+    log "feature gates: $DISTTRAIN_FEATURE_GATES"
+  fi
   write_kubeconfig "$STATE/kubeconfig" disttrain-admin --cert admin
   write_kubeconfig "$STATE/controller-manager.kubeconfig" kube-controller-manager --cert controller-manager
   write_kubeconfig "$STATE/scheduler.kubeconfig" kube-scheduler --cert scheduler
@@ -290,7 +302,7 @@ cmd_up() {
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types InternalIP \
     ${DISTTRAIN_AUDIT_POLICY:+--audit-policy-file "$DISTTRAIN_AUDIT_POLICY" --audit-log-path "$STATE/audit.log" --audit-log-format json --audit-log-mode blocking} \
-    --v=1
+    "${gates[@]}" "${runtime[@]}" --v=1
 
   export KUBECONFIG=$STATE/kubeconfig
   local deadline=$((SECONDS + timeout))
@@ -316,7 +328,7 @@ cmd_up() {
     --leader-elect=false --profiling=false \
     --cluster-name "disttrain-$NAME" \
     --node-monitor-grace-period 5m \
-    --v=1
+    "${gates[@]}" --v=1
 
   start kube-scheduler kube-scheduler \
     --kubeconfig "$STATE/scheduler.kubeconfig" \
@@ -324,7 +336,7 @@ cmd_up() {
     --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" \
     --leader-elect=false --profiling=false \
-    --v=1
+    "${gates[@]}" --v=1
 
   # A fake pod's log is the file its KWOK Logs object names (docs/local-cluster.md): KWOK
   # serves it as a kubelet would, on the nodes' address and port (--node-port), which the API

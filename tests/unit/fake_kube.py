@@ -25,6 +25,8 @@ class FakeKube:
         self.reports: dict[str, dict] = {}  # pod ip -> its /status
         # pod ip -> the answer to POST /checkpoint: (report, None) taken, (None, why) refused
         self.checkpoint_answers: dict[str, tuple[dict | None, str | None]] = {}
+        # What discovery lists, as group/version/plural (a 1.37 API server with GenericWorkload on).
+        self.served_resources: set[str] = {"scheduling.k8s.io/v1beta1/podgroups"}
 
     def _maybe_fail(self, verb: str) -> None:
         if verb in self.fail:
@@ -43,6 +45,10 @@ class FakeKube:
     async def job_uid(self, namespace: str, name: str) -> str | None:
         self.calls.append(("get-job", namespace, name))
         return self.jobs.get((namespace, name))
+
+    async def served(self, group: str, version: str, plural: str) -> bool:
+        self.calls.append(("discover", f"{group}/{version}", plural))
+        return f"{group}/{version}/{plural}" in self.served_resources
 
     async def get(self, namespace: str, kind: str, name: str) -> dict | None:
         self.calls.append(("get", kind, name))

@@ -32,7 +32,7 @@ def bounded(cls: type = t.DistributedTrainingSpec, prefix: str = "spec") -> list
 
 OWNER: dict[str, str] = {}  # path -> the type whose table in docs/api.md has its row
 BOUNDED = bounded()
-# What a field needs beside it to be valid at all: a gang needs a scheduler that reads it.
+# What a field is tested beside: a gang of a second scheduler's (its scheduleTimeoutSeconds counts there).
 NEEDS = {"spec.scheduling.gang": {"scheduling": {"schedulerName": "scheduler-plugins-scheduler"}}}
 
 

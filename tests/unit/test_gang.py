@@ -1,5 +1,5 @@
 """Gang scheduling (spec.scheduling.gang): the PodGroup each scheduler reads, the workers in
-it, the check that a gang has a scheduler that reads PodGroups, and the shell creating the
+it, which scheduler's kind schedulerName picks, and the shell creating the
 PodGroup before any worker (or saying on the job why it cannot). The real coscheduling
 scheduler places a gang all or nothing in tests/cluster/reconcile/test_gang.py; Volcano
 cannot be built here, so its PodGroup is checked for shape only, below."""
@@ -60,13 +60,30 @@ def test_no_gang_no_podgroup_and_the_same_workers_as_before_gang_existed():
     assert template_hash(ganged, r) != template_hash(j, r)  # joining a gang replaces running workers
 
 
-def test_a_gang_without_a_scheduler_that_reads_podgroups_is_refused_with_the_fix():
-    result = validate_document(job(nodes=2, scheduling={"gang": {}}))
-    assert not result.ok
-    error = str(result.errors[0])
-    assert error.startswith("spec.scheduling.schedulerName: is not set, and scheduling.gang needs a scheduler")
-    assert "(not set); allowed: the name of a scheduler running the coscheduling plugin" in error
-    assert "Fix: set spec.scheduling.schedulerName, or remove spec.scheduling.gang" in error
+def test_a_gang_without_schedulerName_is_kube_schedulers_own_podgroup_with_the_pods_priority():
+    """kube-scheduler (1.37, GenericWorkload) refuses a gang whose pods' priority is not its
+    own, so the PodGroup names the pods' priority class; the pods join by a spec field."""
+    assert validate_document(job(nodes=3, scheduling={"gang": {}})).ok
+    j, r = loaded(nodes=3, minNodes=2, maxNodes=3, scheduling={"priorityClassName": "high", "gang": {}})
+    group = render_pod_group(j, r)
+    assert group["apiVersion"] == "scheduling.k8s.io/v1beta1" and group["kind"] == "PodGroup"
+    assert group["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "high"}
+    pods = [c for c in render_children(j, r) if c["kind"] == "Pod"]
+    assert [p["spec"]["schedulingGroup"] for p in pods] == [{"podGroupName": "demo"}] * 3
+    assert {p["spec"]["priorityClassName"] for p in pods} == {"high"}
+    assert all("schedulerName" not in p["spec"] for p in pods)  # the default scheduler, as the group's
+    assert all("scheduling.x-k8s.io/pod-group" not in p["metadata"]["labels"] for p in pods)
+    assert "priorityClassName" not in render_pod_group(*loaded(nodes=2, scheduling={"gang": {}}))["spec"]
+
+
+def test_only_a_gang_without_schedulerName_is_kube_schedulers_own():
+    for scheduling, version in (({"gang": {}}, "scheduling.k8s.io/v1beta1"),
+                                ({"schedulerName": "volcano", "gang": {}}, "scheduling.volcano.sh/v1beta1"),
+                                ({"schedulerName": "default-scheduler", "gang": {}}, "scheduling.x-k8s.io/v1alpha1")):
+        j, r = loaded(nodes=2, scheduling=scheduling)
+        assert render_pod_group(j, r)["apiVersion"] == version
+        assert ("schedulingGroup" in render_pod(j, r, 0)["spec"]) == (version == "scheduling.k8s.io/v1beta1")
 
 
 class NoPodGroups(FakeKube):

@@ -73,6 +73,8 @@ CREATION_REFUSED = "CreationRefused"   # PodCreationForbidden, when the API gave
 CREATION_ALLOWED = "CreationAllowed"
 QUEUE_IGNORED = "QueueIgnored"          # the Kueue label on a job of an operator that runs without Kueue
 TOPOLOGY_UNPLACED = "TopologyUnplaced"  # scheduling.topology, where nothing places by topology (no Kueue queue)
+GANG_NOT_SERVED = "GangNotServed"      # Running=False: the cluster serves no PodGroup kube-scheduler gang-schedules
+GANG_SCHEDULING = "GangScheduling"      # the Event that names the PodGroup and the scheduler that places a gang
 WORKLOAD_CREATED = "WorkloadCreated"    # Queued: the Workload is made, Kueue has not looked at it yet
 QUOTA_RESERVED = "QuotaReserved"        # Admitted: Kueue reserved quota in a ClusterQueue
 WORKLOAD_FINISHED = "WorkloadFinished"  # the job ended: its Workload frees the quota

@@ -299,7 +299,8 @@ class Gang:
     schedule_timeout_seconds: int | None = spec_field(
         "scheduleTimeoutSeconds: how long the gang scheduler lets the first workers wait for "
         "the rest (minNodes in all) before it releases them and tries the gang again later "
-        "(the coscheduling PodGroup's scheduleTimeoutSeconds).", default=60, minimum=1, maximum=86400)
+        "(the coscheduling PodGroup's scheduleTimeoutSeconds; kube-scheduler's own gang waits "
+        "5 minutes, which is not configurable).", default=60, minimum=1, maximum=86400)
 
 
 # A node label key, as a Kueue Topology level names one (its API allows 63 characters).
@@ -335,7 +336,8 @@ class Scheduling:
     """scheduling: where worker pods may run."""
 
     scheduler_name: str | None = spec_field(
-        "schedulerName: a custom scheduler (e.g. volcano, or a gang scheduler).",
+        "schedulerName: a custom scheduler (e.g. volcano, or one running the coscheduling plugin); "
+        "with gang it picks the PodGroup's kind.",
         max_length=253)
     priority_class_name: str | None = spec_field(
         "priorityClassName: PriorityClass of the worker pods.", max_length=253)
@@ -348,10 +350,12 @@ class Scheduling:
         "affinity: Kubernetes affinity of the worker pods.", free_form=True, k8s=AFFINITY)
     gang: Gang | None = spec_field(
         "gang: place the workers all or nothing, so that no worker holds GPUs while another "
-        "cannot be placed. The operator creates a PodGroup owned by the job (minMember = "
-        "minNodes): scheduling.x-k8s.io for the coscheduling plugin of scheduler-plugins, or "
-        "scheduling.volcano.sh when schedulerName is volcano, and puts every worker in it. "
-        "Needs schedulerName: the scheduler that reads PodGroups.")
+        "cannot be placed. The operator creates a PodGroup owned by the job (at least minNodes "
+        "at once) and puts every worker in it, of the kind schedulerName reads: without "
+        "schedulerName, kube-scheduler's own scheduling.k8s.io/v1beta1 PodGroup (Kubernetes "
+        "1.37+ with the GenericWorkload feature gate; the job waits, GangNotServed, where it "
+        "is not served); volcano: scheduling.volcano.sh; any other name: scheduling.x-k8s.io, "
+        "for the coscheduling plugin of scheduler-plugins.")
     topology: Topology | None = spec_field(
         "topology: keep the workers inside one domain of the cluster's network topology (a "
         "rack, a block), through Kueue's Topology-Aware Scheduling; needs the job in a Kueue queue.")

@@ -82,18 +82,7 @@ def check_spec(spec: t.DistributedTrainingSpec) -> list[FieldError]:
     return [*check_node_range(spec), *check_trainer(spec.trainer), *check_env(spec.env or [], "spec.env"),
             *check_instrument_env(spec),
             *check_resources(spec), *check_ports(spec), *check_checkpoint_path(spec),
-            *check_pod_template(spec.pod_template), *check_gang(spec.scheduling), *check_topology(spec),
-            *check_devices(spec)]
-
-
-def check_gang(sched: t.Scheduling | None) -> list[FieldError]:
-    """A PodGroup means nothing to the default scheduler: a gang needs one that reads it."""
-    if sched is None or sched.gang is None or sched.scheduler_name:
-        return []
-    return [FieldError("spec.scheduling.schedulerName", unset(), "is not set, and scheduling.gang needs a scheduler "
-                       "that reads PodGroups (the default scheduler ignores them)",
-                       "the name of a scheduler running the coscheduling plugin of scheduler-plugins, or volcano",
-                       "set spec.scheduling.schedulerName, or remove spec.scheduling.gang")]
+            *check_pod_template(spec.pod_template), *check_topology(spec), *check_devices(spec)]
 
 
 def check_devices(spec: t.DistributedTrainingSpec) -> list[FieldError]:

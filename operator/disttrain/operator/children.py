@@ -54,11 +54,11 @@ class Children:
                 placement = placement.merged(found)
         return placement
 
-    def refusal_hints(self, kind: str) -> Mapping[int, str] | None:
-        """The fix to name when the API refuses a child of this kind an integration adds
-        (None: a refusal of it fails the pass, as for any call)."""
-        return next((integration.refusal_hints[kind] for integration in self.shell.integrations
-                     if kind in integration.refusal_hints), None)
+    def refusal_hints(self, child: dict) -> Mapping[int, str] | None:
+        """The fix to name when the API refuses a child of a kind an integration adds, by
+        KIND.GROUP, else by kind (None: a refusal of it fails the pass, as for any call)."""
+        return next((integration.refusal_hints[kind] for kind in (kind_of(child), child["kind"])
+                     for integration in self.shell.integrations if kind in integration.refusal_hints), None)
 
     def start(self, plan: Plan, job: JobState, view: Any, rec: JobRecord) -> None:
         """Create the planned children in the background: creates are paced (one token per
@@ -131,7 +131,7 @@ class Children:
                     self.shell.queue.add(key)  # the conflict goes into status next pass
                     return False
             except ApiError as exc:
-                hints = self.refusal_hints(child["kind"])
+                hints = self.refusal_hints(child)
                 if hints is None:  # a refused kind of an integration's (its CRD missing) is said on the job
                     raise
                 self.refused(rec, key, f"{child['kind']} {child['metadata']['name']}", exc, hints)

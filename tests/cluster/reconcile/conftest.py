@@ -47,6 +47,10 @@ TEST_ENV = {
 
 @pytest.fixture(scope="session")
 def operator_kubeconfig(cluster) -> str:
+    return install_operator_rights(cluster)
+
+
+def install_operator_rights(cluster) -> str:
     """Install CRDs + RBAC the way a user does; a kubeconfig for the operator's account."""
     cluster.kubectl("apply", "-f", str(MANIFESTS / "crd"))
     cluster.kubectl("apply", "-f", str(MANIFESTS / "operator" / "namespace.yaml"))

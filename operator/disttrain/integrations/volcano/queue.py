@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from disttrain.api import types as t
 from disttrain.api.report import TrainerReport
-from disttrain.integrations.gang.pod_group import VOLCANO, VOLCANO_SCHEDULER, gang_of
+from disttrain.integrations.gang.pod_group import VOLCANO, mechanism
 from disttrain.integrations.protocol import Integration, Key, Shell
 from disttrain.operator.core.integration import Joined, NodeHealth
 from disttrain.operator.core.pods import PodInfo
@@ -30,8 +30,7 @@ def queue_of(labels: dict[str, str] | None) -> str | None:
 
 
 def volcano_gang(job: t.Job) -> bool:
-    sched = job.spec.scheduling
-    return gang_of(job) is not None and sched is not None and sched.scheduler_name == VOLCANO_SCHEDULER
+    return mechanism(job) == "volcano"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@
 The namespaced install mode splits the same rules: what acts on namespaced resources goes
 into a Role bound in each watched namespace; of the cluster-scoped rules it keeps only the
 read-only ones kopf needs to start (CRDs, namespaces), the node watch that sees a
-worker's node lost, the watch of the cluster's training templates, and the token and access reviews /metrics asks for its callers. The
+worker's node lost, the watch of the cluster's training templates, the device taints of DRA, and the token and access reviews /metrics asks for its callers. The
 Kueue rules (manifests/kueue/rbac.yaml) become the chart's rbac-rules-kueue.yaml, granted
 with kueue.enabled. The leader-election Lease is
 granted apart, in the operator's own namespace only (manifests/rbac/leader-election.yaml).
@@ -20,7 +20,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "nodes", "clustertrainingtemplates", "tokenreviews",
-                  "subjectaccessreviews"}
+                  "subjectaccessreviews", "resourceslices", "devicetaintrules"}
 READ_ONLY = {"get", "list", "watch"}
 # A review is created only to read its verdict back: nothing is stored or changed.
 REVIEWS = {"tokenreviews", "subjectaccessreviews"}

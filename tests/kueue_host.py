@@ -30,6 +30,9 @@ from disttrain.local.ports import free_port
 
 # Kueue admits the Workloads the operator makes for its jobs (Kueue's external framework).
 EXTERNAL_FRAMEWORK = "DistributedTraining.v1alpha1.disttrain.dev"
+# Kueue counts the devices of this DeviceClass (a DRA job's claim template) as this quota
+# resource (its resources.deviceClassMappings); tests/cluster/reconcile/test_dynamic_resources.py.
+DRA_DEVICE_CLASS, DRA_RESOURCE = "kueue-test-gpu", "disttrain.dev/test-gpu"
 # What may be left of Kueue's objects, deleted while Kueue runs (it removes their
 # finalizers): the namespaced kinds first, as a ClusterQueue is kept while a Workload uses it.
 LEFTOVERS = ("workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io",
@@ -71,6 +74,7 @@ def running(bin_dir: Path, kubeconfig: str, work: Path, *, pods_ready_timeout: i
               "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(certs)},
               "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}, "metrics": {"bindAddress": "0"},
               "manageJobsWithoutQueueName": False, "integrations": {"externalFrameworks": [EXTERNAL_FRAMEWORK]},
+              "resources": {"deviceClassMappings": [{"name": DRA_RESOURCE, "deviceClassNames": [DRA_DEVICE_CLASS]}]},
               # On by default (30 minutes when the section is absent); requeued at once here.
               "waitForPodsReady": {"timeout": f"{pods_ready_timeout}s",
                                    "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffMaxSeconds": 2}}}

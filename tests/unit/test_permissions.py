@@ -59,17 +59,15 @@ def kopf_watches() -> set[tuple[str, str]]:
     kopf.index or kopf.on.event."""
     import sys
 
-    from disttrain.integrations.kueue import workload as kueue
     from disttrain.integrations.registry import REGISTRY
     from disttrain.operator import handlers
-    names = {"GROUP": handlers.GROUP, "PLURAL": handlers.PLURAL, "kueue.GROUP": kueue.GROUP,
-             "kueue.VERSION": kueue.VERSION}
-    files = {handlers.__file__, *(sys.modules[kind.__module__].__file__ for kind in REGISTRY)}
+    modules = {handlers, *(sys.modules[kind.__module__] for kind in REGISTRY)}
     found = set()
-    for file in files:  # wherever the package is (mutation mirrors it)
-        for node in ast.walk(ast.parse(Path(file).read_text())):
+    for module in modules:  # wherever the package is (mutation mirrors it)
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("kopf.index", "kopf.on.event"):
-                args = [names.get(ast.unparse(a), getattr(a, "value", None)) for a in node.args]
+                # Each argument as the module's own names give it (GROUP, kueue.GROUP, "pods" ...).
+                args = [eval(ast.unparse(a), vars(module)) for a in node.args]  # noqa: S307  (our own source)
                 found.add(("", args[0]) if len(args) == 1 else (args[0], args[2]))
     return found
 

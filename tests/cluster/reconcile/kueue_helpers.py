@@ -75,8 +75,8 @@ def _answers(proc: subprocess.Popen, port: int, log: Path) -> bool:
 
 
 def queues(cluster, namespace: str, *, gpus: int = 8, flavor: dict | None = None,
-           preemption: dict | None = None) -> str:
-    """A ResourceFlavor, a ClusterQueue with `gpus` of quota on it (StrictFIFO: jobs of one
+           preemption: dict | None = None, resource: str = "nvidia.com/gpu") -> str:
+    """A ResourceFlavor, a ClusterQueue with `gpus` of quota of `resource` on it (StrictFIFO: jobs of one
     priority are admitted in the order their Workloads were made; BestEffortFIFO may admit
     a later one first when quota frees), and the LocalQueue QUEUE in `namespace`. Returns
     the ClusterQueue's name."""
@@ -84,8 +84,8 @@ def queues(cluster, namespace: str, *, gpus: int = 8, flavor: dict | None = None
     flavor_name = f"fl-{namespace}"[:63]
     cq_spec = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                "queueingStrategy": "StrictFIFO",
-               "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                   {"name": flavor_name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}
+               "resourceGroups": [{"coveredResources": [resource], "flavors": [
+                   {"name": flavor_name, "resources": [{"name": resource, "nominalQuota": gpus}]}]}]}
     if preemption:
         cq_spec["preemption"] = preemption
     cluster.apply([

@@ -1,6 +1,7 @@
 """GPUs through Dynamic Resource Allocation on the real control plane: kube-controller-manager
 makes each worker's ResourceClaim from the job's template and kube-scheduler allocates the
-devices, in both install modes (their RBAC must let the operator create the template).
+devices, in both install modes (their RBAC must let the operator create the template); the
+real Kueue counts a queued job's devices against its ClusterQueue's quota.
 
 A stand-in, said here: no DRA driver runs on KWOK's fake nodes, so the test publishes what a
 driver's kubelet plugin would, one ResourceSlice per node of 8 devices with attributes, and
@@ -13,7 +14,12 @@ import json
 
 import pytest
 
-from .conftest import condition, dump, job_manifest, pods_of, wait_job
+from kueue_host import DRA_DEVICE_CLASS, DRA_RESOURCE  # tests/kueue_host.py (tests/ is on sys.path)
+
+from .conftest import condition, dump, get_job, job_manifest, pods_of, wait_job, wait_phase
+from .kueue_helpers import KUEUE_LABELS, queued_operator, queues, running
+
+__all__ = ["queued_operator"]
 
 pytestmark = pytest.mark.cluster
 
@@ -44,9 +50,24 @@ def resource_slice(node: str, namespace: str) -> dict:
 
 @pytest.fixture
 def devices(cluster, namespace):
-    """Two fake nodes of 8 devices each, and the DeviceClass of their driver; gone at the end."""
-    nodes = [f"dra-{namespace[-5:]}-{i}" for i in range(2)]
-    device_class = f"gpu-{namespace}"[:63]
+    yield from published(cluster, namespace, f"gpu-{namespace}"[:63])
+
+
+@pytest.fixture
+def kueue_devices(cluster, namespace, queued_operator):
+    """As `devices`, of the DeviceClass Kueue's configuration maps to a quota resource."""
+    yield from published(cluster, namespace, DRA_DEVICE_CLASS)
+
+
+@pytest.fixture
+def three_nodes_of_devices(cluster, namespace):
+    yield from published(cluster, namespace, f"gpu-{namespace}"[:63], count=3)
+
+
+def published(cluster, namespace: str, device_class: str, count: int = 2):
+    """`count` fake nodes of 8 devices each, and the DeviceClass of their driver; gone at the end
+    (with any DeviceTaintRule the test made)."""
+    nodes = [f"dra-{namespace[-5:]}-{i}" for i in range(count)]
     cluster.apply({"apiVersion": "v1", "kind": "List", "items": [
         *(dra_node(n, namespace) for n in nodes), *(resource_slice(n, namespace) for n in nodes),
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
@@ -61,8 +82,13 @@ def devices(cluster, namespace):
             cluster.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--grace-period=0", "--force",
                             check=False)
         cluster.kubectl("delete", "resourceslices", *(f"{n}-gpus" for n in nodes), "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "devicetaintrules", taint_rule_name(namespace), "--ignore-not-found", check=False)
         cluster.kubectl("delete", "deviceclass", device_class, "--ignore-not-found", check=False)
         cluster.kubectl("delete", "node", *nodes, "--ignore-not-found", "--wait=false", check=False)
+
+
+def taint_rule_name(namespace: str) -> str:
+    return f"sick-{namespace}"[:63]
 
 
 def dra_job(name: str, namespace: str, device_class: str, selectors: list[str] | None = None) -> dict:
@@ -108,3 +134,57 @@ def test_each_worker_gets_an_allocated_claim_of_four_devices_on_its_node_and_an_
     assert job["status"]["phase"] == "Pending"
     assert not any(p["spec"].get("nodeName") for p in pods_of(cluster, namespace, "unmet"))
     assert condition(job, "Running")["status"] == "False"
+
+
+def test_kueue_counts_a_queued_jobs_devices_against_its_quota(cluster, namespace, queued_operator, kueue_devices):
+    """The claim template is there before the Workload: Kueue reads it to size the Workload
+    (one missing makes it inadmissible). 8 devices of quota: the first job of 2 x 4 runs, the
+    second waits with Kueue's words for the device resource."""
+    nodes, device_class = kueue_devices
+    queues(cluster, namespace, gpus=8, resource=DRA_RESOURCE)
+    for name in ("first", "second"):
+        job = dra_job(name, namespace, device_class)
+        job["metadata"]["labels"] = dict(KUEUE_LABELS)
+        cluster.apply(job, namespace=namespace)
+    running(cluster, namespace, "first", queued_operator)
+    assert len([c for c in claims(cluster, namespace) if (c.get("status") or {}).get("allocation")]) == 2
+    words = f"insufficient unused quota for {DRA_RESOURCE}"
+    second = wait_job(cluster, namespace, "second", lambda j: words in (condition(j, "Queued") or {}).get(
+        "message", ""), what="second Queued with Kueue's words for the devices")
+    assert second["status"]["phase"] == "Pending" and not pods_of(cluster, namespace, "second")
+
+
+def test_a_taint_on_a_device_a_worker_holds_moves_the_job_off_that_node_and_the_new_workers_avoid_it(
+        cluster, namespace, queued_operator, three_nodes_of_devices):
+    """An admin's DeviceTaintRule (NoExecute) on one device worker 0 holds: the job moves off that
+    node before Kubernetes would evict (the claim tolerates the taint for evictGraceSeconds and a
+    margin), its history names the device and the taint's key, and the new workers avoid the node.
+    The operator is its real entry point (the watches of claims, slices and rules are registered
+    there), as its ServiceAccount with the chart's rights."""
+    nodes, device_class = three_nodes_of_devices
+    cluster.apply(dra_job("steady", namespace, device_class), namespace=namespace)
+    wait_phase(cluster, namespace, "steady", "Running")
+    held = next(c for c in claims(cluster, namespace) if (c.get("status") or {}).get("allocation")
+                and c["metadata"]["ownerReferences"][0]["name"] == "steady-worker-0")
+    device = held["status"]["allocation"]["devices"]["results"][0]
+    sick_node = device["pool"]
+    cluster.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                   "metadata": {"name": taint_rule_name(namespace)},
+                   "spec": {"deviceSelector": {"driver": device["driver"], "pool": device["pool"],
+                                               "device": device["device"]},
+                            "taint": {"key": "example.com/xid", "value": "79", "effect": "NoExecute"}}})
+    moved = wait_job(cluster, namespace, "steady", lambda j: any(
+        f.get("cause") == "NodeUnhealthy" for f in j["status"].get("failures") or []), what="moved off the node")
+    (entry,) = [f for f in moved["status"]["failures"] if f.get("cause") == "NodeUnhealthy"]
+    assert entry["node"] == sick_node
+    assert f"{device['pool']}/{device['device']} tainted example.com/xid=79:NoExecute" in entry["message"]
+
+    def away():
+        pods = [p for p in pods_of(cluster, namespace, "steady") if not p["metadata"].get("deletionTimestamp")]
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = cluster.wait_for(away, timeout=180, interval=1, what="the new workers bound",
+                            describe=lambda: dump({"pods": pods_of(cluster, namespace, "steady"),
+                                                   "job": get_job(cluster, namespace, "steady")["status"]}))
+    assert sick_node not in {p["spec"]["nodeName"] for p in pods}
+    assert sick_node in [a["node"] for a in get_job(cluster, namespace, "steady")["status"]["avoidedNodes"]]

@@ -17,6 +17,9 @@ from disttrain.render.context import child_metadata
 
 API_VERSION = "resource.k8s.io/v1"
 CLAIM = "gpus"  # the pod's name for its claim, and the template's request
+# A NoExecute device taint is tolerated this long past evictGraceSeconds: the operator's pass,
+# the checkpoint request and the pods' deletion fit in it.
+TAINT_MARGIN_SECONDS = 30
 
 
 def template_name(job: t.Job) -> str:
@@ -31,9 +34,15 @@ def render_claim_template(job: t.Job) -> dict | None:
     exactly: dict = {"deviceClassName": devices.class_name, "allocationMode": "ExactCount", "count": devices.count}
     if devices.selectors:
         exactly["selectors"] = [{"cel": {"expression": expression}} for expression in devices.selectors]
-    return {"apiVersion": API_VERSION, "kind": "ResourceClaimTemplate",
-            "metadata": child_metadata(job, template_name(job)),
-            "spec": {"spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}}}
+    grace = job.spec.checkpoint.evict_grace_seconds if job.spec.checkpoint is not None else 0
+    if grace:  # time to move off a sick device checkpoint first, before Kubernetes evicts (taints.py)
+        exactly["tolerations"] = [{"operator": "Exists", "effect": "NoExecute",
+                                   "tolerationSeconds": grace + TAINT_MARGIN_SECONDS}]
+    meta = child_metadata(job, template_name(job))
+    return {"apiVersion": API_VERSION, "kind": "ResourceClaimTemplate", "metadata": meta,
+            # Each worker's claim carries the job's labels: the operator finds the devices it holds.
+            "spec": {"metadata": {"labels": dict(meta["labels"])},
+                     "spec": {"devices": {"requests": [{"name": CLAIM, "exactly": exactly}]}}}}
 
 
 def claiming(pod: dict, job: t.Job) -> dict:

@@ -28,6 +28,8 @@ WORKLOAD, FLAVOR, LOCAL_QUEUE = (f"Workload.{kueue.GROUP}", f"ResourceFlavor.{ku
                                  f"LocalQueue.{kueue.GROUP}")
 INDEX = "job_workloads"  # kopf's index of our Workloads by (namespace, job)
 LOCAL_QUEUE_SECONDS = 60.0  # a LocalQueue's ClusterQueue is read again at most this often
+# What Kueue reads besides the Workload when it sizes it: the claim templates of its pods.
+SIZED_FROM = frozenset({"ResourceClaimTemplate"})
 
 # What to do when the API refuses a job's Workload.
 WORKLOAD_HINTS = {
@@ -219,11 +221,25 @@ class Kueue(Integration):
                              f"{kind} {name!r} (from {where}) does not exist", {404: f"create it, or change {where}"})
                 return
             priority = kueue.Priority(kind=kind, name=name, value=int(found.get("value") or 0))
+        if not await self._named_by_pod(shell, record, key, owned, resolved):
+            return
         pod = dressed(render_pod(owned, resolved, 0), owned, shell.integrations)  # as the workers will be
         body = kueue.render_workload(owned, resolved, pod, queue, priority,
                                      template_hash(job.validation.job, resolved), growth)
         if await shell.create_or_refuse(record, key, body, WORKLOAD_HINTS):
             log.info("%s/%s: created Workload %s in LocalQueue %s", *key, body["metadata"]["name"], queue)
+
+    async def _named_by_pod(self, shell: Shell, record: Any, key: Key, owned: Any, resolved: Any) -> bool:
+        """The children Kueue reads when it sizes the Workload, made before it: the
+        ResourceClaimTemplates its pod names (Kueue counts their devices against the quota;
+        one missing makes the Workload inadmissible). False: one was refused (said on the job)."""
+        for integration in shell.integrations:
+            for child in integration.children(owned, resolved):
+                if child["kind"] in SIZED_FROM and not await shell.create_or_refuse(
+                        record, key, child, integration.refusal_hints.get(child["kind"], {})):
+                    if shell.refused_lately(record):
+                        return False
+        return True
 
     async def _update_workload(self, shell: Shell, job: JobState, name: str, change: Any) -> None:
         """Read the Workload, change its status (kueue.release, pods_ready, finish), write it with

@@ -11,6 +11,7 @@ in the order of a job's life, never an integration's name:
   suspended  the user suspended the job: what the integration's objects must do
   tell       after the pass: steps that bring the integration's objects up to date
   lost_to    the cause a job's waiting time is lost to (goodput), if any
+  unhealthy  nodes the job's workers should leave, with why (a sick device they hold there)
 
 Each hook adds to the Plan: conditions and Events as every stage does, and `Step`s, small
 typed requests that the integration's own shell carries out (`Integration.carry_out`).
@@ -65,3 +66,8 @@ class Joined:
 
     def lost_to(self, job: JobState) -> str | None:
         return None
+
+    def unhealthy(self, job: JobState, pods: list[PodInfo]) -> dict[str, str]:
+        """Nodes of the job's workers that are unhealthy for it, with why (a device a worker
+        holds there is tainted): the job moves off them as off a node whose conditions say so."""
+        return {}

@@ -164,6 +164,11 @@ def unhealthy_nodes(job: JobState, pods: list[PodInfo], nodes: Mapping[str, Node
             why = node.unhealthy(rules, spec.gpu_resource_name, gpus)
             if why is not None:
                 out[name] = why
+    for joined in job.joined:  # what an integration finds wrong there for this job (a tainted device)
+        for name, why in joined.unhealthy(job, pods).items():
+            node = nodes.get(name)
+            if node is None or node.lost_since() is None:
+                out[name] = f"{out[name]}; {why}" if name in out else why
     return out
 
 

@@ -122,6 +122,7 @@ bench: venv tools  ## benchmarks: print ratios measured side by side
 	$(RUN) python bench/callback_overhead.py
 	$(RUN) python bench/checkpoint_slowdown.py
 	$(RUN) python bench/operator_scale.py
+	$(RUN) python bench/placement.py
 
 dashboard-previews: venv tools  ## run the dashboards against live data (trainer, operator, Prometheus), draw docs/img/dashboard-*.png
 	@bash hack/ensure-promtool.sh

@@ -135,6 +135,8 @@ def apiserver_pid(state_hint: str) -> int | None:
 
 
 class Bench:
+    name = CLUSTER  # the cluster's name for hack/cluster.sh
+
     def __init__(self, nodes: int):
         self.nodes = nodes
         self.bin = sh("bash", str(REPO / "hack" / "build-tools.sh"), "--print-bin").strip()
@@ -159,6 +161,11 @@ class Bench:
                   "status": {"capacity": room, "allocatable": room}}
                  for i in range(4)]
         self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+        self.operator_credentials(Path(tempfile.mkdtemp()))
+
+    def operator_credentials(self, where: Path) -> None:
+        """The CRD and the operator's namespace and RBAC, and a kubeconfig in WHERE with its
+        ServiceAccount's token: the operator runs with the rights users give it."""
         self.kubectl("apply", "-f", str(REPO / "manifests" / "crd"))
         self.kubectl("apply", "-f", str(REPO / "manifests" / "operator" / "namespace.yaml"))
         self.kubectl("apply", "-f", str(REPO / "manifests" / "rbac"))
@@ -167,7 +174,7 @@ class Bench:
                              "--duration=2h").strip()
         admin = json.loads(self.kubectl("config", "view", "--raw", "-o", "json"))
         cluster = admin["clusters"][0]
-        self.operator_kubeconfig = Path(tempfile.mkdtemp()) / "operator.kubeconfig"
+        self.operator_kubeconfig = where / "operator.kubeconfig"
         self.operator_kubeconfig.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
             "users": [{"name": "operator", "user": {"token": token}}],
@@ -175,7 +182,7 @@ class Bench:
             "current-context": "operator"}))
 
     def down(self) -> None:
-        sh("bash", str(REPO / "hack" / "cluster.sh"), "down", CLUSTER, env=self.env, check=False)
+        sh("bash", str(REPO / "hack" / "cluster.sh"), "down", self.name, env=self.env, check=False)
 
     def throttled(self) -> int:
         """429 answers to any client so far (apiserver_request_total)."""

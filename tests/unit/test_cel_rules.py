@@ -151,6 +151,7 @@ CHANGES = {
     "nodes": (2, 3), "minNodes": (1, 2), "maxNodes": (4, 5), "gpusPerNode": (0, 1),
     "gpuResourceName": ("nvidia.com/gpu", "amd.com/gpu"), "nprocPerNode": ("auto", 2),
     "devices": ({"className": "gpu.example.com", "count": 1}, {"className": "gpu.example.com", "count": 2}),
+    "computeDomain": ({"allocationMode": "Single"}, {"allocationMode": "All"}),
     "rendezvous": ({"port": 29400}, {"port": 29401}), "maxRestarts": (3, 4), "backoffLimit": (6, 7),
     "checkpoint": ({"keep": 3}, {"keep": 4}), "suspend": (False, False),
     "activeDeadlineSeconds": (60, 120), "ttlSecondsAfterFinished": (60, 120),

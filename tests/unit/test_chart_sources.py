@@ -61,7 +61,7 @@ def test_namespaced_rbac_is_the_cluster_role_split():
     assert next(d for d in overlay if d["kind"] == "ClusterRole")["rules"] == cluster
     assert {r for rule in namespaced for r in rule["resources"]} == {
         "distributedtrainings", "distributedtrainings/status", "pods", "services", "networkpolicies", "events",
-        "podgroups", "poddisruptionbudgets", "trainingtemplates", "resourceclaimtemplates", "resourceclaims"}
+        "podgroups", "poddisruptionbudgets", "trainingtemplates", "resourceclaimtemplates", "resourceclaims", "computedomains"}
     # Cluster-scoped: reads, and the reviews /metrics asks for (created only to read a verdict).
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"}
                or (rule["verbs"] == ["create"] and set(rule["resources"]) <= {"tokenreviews", "subjectaccessreviews"})

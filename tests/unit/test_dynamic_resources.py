@@ -94,3 +94,16 @@ def test_a_worker_holding_a_tainted_device_moves_off_its_node_naming_the_device_
     assert {why for _, why in plan.delete} == {"NodeUnhealthy"}  # the workers restart, off that node
     (stop,) = plan.status.failures
     assert stop.node == "node-a" and "gpu-2 tainted example.com/ecc" in stop.message
+
+
+def test_a_compute_domain_job_owns_one_and_each_worker_claims_its_channel():
+    job, resolved, _ = load_job(job_doc(nodes=2, gpusPerNode=4, computeDomain={}))
+    children = render_children(dataclasses.replace(job, uid="u-1"), resolved)
+    (domain,) = [c for c in children if c["kind"] == "ComputeDomain"]
+    assert domain["apiVersion"] == "resource.nvidia.com/v1beta1" and domain["metadata"]["name"] == "demo-nvlink"
+    assert domain["spec"] == {"channel": {"resourceClaimTemplate": {"name": "demo-nvlink-channel"},
+                                          "allocationMode": "Single"}}  # no numNodes: no worker waits for a count
+    for pod in (c for c in children if c["kind"] == "Pod"):
+        assert pod["spec"]["resourceClaims"] == [{"name": "nvlink", "resourceClaimTemplateName": "demo-nvlink-channel"}]
+        resources = pod["spec"]["containers"][0]["resources"]
+        assert resources["claims"] == [{"name": "nvlink"}] and resources["limits"]["nvidia.com/gpu"] == "4"

@@ -133,3 +133,11 @@ def test_a_topology_nothing_here_places_by_waits_and_says_the_fix():
         assert running["reason"] == c.TOPOLOGY_UNPLACED and fix in running["message"]
         assert running["message"].startswith("spec.scheduling.topology (example.com/rack) is placed by Kueue's")
         assert [e.reason for e in plan.events] == [c.TOPOLOGY_UNPLACED]
+
+
+def test_an_elastic_jobs_growth_slice_asks_for_the_same_topology():
+    spec = {**GPU, "nodes": 4, "minNodes": 2, "maxNodes": 4, "scheduling": {"topology": {"required": RACK}}}
+    body = workload(spec, growth=kueue.Slice(number=1, replaces="distributedtraining-demo-0b5c6"))
+    (pod_set,) = body["spec"]["podSets"]
+    assert pod_set["topologyRequest"] == {"required": RACK, "podIndexLabel": "disttrain.dev/worker-index"}
+    assert pod_set["count"] == 4 and "minCount" not in pod_set

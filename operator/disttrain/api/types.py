@@ -428,6 +428,19 @@ class Devices:
         max_length=4096)
 
 
+ComputeDomainChannels = Literal["Single", "All"]
+
+
+@dataclass(kw_only=True, slots=True)
+class ComputeDomain:
+    """computeDomain: the workers share one NVIDIA ComputeDomain (multi-node NVLink on GB200
+    and similar racks), which NVIDIA's DRA driver must serve (docs/placement.md)."""
+
+    allocation_mode: ComputeDomainChannels | None = spec_field(
+        "allocationMode: Single (one IMEX channel per worker) or All (every channel of the domain).",
+        default="Single")
+
+
 @dataclass(kw_only=True, slots=True)
 class DistributedTrainingSpec:
     """spec: the desired training job."""
@@ -485,6 +498,9 @@ class DistributedTrainingSpec:
     devices: Devices | None = spec_field(
         "devices: the workers' GPUs as DRA devices (a DeviceClass, a count, selectors) instead of "
         "gpusPerNode; set one of the two.", immutable_while_running=True)
+    compute_domain: ComputeDomain | None = spec_field(
+        "computeDomain: multi-node NVLink between the workers through NVIDIA's ComputeDomain "
+        "(its DRA driver): the job owns one, and each worker claims its channel.", immutable_while_running=True)
     nproc_per_node: IntOrString | None = spec_field(
         "nprocPerNode: processes per worker pod, an integer >= 1 or auto "
         "(= gpusPerNode, or 1 on CPU).", default="auto", immutable_while_running=True)

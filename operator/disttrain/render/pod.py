@@ -235,8 +235,9 @@ def _template_hash(job: t.Job, resolved: Resolved) -> str:
     # The name of the template the job was resolved against: no pod reads it, and what the
     # template set is in the spec itself by now.
     spec.pop("template_ref", None)
-    if spec.get("devices") is None:  # added later: unset, it changes no hash
-        spec.pop("devices", None)
+    for added in ("devices", "compute_domain"):  # added later: unset, they change no hash
+        if spec.get(added) is None:
+            spec.pop(added, None)
     # The operator's own knob (how long it waits for a checkpoint before a stop): no pod reads it.
     spec["checkpoint"] = {k: v for k, v in spec["checkpoint"].items()
                           if k != "evict_grace_seconds" and (k not in _ADDED_CHECKPOINT_DEFAULTS

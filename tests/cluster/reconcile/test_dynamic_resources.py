@@ -188,3 +188,46 @@ def test_a_taint_on_a_device_a_worker_holds_moves_the_job_off_that_node_and_the_
                                                    "job": get_job(cluster, namespace, "steady")["status"]}))
     assert sick_node not in {p["spec"]["nodeName"] for p in pods}
     assert sick_node in [a["node"] for a in get_job(cluster, namespace, "steady")["status"]["avoidedNodes"]]
+
+
+COMPUTE_DOMAIN_CRD = "computedomains.resource.nvidia.com"
+
+
+def compute_domain_crd() -> dict:
+    """A stand-in, said here: the ComputeDomain CRD as NVIDIA's DRA driver installs it (its
+    group, version, kind and scope; no schema of its own), since the driver itself cannot run
+    without NVIDIA hardware. What the operator does with it is the API server's answer."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": COMPUTE_DOMAIN_CRD},
+            "spec": {"group": "resource.nvidia.com", "scope": "Namespaced",
+                     "names": {"plural": "computedomains", "singular": "computedomain", "kind": "ComputeDomain",
+                               "listKind": "ComputeDomainList"},
+                     "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_a_compute_domain_job_says_the_fix_where_the_kind_is_not_served_and_owns_one_where_it_is(
+        cluster, namespace, operator, install_mode):
+    job = job_manifest("nvl", nodes=2, gpusPerNode=4, computeDomain={})
+    cluster.apply(job, namespace=namespace)
+    refused = wait_job(cluster, namespace, "nvl", lambda j: "install NVIDIA's DRA driver" in (
+        condition(j, "PodCreationForbidden") or {}).get("message", ""), what="the ComputeDomain refused, with the fix")
+    assert refused["status"]["phase"] == "Pending" and not pods_of(cluster, namespace, "nvl")
+    cluster.apply(compute_domain_crd())
+    try:
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{COMPUTE_DOMAIN_CRD}", "--timeout=60s",
+                        timeout=90)
+        domain = cluster.wait_for(lambda: cluster.try_get("computedomains.resource.nvidia.com", "nvl-nvlink",
+                                                          namespace), timeout=180, what="the job's ComputeDomain")
+        assert domain["metadata"]["ownerReferences"][0]["name"] == "nvl"
+        assert domain["spec"]["channel"]["resourceClaimTemplate"]["name"] == "nvl-nvlink-channel"
+        pods = cluster.wait_for(lambda: (p := pods_of(cluster, namespace, "nvl")) and len(p) == 2 and p,
+                                timeout=120, what="the workers")
+        for pod in pods:
+            assert {"name": "nvlink", "resourceClaimTemplateName": "nvl-nvlink-channel"} in pod["spec"]["resourceClaims"]
+    finally:
+        cluster.kubectl("delete", "dt", "nvl", "-n", namespace, "--wait=false", check=False)
+        cluster.kubectl("delete", "computedomains.resource.nvidia.com", "--all", "-n", namespace, "--wait=false",
+                        check=False)
+        cluster.kubectl("delete", "crd", COMPUTE_DOMAIN_CRD, "--ignore-not-found", "--wait=false", check=False)

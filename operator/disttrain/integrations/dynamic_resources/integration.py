@@ -11,6 +11,7 @@ from disttrain.api import types as t
 from disttrain.api.names import JOB_LABEL
 from disttrain.api.status_types import Resolved
 from disttrain.integrations.dynamic_resources import taints
+from disttrain.integrations.dynamic_resources import compute_domain as nvlink
 from disttrain.integrations.dynamic_resources.claim import API_VERSION, claiming, render_claim_template
 from disttrain.integrations.protocol import Integration, Key, Shell, Use
 from disttrain.operator.core.integration import Joined
@@ -29,6 +30,15 @@ TEMPLATE_HINTS = {
 }
 
 
+# What to do when the API refuses a job's ComputeDomain (spec.computeDomain).
+DOMAIN_HINTS = {
+    404: f"the ComputeDomain kind ({nvlink.API_VERSION}) is not served: install NVIDIA's DRA driver with its "
+         "ComputeDomain support (GB200 and similar multi-node NVLink racks), or remove spec.computeDomain",
+    403: "the operator may not create ComputeDomains: install the chart of this version (its RBAC grants "
+         "computedomains), or remove spec.computeDomain",
+}
+
+
 class DynamicResources(Integration):
     """A job's devices (spec.devices) through Dynamic Resource Allocation."""
 
@@ -39,19 +49,23 @@ class DynamicResources(Integration):
         Use("resource.k8s.io", "resourceclaims", "list watch", "watched", "the devices each worker holds"),
         Use("resource.k8s.io", "resourceslices", "list watch", "cluster", "a driver's taints on a sick device"),
         Use("resource.k8s.io", "devicetaintrules", "list watch", "cluster", "an admin's taints on a sick device"),
+        Use("resource.nvidia.com", "computedomains", "create get", "watched",
+            "multi-node NVLink (spec.computeDomain): one NVIDIA ComputeDomain per job"),
     )
-    refusal_hints: ClassVar[Mapping[str, Mapping[int, str]]] = {"ResourceClaimTemplate": TEMPLATE_HINTS}
+    refusal_hints: ClassVar[Mapping[str, Mapping[int, str]]] = {"ResourceClaimTemplate": TEMPLATE_HINTS,
+                                                                 "ComputeDomain": DOMAIN_HINTS}
     paths: ClassVar[Mapping[str, str]] = {
         "ResourceClaimTemplate.resource.k8s.io": f"/apis/{API_VERSION}/namespaces/{{ns}}/resourceclaimtemplates",
+        "ComputeDomain.resource.nvidia.com": f"/apis/{nvlink.API_VERSION}/namespaces/{{ns}}/computedomains",
     }
 
     def children(self, job: t.Job, resolved: Resolved) -> list[dict]:
-        """The template every worker's claim is made from: it must be there before any worker."""
-        template = render_claim_template(job)
-        return [template] if template is not None else []
+        """The template every worker's claim is made from, and the ComputeDomain whose channel
+        each worker claims: both there before any worker."""
+        return [c for c in (render_claim_template(job), nvlink.render_compute_domain(job)) if c is not None]
 
     def dress(self, pod: dict, job: t.Job) -> dict:
-        return claiming(pod, job)
+        return nvlink.joining(claiming(pod, job), job)
 
     def __init__(self) -> None:
         self.indexes: Mapping[str, Any] = {}

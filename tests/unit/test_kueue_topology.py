@@ -141,3 +141,15 @@ def test_an_elastic_jobs_growth_slice_asks_for_the_same_topology():
     (pod_set,) = body["spec"]["podSets"]
     assert pod_set["topologyRequest"] == {"required": RACK, "podIndexLabel": "disttrain.dev/worker-index"}
     assert pod_set["count"] == 4 and "minCount" not in pod_set
+
+
+def test_status_shows_where_the_workers_were_placed_in_one_line():
+    from datetime import datetime, timezone
+
+    from disttrain.client.jobview import status_lines, view_of
+
+    job = {"metadata": {"name": "llm", "namespace": "team-a"}, "status": {"phase": "Running", "admission": {
+        "clusterQueue": "cq", "topology": {"level": RACK, "domainCount": 1, "hosts": 4,
+                                           "domains": [{"name": "b0-r2", "workers": 8}]}}}}
+    lines = status_lines(view_of(job), [], datetime.now(timezone.utc))
+    assert "Placement:   1 example.com/rack: b0-r2 (8 workers), on 4 hosts" in lines

@@ -328,6 +328,27 @@ def job_manifest(name: str, **spec: Any) -> dict:
             "metadata": {"name": name}, "spec": {**base, **spec}}
 
 
+TEST_POOL = "disttrain.dev/test-pool"  # the label (and taint) of a test's own KWOK nodes
+
+
+def kwok_node(name: str, labels: dict, capacity: dict, taints: list | None = None) -> dict:
+    """A fake node of the test's own, run by KWOK: its hostname label, `labels`, `capacity`
+    (allocatable too) and `taints`."""
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, **labels}},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+    if taints:
+        node["spec"] = {"taints": taints}
+    return node
+
+
+def gpu_node(name: str, pool: str) -> dict:
+    """A node of one GPU in the test's pool (the gang tests count room a node at a time)."""
+    return kwok_node(name, {TEST_POOL: pool, "type": "kwok-gang"},
+                     {"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"})
+
+
 def get_job(cluster, namespace: str, name: str) -> dict:
     return cluster.get("dt", name, namespace)
 

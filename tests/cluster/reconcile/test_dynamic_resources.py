@@ -16,14 +16,15 @@ import pytest
 
 from kueue_host import DRA_DEVICE_CLASS, DRA_RESOURCE  # tests/kueue_host.py (tests/ is on sys.path)
 
-from .conftest import condition, dump, get_job, job_manifest, pods_of, wait_job, wait_phase
+from .conftest import (TEST_POOL, condition, dump, get_job, job_manifest, kwok_node, pods_of, wait_job,
+                       wait_phase)
 from .kueue_helpers import KUEUE_LABELS, queued_operator, queues, running
 
 __all__ = ["queued_operator"]
 
 pytestmark = pytest.mark.cluster
 
-POOL = "disttrain.dev/test-pool"
+POOL = TEST_POOL
 
 
 def driver(namespace: str) -> str:
@@ -31,12 +32,9 @@ def driver(namespace: str) -> str:
 
 
 def dra_node(name: str, namespace: str) -> dict:
-    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {POOL: namespace, "kubernetes.io/hostname": name, "type": "kwok-dra"}},
-            "spec": {"taints": [{"key": POOL, "value": namespace, "effect": "NoSchedule"}]},
-            "status": {"capacity": capacity, "allocatable": capacity}}
+    """A node of the test's pool without extended GPUs: its devices are in its ResourceSlice."""
+    return kwok_node(name, {POOL: namespace, "type": "kwok-dra"}, {"cpu": "64", "memory": "512Gi", "pods": "110"},
+                     [{"key": POOL, "value": namespace, "effect": "NoSchedule"}])
 
 
 def resource_slice(node: str, namespace: str) -> dict:

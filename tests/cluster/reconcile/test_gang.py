@@ -19,19 +19,11 @@ import json
 
 import pytest
 
-from .conftest import dump, job_manifest, pods_of, wait_job
+from .conftest import TEST_POOL, dump, gpu_node, job_manifest, pods_of, wait_job
 
 pytestmark = pytest.mark.cluster
 
-POOL = "disttrain.dev/test-pool"
-
-
-def gpu_node(name: str, pool: str) -> dict:
-    capacity = {"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {POOL: pool, "kubernetes.io/hostname": name, "type": "kwok-gang"}},
-            "status": {"capacity": capacity, "allocatable": capacity}}
+POOL = TEST_POOL
 
 
 def gang_state(cluster, namespace: str, name: str) -> str:

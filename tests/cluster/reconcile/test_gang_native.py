@@ -16,12 +16,12 @@ import os
 
 import pytest
 
-from .conftest import condition, dump, events_of, install_operator_rights, job_manifest, pods_of, running_operator, \
-    wait_job
+from .conftest import TEST_POOL as POOL
+from .conftest import condition, dump, events_of, gpu_node, install_operator_rights, job_manifest, pods_of, \
+    running_operator, wait_job
 
 pytestmark = pytest.mark.cluster
 
-POOL = "disttrain.dev/test-pool"
 NATIVE = "podgroups.scheduling.k8s.io"
 
 
@@ -35,14 +35,6 @@ def gated_cluster(request, cluster):
     env = {"DISTTRAIN_FEATURE_GATES": "GenericWorkload=true", "DISTTRAIN_FAKE_GPU_NODES": "0",
            "DISTTRAIN_FAKE_CPU_NODES": "0"}
     yield from start_cluster(request, f"gang-{os.getpid()}", env)
-
-
-def gpu_node(name: str, pool: str) -> dict:
-    capacity = {"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {POOL: pool, "kubernetes.io/hostname": name, "type": "kwok-gang"}},
-            "status": {"capacity": capacity, "allocatable": capacity}}
 
 
 def native_job(name: str, pool: str) -> dict:

@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-from .conftest import condition, dump, get_job, pods_of, wait_job
+from .conftest import TEST_POOL, condition, dump, get_job, kwok_node, pods_of, wait_job
 from .kueue_helpers import queued_job, queued_operator, queues, running
 
 pytestmark = pytest.mark.cluster
 
 __all__ = ["queued_operator"]
 
-POOL = "disttrain.dev/test-pool"
+POOL = TEST_POOL
 BLOCK, RACK, HOST = "disttrain.dev/test-block", "disttrain.dev/test-rack", "kubernetes.io/hostname"
 GPUS = "nvidia.com/gpu"
 
@@ -40,12 +40,9 @@ def topology_nodes(namespace: str) -> list[dict]:
         for rack in range(4):
             for host in range(4):
                 name = host_name(namespace, block, rack, host)
-                nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {
-                    "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                    "labels": {POOL: namespace, BLOCK: f"b{block}", RACK: f"b{block}-r{rack}", HOST: name,
-                               "type": "kwok-tas"}},
-                    "spec": {"taints": [{"key": POOL, "value": namespace, "effect": "NoSchedule"}]},
-                    "status": {"capacity": capacity, "allocatable": capacity}})
+                nodes.append(kwok_node(name, {POOL: namespace, BLOCK: f"b{block}", RACK: f"b{block}-r{rack}",
+                                              "type": "kwok-tas"}, capacity,
+                                       [{"key": POOL, "value": namespace, "effect": "NoSchedule"}]))
     return nodes
 
 

@@ -22,7 +22,8 @@ MAY_NAME = {
     # The API model is the one schema source of the CRD: its fields, condition types and
     # their descriptions say what a job asks of an integration and what it reports
     # (spec.scheduling.gang, Kueue's Queued/Admitted/Evicted and its failure causes).
-    "api/types.py": "the CRD's spec.scheduling.gang and its description",
+    "api/types.py": "the CRD's spec and its descriptions, which say what a job asks of an integration",
+    "api/placement.py": "the CRD's spec.scheduling (gang, topology), devices and computeDomain, and their descriptions",
     "api/status_types.py": "the CRD's status descriptions (admission, Kueue's causes and conditions)",
     "api/conditions.py": "the CRD's condition types Kueue's admission sets, and its reasons (Events share them)",
     "api/validate.py": "the offline check of the API's own spec.scheduling.gang (disttrain validate)",

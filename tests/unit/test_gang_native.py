@@ -63,7 +63,7 @@ class NotServed(FakeKube):
         self.served_resources = set()
 
 
-async def _passes(kube: FakeKube, scheduling: dict, count: int):
+async def _passes(kube: FakeKube, scheduling: dict, count: int, **settings):
     from disttrain.operator.controller import Controller
     from disttrain.operator.core.state import Policy
     from disttrain.operator.metrics import OperatorMetrics
@@ -71,7 +71,7 @@ async def _passes(kube: FakeKube, scheduling: dict, count: int):
 
     from .fake_clock import FakeClock
 
-    shell = Controller(settings=Settings(), kube=kube, metrics=OperatorMetrics(), policy=Policy(), clock=FakeClock())
+    shell = Controller(settings=Settings(**settings), kube=kube, metrics=OperatorMetrics(), policy=Policy(), clock=FakeClock())
     shell.pods_index = {}
     doc = job(nodes=2, scheduling=scheduling)
     doc["metadata"].update(uid="u1", generation=1, creationTimestamp="2026-11-24T12:00:00Z")
@@ -85,9 +85,9 @@ async def _passes(kube: FakeKube, scheduling: dict, count: int):
     return shell.records["u1"].last_status, said
 
 
-def run(kube: FakeKube, scheduling: dict, count: int = 2):
+def run(kube: FakeKube, scheduling: dict, count: int = 2, **settings):
     """The job's status after `count` passes, and the reasons of the Events they decided."""
-    return asyncio.run(asyncio.wait_for(_passes(kube, scheduling, count), timeout=60))
+    return asyncio.run(asyncio.wait_for(_passes(kube, scheduling, count, **settings), timeout=60))
 
 
 def test_the_shell_creates_nothing_where_discovery_lists_no_podgroups_and_asks_discovery_once():
@@ -131,3 +131,27 @@ def test_a_refused_native_podgroup_names_the_feature_gate_not_a_crd():
     forbidden = c.get_condition(status.conditions, c.POD_CREATION_FORBIDDEN)
     assert forbidden.status == "True" and forbidden.message.startswith("creating PodGroup demo was refused (404")
     assert FIX in forbidden.message and "install the CRD" not in forbidden.message
+
+
+def test_with_a_fallback_a_native_gang_the_cluster_does_not_serve_goes_to_that_scheduler_and_says_so():
+    kube = NotServed({("team-a", "demo"): "u1"})
+    status, said = run(kube, NATIVE, gang_fallback="coscheduler")
+    running = c.get_condition(status.conditions, c.RUNNING)
+    assert running is None or running.reason != c.GANG_NOT_SERVED
+    group = kube.objects[("PodGroup.scheduling.x-k8s.io", "team-a", "demo")]  # coscheduling's kind
+    assert group["spec"]["minMember"] == 2
+    pod = kube.objects[("Pod", "team-a", "demo-worker-0")]
+    assert pod["spec"]["schedulerName"] == "coscheduler"
+    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "demo"
+    assert said.count(c.GANG_SCHEDULING) == 1 and c.GANG_NOT_SERVED not in said
+
+
+def test_the_fallback_is_named_in_the_jobs_event():
+    base = state(None, nodes=3, scheduling=NATIVE)
+    plan = decide(dataclasses.replace(base, joined=(InGang(native_served=False, fallback="coscheduler"),)), [],
+                  NOW, POLICY)
+    assert plan.create == [0, 1, 2]
+    (said,) = [e.message for e in plan.events if e.reason == c.GANG_SCHEDULING]
+    assert said.startswith("the workers join PodGroup demo (scheduling.x-k8s.io/v1alpha1): the coscheduling plugin "
+                           "(scheduler coscheduler, DISTTRAIN_GANG_FALLBACK: the cluster does not serve "
+                           "kube-scheduler's own PodGroups) binds 3 or more")

@@ -104,3 +104,35 @@ def test_where_the_cluster_does_not_serve_them_the_job_creates_no_worker_and_nam
     warned = cluster.wait_for(lambda: [e for e in events_of(cluster, namespace, "gang")
                                        if e["reason"] == "GangNotServed"], timeout=60, what="the Warning Event")
     assert warned[0]["type"] == "Warning"
+
+
+def test_with_a_fallback_the_same_job_is_placed_by_that_gang_scheduler_and_says_which(
+        cluster, namespace, install_mode, coscheduler):
+    """The ordinary cluster (no GenericWorkload) and an operator told DISTTRAIN_GANG_FALLBACK:
+    the job's gang goes to the coscheduling scheduler, all of it bound where it fits."""
+    names = [f"{namespace}-f{i}"[-63:] for i in range(3)]
+    for name in names:
+        cluster.apply(gpu_node(name, namespace))
+    try:
+        cluster.kubectl("wait", "--for=condition=Ready", "node", *names, "--timeout=60s", timeout=90)
+        with running_operator(cluster, namespace, install_mode[1], DISTTRAIN_GANG_FALLBACK=coscheduler):
+            cluster.apply(native_job("fallback", namespace), namespace=namespace)
+            group = cluster.wait_for(lambda: cluster.try_get("podgroups.scheduling.x-k8s.io", "fallback", namespace),
+                                     timeout=60, what="coscheduling's PodGroup")
+            assert group["spec"]["minMember"] == 3
+
+            def bound():
+                pods = pods_of(cluster, namespace, "fallback")
+                return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
+
+            pods = cluster.wait_for(bound, timeout=180, interval=1, what="all 3 bound by the fallback")
+            assert {p["spec"]["schedulerName"] for p in pods} == {coscheduler}
+            said = cluster.wait_for(lambda: [e["message"] for e in events_of(cluster, namespace, "fallback")
+                                             if e["reason"] == "GangScheduling"], timeout=60, what="the Event")
+            assert f"scheduler {coscheduler}, DISTTRAIN_GANG_FALLBACK" in said[0]
+    finally:
+        cluster.kubectl("delete", "dt", "--all", "-n", namespace, "--wait=false", check=False)
+        cluster.kubectl("delete", "node", *names, "--ignore-not-found", "--wait=false", check=False)
+        for pod in pods_of(cluster, namespace, "fallback"):
+            cluster.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--grace-period=0", "--force",
+                            check=False)

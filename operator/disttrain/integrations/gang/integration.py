@@ -7,14 +7,15 @@ PodGroups, and what to tell a user whose PodGroup the API refuses.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from disttrain.api import types as t
 from disttrain.api.status_types import Resolved
 from disttrain.integrations.gang.membership import NAME, NOT_SERVED, InGang
-from disttrain.integrations.gang.pod_group import COSCHEDULING, NATIVE, VOLCANO, gang_member, render_pod_group
-from disttrain.integrations.protocol import Integration, Key, Shell, Use
+from disttrain.integrations.gang.pod_group import COSCHEDULING, NATIVE, VOLCANO, gang_member, mechanism, render_pod_group
+from disttrain.integrations.protocol import Integration, Key, Setting, Shell, Use
 from disttrain.operator.core.integration import Joined
 
 NO_RIGHTS = ("the operator may not create PodGroups: install the chart of this version (its RBAC grants "
@@ -27,6 +28,9 @@ POD_GROUP_HINTS = {
 }
 NATIVE_HINTS = {404: NOT_SERVED, 403: NO_RIGHTS}
 DISCOVERY_SECONDS = 60.0  # how long one discovery answer stands, for every job
+FALLBACK = """DISTTRAIN_GANG_FALLBACK: the scheduler that places a gang without schedulerName where the
+cluster does not serve kube-scheduler's own PodGroups (GenericWorkload off): one running the
+coscheduling plugin, or volcano. Empty (the default): such a job waits, Pending, and says the fix."""
 
 
 def _group(api_version: str) -> str:
@@ -48,8 +52,28 @@ class Gang(Integration):
         f"PodGroup.{_group(version)}": f"/apis/{version}/namespaces/{{ns}}/podgroups"
         for version in (NATIVE, COSCHEDULING, VOLCANO)}
 
-    def __init__(self) -> None:
+    settings: ClassVar[tuple[Setting, ...]] = (Setting("gang_fallback", "", FALLBACK),)
+
+    def __init__(self, fallback: str = "") -> None:
         self._native: tuple[float, bool] | None = None  # (when looked up, served)
+        self.fallback = fallback
+
+    @classmethod
+    def of(cls, settings: Any) -> Gang:
+        return cls(fallback=str(getattr(settings, "gang_fallback", "") or ""))
+
+    @property
+    def falling_back(self) -> bool:
+        """kube-scheduler's own gang is not served here, and the operator is told whose to use."""
+        return bool(self.fallback) and self._native is not None and not self._native[1]
+
+    def _placed(self, job: t.Job) -> t.Job:
+        """The job as its gang is placed here: a native gang through the fallback scheduler
+        where kube-scheduler's own is not served."""
+        if not self.falling_back or mechanism(job) != "native":
+            return job
+        sched = dataclasses.replace(job.spec.scheduling, scheduler_name=self.fallback)  # type: ignore[arg-type]
+        return dataclasses.replace(job, spec=dataclasses.replace(job.spec, scheduling=sched))
 
     async def observe(self, shell: Shell, key: Key, view: Any) -> Joined | None:
         """A job whose spec (or training template) may ask for a gang; kube-scheduler's own
@@ -59,7 +83,8 @@ class Gang(Integration):
         if sched.get("gang") is None and not spec.get("templateRef"):
             return None
         maybe_native = not sched.get("schedulerName") or spec.get("templateRef")  # a template may set either
-        return InGang(native_served=await self._native_served(shell) if maybe_native else None)
+        return InGang(native_served=await self._native_served(shell) if maybe_native else None,
+                      fallback=self.fallback or None)
 
     async def _native_served(self, shell: Shell) -> bool:
         now = shell.clock.monotonic()
@@ -70,8 +95,11 @@ class Gang(Integration):
 
     def children(self, job: t.Job, resolved: Resolved) -> list[dict]:
         """The job's PodGroup: the gang scheduler must see it before any pod."""
-        group = render_pod_group(job, resolved)
+        group = render_pod_group(self._placed(job), resolved)
         return [group] if group is not None else []
 
     def dress(self, pod: dict, job: t.Job) -> dict:
-        return gang_member(pod, job)
+        placed = self._placed(job)
+        if placed is not job:  # the fallback scheduler places the worker too
+            pod["spec"]["schedulerName"] = self.fallback
+        return gang_member(pod, placed)

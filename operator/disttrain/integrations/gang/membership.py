@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from disttrain.api import conditions as c
 from disttrain.api.report import TrainerReport
-from disttrain.integrations.gang.pod_group import API_VERSION, SCHEDULER_WORDS, Mechanism, mechanism
+from disttrain.integrations.gang.pod_group import API_VERSION, SCHEDULER_WORDS, VOLCANO_SCHEDULER, Mechanism, mechanism
 from disttrain.operator.core.integration import Joined
 from disttrain.operator.core.pods import PodInfo
 from disttrain.operator.core.state import Event, JobState, Plan, Refusal, workers
@@ -26,7 +26,8 @@ NOT_SERVED = ("the cluster does not serve scheduling.k8s.io/v1beta1 PodGroups: s
               "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1beta1=true, and "
               "kube-scheduler and kube-controller-manager with --feature-gates=GenericWorkload=true "
               "(Kubernetes 1.37+), or set spec.scheduling.schedulerName to a scheduler that reads PodGroups "
-              "(one running the coscheduling plugin, or volcano)")
+              "(one running the coscheduling plugin, or volcano), or run the operator with "
+              "DISTTRAIN_GANG_FALLBACK naming one")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,16 @@ class InGang(Joined):
 
     integration: ClassVar[str] = NAME
     native_served: bool | None = None
+    fallback: str | None = None  # the scheduler a native gang goes to where it is not served
+
+    @property
+    def falls_back(self) -> bool:
+        return self.native_served is False and bool(self.fallback)
 
     def hold(self, job: JobState, pods: list[PodInfo], plan: Plan, *, report: TrainerReport | None,
              checkpoint_refused: str | None, refusal: Refusal | None,
              nodes: Mapping[str, Any] | None = None) -> Plan | None:
-        if self.native_served is not False or _mechanism(job) != "native":
+        if self.native_served is not False or _mechanism(job) != "native" or self.falls_back:
             return None
         if any(p.active for p in pods):  # placed before the API went: they keep running
             return None
@@ -52,8 +58,13 @@ class InGang(Joined):
         if kind is None or not plan.create or any(p.active for p in pods):
             return
         least = job.validation.resolved.min_nodes  # type: ignore[union-attr]
+        why = ""
+        if kind == "native" and self.falls_back:  # kube-scheduler's own is not served: the configured one
+            kind, why = (("volcano" if self.fallback == VOLCANO_SCHEDULER else "coscheduling"),
+                         f" (scheduler {self.fallback}, DISTTRAIN_GANG_FALLBACK: the cluster does not serve "
+                         "kube-scheduler's own PodGroups)")
         plan.events.append(Event("Normal", c.GANG_SCHEDULING, f"the workers join PodGroup {job.name} "
-                                 f"({API_VERSION[kind]}): {SCHEDULER_WORDS[kind]} binds {least} or more of "
+                                 f"({API_VERSION[kind]}): {SCHEDULER_WORDS[kind]}{why} binds {least} or more of "
                                  "them at once, or none"))
 
 

@@ -47,12 +47,13 @@ def render_claim_template(job: t.Job) -> dict | None:
 
 def claiming(pod: dict, job: t.Job) -> dict:
     """The worker with its claim of the job's template, used by its trainer container."""
-    if job.spec.devices is None:
-        return pod
+    return with_claim(pod, CLAIM, template_name(job)) if job.spec.devices is not None else pod
+
+
+def with_claim(pod: dict, name: str, template: str) -> dict:
+    """The worker claiming from `template` under `name`, the claim used by its trainer container."""
     spec = pod["spec"]
-    spec["resourceClaims"] = [*(spec.get("resourceClaims") or []),
-                              {"name": CLAIM, "resourceClaimTemplateName": template_name(job)}]
-    container = spec["containers"][0]
-    resources = container.setdefault("resources", {})
-    resources["claims"] = [*(resources.get("claims") or []), {"name": CLAIM}]
+    spec["resourceClaims"] = [*(spec.get("resourceClaims") or []), {"name": name, "resourceClaimTemplateName": template}]
+    resources = spec["containers"][0].setdefault("resources", {})
+    resources["claims"] = [*(resources.get("claims") or []), {"name": name}]
     return pod

@@ -10,6 +10,7 @@ names): no worker waits for a fixed count, which suits an elastic job.
 from __future__ import annotations
 
 from disttrain.api import types as t
+from disttrain.integrations.dynamic_resources.claim import with_claim
 from disttrain.render.context import child_metadata
 
 API_VERSION = "resource.nvidia.com/v1beta1"
@@ -37,11 +38,4 @@ def render_compute_domain(job: t.Job) -> dict | None:
 
 def joining(pod: dict, job: t.Job) -> dict:
     """The worker with a claim of the domain's channel, used by its trainer container."""
-    if job.spec.compute_domain is None:
-        return pod
-    spec = pod["spec"]
-    spec["resourceClaims"] = [*(spec.get("resourceClaims") or []),
-                              {"name": CHANNEL, "resourceClaimTemplateName": channel_template(job)}]
-    resources = spec["containers"][0].setdefault("resources", {})
-    resources["claims"] = [*(resources.get("claims") or []), {"name": CHANNEL}]
-    return pod
+    return with_claim(pod, CHANNEL, channel_template(job)) if job.spec.compute_domain is not None else pod

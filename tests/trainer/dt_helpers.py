@@ -198,12 +198,15 @@ def get_status(port: int) -> dict[str, Any] | None:
         return None
 
 
-def wait_for_step(port: int, step: int, *, timeout: float, agents: list[Agent] = ()) -> dict[str, Any]:
+def wait_for_step(port: int, step: int, *, timeout: float, agents: list[Agent] = (),
+                  with_loss: bool = False) -> dict[str, Any]:
+    """/status once it reached `step` (and, with_loss, once a loss is reported: with several
+    ranks a log step's mean loss is published at the next step, after the step itself)."""
     import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = get_status(port)
-        if status and status["step"] >= step:
+        if status and status["step"] >= step and (not with_loss or status.get("loss") is not None):
             return status
         for a in agents:
             assert a.proc.poll() is None, f"agent exited early:\n{a.output()[-4000:]}"

@@ -77,7 +77,7 @@ def test_the_compact_assignment_decodes_to_domains_in_kueues_order():
     assert decoded.levels == (BLOCK, RACK)
     assert [(d.values, d.workers) for d in decoded.domains] == [
         (("b1", "r-1"), 4), (("b1", "r-2"), 2), (("b2", "r-9"), 2)]
-    assert tas.at_level(decoded, BLOCK, lambda _: None) == [("b1", 6), ("b2", 2)]
+    assert tas.at_level(decoded, BLOCK, lambda *_: None) == [("b1", 6), ("b2", 2)]
     assert tas.decode(None) is None and tas.decode({"levels": []}) is None
 
 

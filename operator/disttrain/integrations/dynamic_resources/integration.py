@@ -90,8 +90,15 @@ class DynamicResources(Integration):
             return {name: rule} if rule is not None else {}
 
         @kopf.on.event(GROUP, VERSION, "resourceslices", id="device_slice_changed")
+        async def slice_changed(body: kopf.Body, memo: kopf.Memo, job_claims: kopf.Index, **_: Any) -> None:
+            if taints.slice_taints(body):  # a slice without a taint sends no job anywhere
+                taint_changed(memo, job_claims)
+
         @kopf.on.event(GROUP, VERSION, "devicetaintrules", id="device_taint_rule_changed")
-        async def taint_changed(memo: kopf.Memo, job_claims: kopf.Index, **_: Any) -> None:
+        async def rule_changed(memo: kopf.Memo, job_claims: kopf.Index, **_: Any) -> None:
+            taint_changed(memo, job_claims)
+
+        def taint_changed(memo: kopf.Memo, job_claims: kopf.Index) -> None:
             for key in list(job_claims):  # taints change rarely: every job holding devices looks again
                 queue_job(memo, key)
 

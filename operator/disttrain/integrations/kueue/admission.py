@@ -207,7 +207,7 @@ class Unqueued(Joined):
 def unplaced(job: JobState, pods: list[PodInfo], plan: Plan, fix: str) -> Plan:
     """The job asks for a topology nothing here places by: Pending, no worker, a Warning once."""
     topo = topology_of(job.validation.job)
-    level = topo.required or topo.preferred or topo.slice_required if topo is not None else None
+    level = tas.asked_level(tas.request(topo)) if topo is not None else None
     message = (f"spec.scheduling.topology ({level}) is placed by Kueue's Topology-Aware Scheduling, and {fix}")
     before = c.get_condition(job.status.conditions, c.RUNNING)
     if before is None or before.reason != c.TOPOLOGY_UNPLACED or before.message != c.cap(message):
@@ -300,11 +300,11 @@ def placed_by_topology(wl: WorkloadView, nodes: Mapping[str, NodeHealth]) -> tup
         return None, ""
     level = tas.asked_level(wl.topology_request)
 
-    def labels(host: str) -> dict[str, str] | None:
+    def label_of(host: str, key: str) -> str | None:  # every pass of an admitted job: no copies
         node = nodes.get(host)
-        return dict(node.labels) if node is not None else None
+        return next((value for name, value in node.labels if name == key), None) if node is not None else None
 
-    grouped = tas.at_level(wl.assignment, level, labels)
+    grouped = tas.at_level(wl.assignment, level, label_of)
     hosts = len(wl.assignment.domains) if wl.assignment.levels[-1:] == (tas.HOSTNAME,) else None
     placed = TopologyPlacement(level=level or wl.assignment.levels[-1], domain_count=len(grouped), hosts=hosts,
                                domains=[PlacedDomain(name=name, workers=n)

@@ -90,10 +90,6 @@ class Assignment:
     levels: tuple[str, ...]
     domains: tuple[Domain, ...]
 
-    @property
-    def workers(self) -> int:
-        return sum(d.workers for d in self.domains)
-
 
 def decode(raw: Mapping[str, Any] | None) -> Assignment | None:
     """Kueue v0.19's compact topologyAssignment (slices of domains, each level's values
@@ -133,17 +129,17 @@ def asked_level(asked: Mapping[str, Any] | None) -> str | None:
 
 
 def at_level(assignment: Assignment, level: str | None,
-             node_labels: Callable[[str], Mapping[str, str] | None]) -> list[tuple[str, int]]:
+             label_of: Callable[[str, str], str | None]) -> list[tuple[str, int]]:
     """The assignment's domains grouped at `level`, in Kueue's order: (the domain's value of
-    that label, its workers). An assignment at kubernetes.io/hostname names hosts only: their
-    nodes' labels give the level ('?' for a node not known)."""
+    that label, its workers). An assignment at kubernetes.io/hostname names hosts only:
+    `label_of(host, level)`, the host's node label, gives the level ('?' for a node not known)."""
     out: dict[str, int] = {}
     index = assignment.levels.index(level) if level in assignment.levels else None
     for domain in assignment.domains:
         if index is not None:
             name = domain.values[index]
         elif level and assignment.levels and assignment.levels[-1] == HOSTNAME:
-            name = (node_labels(domain.values[-1]) or {}).get(level, "?")
+            name = label_of(domain.values[-1], level) or "?"
         else:
             name = "/".join(domain.values)
         out[name] = out.get(name, 0) + domain.workers
